@@ -1,0 +1,46 @@
+#pragma once
+// The project's error hierarchy. Every error the library throws at its boundary derives from
+// meganeura::Error; messages start with "[where]" and say what was expected and what was found.
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace meganeura {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A tensor shape does not fit an op. The message names the op, expected and actual shapes, the node's
+// name and the file:line of the user's builder call.
+class ShapeError : public Error { using Error::Error; };
+// A graph is malformed as a whole (no outputs, unknown node, output independent of inputs, ...).
+class GraphError : public Error { using Error::Error; };
+// Vulkan (or any backend) failed: no loader, no device, out of memory, a bad device id.
+class DeviceError : public Error { using Error::Error; };
+// GLSL did not compile or SPIR-V did not validate; carries the numbered source and the kernel label.
+class ShaderError : public Error {
+ public:
+  ShaderError(const std::string& message, std::string label, std::string numbered_source)
+      : Error(message), label_(std::move(label)), source_(std::move(numbered_source)) {}
+  const std::string& label() const { return label_; }
+  const std::string& numbered_source() const { return source_; }
+
+ private:
+  std::string label_;
+  std::string source_;
+};
+// An environment variable or SessionConfig field holds a value we cannot accept.
+class ConfigError : public Error { using Error::Error; };
+// A session was used wrongly: unknown input name, wrong parameter size, value fused away, ...
+class SessionError : public Error { using Error::Error; };
+// A checkpoint file is truncated, corrupt or does not match the session.
+class CheckpointError : public Error { using Error::Error; };
+// A data file (IDX, safetensors, ...) is missing or malformed.
+class DataError : public Error { using Error::Error; };
+
+// "file.cpp:42" for error messages.
+std::string where(const std::source_location& loc);
+
+}  // namespace meganeura

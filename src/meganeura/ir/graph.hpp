@@ -1,0 +1,257 @@
+#pragma once
+// The IR: one hash-consed node type. A Graph is append-only; a NodeId stays valid in every graph derived
+// from it (autodiff and rewrites extend or rebuild, and map old ids to new ones explicitly).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "meganeura/core/error.hpp"
+
+namespace meganeura {
+
+enum class DType : uint8_t { F32, F16, BF16, I32, U32 };
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);
+// numpy broadcasting; nullopt when the shapes do not broadcast.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+struct NodeId {
+  uint32_t v = UINT32_MAX;
+  bool valid() const { return v != UINT32_MAX; }
+  friend bool operator==(NodeId a, NodeId b) = default;
+  friend auto operator<=>(NodeId a, NodeId b) = default;
+};
+
+// Every op of the IR. Ops are defined (shape rule, VJP, CPU reference, archetype, codegen hook) in
+// ops/ in exactly one table row each; this enum is only their names.
+enum class Op : uint16_t {
+  // leaves
+  Input, Parameter, Constant, Fill,  // Fill: a scalar broadcast to a shape, never materialised
+  // unary
+  Neg, Abs, Sign, Exp, Log, Sqrt, Rsqrt, Reciprocal, Square, Relu, LeakyRelu, Elu, Sigmoid, Tanh, Silu,
+  Gelu, GeluGrad, Softplus, Sin, Cos, Clamp, Cast, Erf, StopGradient,
+  // binary (numpy broadcasting)
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
+  // ternary
+  Where,
+  // matmul: attrs.flag_a = transpose A, attrs.flag_b = transpose B
+  MatMul,
+  // reductions over attrs.axes with attrs.keepdim
+  Sum, Mean, Max, Min, Variance, ArgMax,
+  Softmax, LogSoftmax,
+  // losses; attrs.reduction
+  CrossEntropy, CrossEntropyIndex, MseLoss, L1Loss, BceWithLogits,
+  // normalisation
+  LayerNorm, RmsNorm, BatchNorm, GroupNorm,
+  // movement
+  Reshape, Permute, Slice, Concat, BroadcastTo, Pad, Gather, ScatterAdd,
+  // vision
+  Conv2d, Conv2dGradInput, Conv2dGradWeight, MaxPool2d, MaxPool2dGrad, AvgPool2d, AvgPool2dGrad,
+  UpsampleNearest,
+  // attention
+  Attention, AttentionGradQ, AttentionGradK, AttentionGradV, Rope,
+  Dropout,
+  // fused forms made by rewrites
+  SwiGlu,
+  Count_
+};
+const char* op_name(Op op);
+
+enum class Reduction : uint8_t { Mean, Sum, None };
+
+// Attributes of a node. One plain struct for every op (compared and hashed field by field); each op's
+// table row documents which fields it reads.
+struct Attrs {
+  std::vector<int64_t> axes;    // reductions, softmax axis, permute order, concat axis, squeeze/unsqueeze
+  std::vector<int64_t> ints;    // op-specific integers: conv/pool stride, padding, dilation, groups; slice
+                                // start/stop/step triples; pad widths; ignore_index; position offset
+  std::vector<double> reals;    // op-specific reals: alpha, eps, clamp bounds, theta, scale, momentum, p
+  bool keepdim = false;
+  bool flag_a = false;          // MatMul: transpose A; Attention: causal; BatchNorm: training; Gelu: tanh form
+  bool flag_b = false;          // MatMul: transpose B
+  Reduction reduction = Reduction::Mean;
+  DType dtype = DType::F32;     // Cast target
+  uint64_t seed = 0;            // Dropout
+  friend bool operator==(const Attrs&, const Attrs&) = default;
+};
+
+// Where a node came from: the user's builder line, a name, and for derived nodes what produced them.
+struct Provenance {
+  std::string name;                   // user or nn-layer name, "grad/w1" for gradients; may be empty
+  std::source_location loc;           // the user's builder call
+  std::string rule;                   // rewrite rule or "autodiff" that created the node; empty if user-made
+  std::vector<NodeId> derived_from;   // nodes this one was derived from (in the graph it was built from)
+};
+
+struct Node {
+  Op op;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<NodeId> inputs;
+  Attrs attrs;
+  Provenance prov;
+};
+
+// A graph under construction. Builder methods check shapes (throwing ShapeError naming the op, the shapes,
+// the node name and the user's file:line), intern equal nodes (CSE by construction) and return the id.
+class Graph {
+ public:
+  using Loc = std::source_location;
+
+  // leaves
+  NodeId input(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
+  NodeId parameter(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
+  NodeId constant(std::vector<float> data, Shape shape, Loc loc = Loc::current());
+  NodeId scalar(double value, Loc loc = Loc::current());  // shape {} and broadcast by every binary op
+  NodeId fill(double value, Shape shape, Loc loc = Loc::current());
+
+  // names and outputs
+  NodeId named(NodeId x, const std::string& name);
+  void set_outputs(std::vector<NodeId> outputs);
+  const std::vector<NodeId>& outputs() const { return outputs_; }
+
+  // unary
+  NodeId neg(NodeId x, Loc loc = Loc::current());
+  NodeId abs(NodeId x, Loc loc = Loc::current());
+  NodeId sign(NodeId x, Loc loc = Loc::current());
+  NodeId exp(NodeId x, Loc loc = Loc::current());
+  NodeId log(NodeId x, Loc loc = Loc::current());
+  NodeId sqrt(NodeId x, Loc loc = Loc::current());
+  NodeId rsqrt(NodeId x, Loc loc = Loc::current());
+  NodeId reciprocal(NodeId x, Loc loc = Loc::current());
+  NodeId square(NodeId x, Loc loc = Loc::current());
+  NodeId relu(NodeId x, Loc loc = Loc::current());
+  NodeId leaky_relu(NodeId x, double alpha = 0.01, Loc loc = Loc::current());
+  NodeId elu(NodeId x, double alpha = 1.0, Loc loc = Loc::current());
+  NodeId sigmoid(NodeId x, Loc loc = Loc::current());
+  NodeId tanh(NodeId x, Loc loc = Loc::current());
+  NodeId silu(NodeId x, Loc loc = Loc::current());
+  NodeId gelu(NodeId x, bool tanh_approx = false, Loc loc = Loc::current());
+  NodeId softplus(NodeId x, Loc loc = Loc::current());
+  NodeId sin(NodeId x, Loc loc = Loc::current());
+  NodeId cos(NodeId x, Loc loc = Loc::current());
+  NodeId erf(NodeId x, Loc loc = Loc::current());
+  NodeId clamp(NodeId x, double lo, double hi, Loc loc = Loc::current());
+  NodeId cast(NodeId x, DType to, Loc loc = Loc::current());
+  NodeId stop_gradient(NodeId x, Loc loc = Loc::current());
+
+  // binary, numpy broadcasting
+  NodeId add(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId sub(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId mul(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId div(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId pow(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId maximum(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId minimum(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId eq(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId ne(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId lt(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId le(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId gt(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId ge(NodeId a, NodeId b, Loc loc = Loc::current());
+  NodeId where(NodeId cond, NodeId a, NodeId b, Loc loc = Loc::current());
+
+  // matmul: [.., M, K] x [.., K, N], batch dims broadcast; transposes are attributes, never materialised
+  NodeId matmul(NodeId a, NodeId b, bool transpose_a = false, bool transpose_b = false, Loc loc = Loc::current());
+
+  // reductions; empty axes = all axes; negative axes count from the end
+  NodeId sum(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
+  NodeId mean(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
+  NodeId max(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
+  NodeId min(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
+  NodeId variance(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
+  NodeId argmax(NodeId x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
+  NodeId softmax(NodeId x, int64_t axis = -1, Loc loc = Loc::current());
+  NodeId log_softmax(NodeId x, int64_t axis = -1, Loc loc = Loc::current());
+
+  // losses (class axis is the last; targets are probabilities / one-hot, or I32 class indices)
+  NodeId cross_entropy_loss(NodeId logits, NodeId targets, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId cross_entropy_loss_index(NodeId logits, NodeId labels, int64_t ignore_index = -100,
+                                  Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId mse_loss(NodeId pred, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId l1_loss(NodeId pred, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId bce_with_logits(NodeId logits, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+
+  // normalisation (over the last axis for layer/rms norm; NCHW channels for batch/group norm)
+  NodeId layer_norm(NodeId x, NodeId weight, NodeId bias, double eps = 1e-5, Loc loc = Loc::current());
+  NodeId rms_norm(NodeId x, NodeId weight, double eps = 1e-6, Loc loc = Loc::current());
+  // training: batch statistics; evaluation: running_mean/running_var inputs
+  NodeId batch_norm(NodeId x, NodeId weight, NodeId bias, NodeId running_mean, NodeId running_var,
+                    bool training, double eps = 1e-5, Loc loc = Loc::current());
+  NodeId group_norm(NodeId x, NodeId weight, NodeId bias, int64_t groups, double eps = 1e-5, Loc loc = Loc::current());
+
+  // movement
+  NodeId reshape(NodeId x, Shape shape, Loc loc = Loc::current());  // one -1 allowed
+  NodeId permute(NodeId x, std::vector<int64_t> perm, Loc loc = Loc::current());
+  NodeId transpose(NodeId x, int64_t a = -2, int64_t b = -1, Loc loc = Loc::current());
+  NodeId slice(NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1, Loc loc = Loc::current());
+  NodeId concat(std::vector<NodeId> xs, int64_t axis, Loc loc = Loc::current());
+  std::vector<NodeId> split(NodeId x, std::vector<int64_t> sizes, int64_t axis, Loc loc = Loc::current());
+  NodeId broadcast_to(NodeId x, Shape shape, Loc loc = Loc::current());
+  NodeId squeeze(NodeId x, int64_t axis, Loc loc = Loc::current());
+  NodeId unsqueeze(NodeId x, int64_t axis, Loc loc = Loc::current());
+  NodeId pad(NodeId x, std::vector<int64_t> before, std::vector<int64_t> after, double value = 0.0,
+             Loc loc = Loc::current());
+  NodeId gather(NodeId table, NodeId indices, Loc loc = Loc::current());  // rows of table[V, D] by I32 indices
+  NodeId embedding(NodeId table, NodeId indices, Loc loc = Loc::current()) { return gather(table, indices, loc); }
+  NodeId scatter_add(NodeId indices, NodeId values, int64_t rows, Loc loc = Loc::current());  // -> [rows, D]
+
+  // vision, NCHW; weight [Cout, Cin/groups, KH, KW]
+  NodeId conv2d(NodeId x, NodeId weight, std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1, Loc loc = Loc::current());
+  NodeId max_pool2d(NodeId x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                    std::vector<int64_t> padding = {0, 0}, Loc loc = Loc::current());
+  NodeId avg_pool2d(NodeId x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                    std::vector<int64_t> padding = {0, 0}, Loc loc = Loc::current());
+  NodeId global_avg_pool(NodeId x, Loc loc = Loc::current());  // [N,C,H,W] -> [N,C]
+  NodeId upsample_nearest(NodeId x, int64_t factor, Loc loc = Loc::current());
+
+  // attention: q [B, Hq, S, D], k/v [B, Hkv, T, D] with Hq % Hkv == 0; mask (optional) additive, broadcast
+  // to [B, Hq, S, T]; scale 0 means 1/sqrt(D)
+  NodeId scaled_dot_product_attention(NodeId q, NodeId k, NodeId v, bool causal = false,
+                                      std::optional<NodeId> mask = std::nullopt, double scale = 0.0,
+                                      Loc loc = Loc::current());
+  NodeId rope(NodeId x, double theta = 10000.0, int64_t position_offset = 0, Loc loc = Loc::current());  // x [.., S, D]
+  NodeId dropout(NodeId x, double p, uint64_t seed, Loc loc = Loc::current());
+
+  // generic construction, used by the builder methods, autodiff and rewrites: runs the op's shape rule,
+  // interns the node and returns its id
+  NodeId make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance prov);
+
+  const Node& node(NodeId id) const;
+  size_t size() const { return nodes_.size(); }
+  const std::vector<NodeId>& parameters() const { return parameters_; }
+  const std::vector<NodeId>& inputs() const { return inputs_; }
+  std::optional<NodeId> find(const std::string& name) const;  // by node name
+  const std::vector<float>& constant_data(NodeId id) const;
+
+  // gradients added by autodiff: grad of a parameter (or an input that asked for one) by handle
+  std::optional<NodeId> gradient(NodeId wrt) const;
+  void set_gradient(NodeId wrt, NodeId grad);
+  const std::map<NodeId, NodeId>& gradients() const { return gradients_; }
+
+  std::string to_text() const;  // readable listing with names and builder lines
+  std::string to_dot() const;   // Graphviz
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<NodeId> outputs_, parameters_, inputs_;
+  std::map<NodeId, NodeId> gradients_;
+  std::unordered_map<uint32_t, std::vector<float>> constants_;
+  std::unordered_map<uint64_t, std::vector<NodeId>> intern_;  // structural hash -> candidates
+};
+
+}  // namespace meganeura
+
+template <>
+struct std::hash<meganeura::NodeId> {
+  size_t operator()(meganeura::NodeId id) const noexcept { return id.v; }
+};

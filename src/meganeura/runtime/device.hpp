@@ -1,0 +1,142 @@
+#pragma once
+// The backend seam. Nothing here names a Vulkan type: the rest of the library sees buffers, kernels and
+// recorded command lists by handle. Vulkan (runtime/vulkan_*.cpp) is the one implementation; a Metal
+// backend would implement the same abstract classes.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "meganeura/core/error.hpp"
+
+namespace meganeura::runtime {
+
+struct CoopMatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  std::string a_type, b_type, c_type, result_type;  // "f16", "f32", "bf16", "s8", "s32", ...
+  std::string scope;                                // "subgroup", ...
+};
+
+struct MemoryHeap {
+  uint64_t size = 0;
+  uint64_t budget = 0;  // VK_EXT_memory_budget where present, else size
+  uint64_t usage = 0;
+  bool device_local = false;
+};
+
+// What the device can do, filled once at start-up. Passed explicitly to every stage that needs it.
+struct DeviceCaps {
+  std::string backend = "vulkan";
+  std::string name;
+  uint32_t vendor_id = 0;
+  uint32_t device_id = 0;
+  std::string device_type;  // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver_name, driver_info;
+  uint32_t driver_version = 0;
+  std::string api_version;  // "1.3.239"
+  // limits
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_size[3] = {0, 0, 0};
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  uint64_t max_storage_buffer_range = 0;
+  uint32_t min_storage_buffer_offset_alignment = 0;
+  uint32_t max_push_constants_size = 0;
+  uint32_t subgroup_size = 0;
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
+  // features
+  bool fp16_arithmetic = false;
+  bool storage_16bit = false;
+  bool int8_arithmetic = false;
+  bool subgroup_basic = false, subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_ballot = false;
+  bool subgroup_size_control = false;
+  bool buffer_device_address = false;
+  bool vulkan_memory_model = false;
+  bool timestamps = false;
+  double timestamp_period_ns = 0.0;
+  bool shader_float_atomic_add = false;
+  // cooperative matrix
+  bool coopmat_nv = false;
+  bool coopmat_khr = false;
+  std::vector<CoopMatShape> coopmat_nv_shapes, coopmat_khr_shapes;
+  std::vector<MemoryHeap> heaps;
+
+  std::string to_json() const;   // machine-readable, one object
+  std::string to_table() const;  // human-readable
+};
+
+struct DeviceOptions {
+  std::optional<uint32_t> device_id;  // MEGANEURA_DEVICE_ID, parsed by SessionConfig::from_env
+  bool validation = false;            // MEGANEURA_VALIDATION
+  bool host_visible = false;          // debugging: every buffer mappable
+};
+
+// A region of a device memory block. Buffers are sub-allocated from large blocks.
+struct Buffer {
+  uint32_t block = UINT32_MAX;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool valid() const { return block != UINT32_MAX; }
+};
+
+struct KernelDesc {
+  std::string label;                     // provenance label, shown in errors, profiles and debug labels
+  std::vector<uint32_t> spirv;
+  uint32_t num_buffers = 0;              // storage buffers at set 0, bindings 0..n-1
+  uint32_t push_constant_bytes = 0;
+  std::vector<uint32_t> spec_constants;  // constant_id i = spec_constants[i] (32-bit each)
+};
+using KernelId = uint32_t;
+
+// A recorded command list: recorded once, submitted many times.
+class CommandList {
+ public:
+  virtual ~CommandList() = default;
+  virtual void dispatch(KernelId kernel, std::span<const Buffer> buffers, std::span<const std::byte> push,
+                        uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
+  // a compute->compute memory barrier (all prior dispatches visible to all later)
+  virtual void barrier() = 0;
+  virtual void copy(const Buffer& src, const Buffer& dst, uint64_t bytes) = 0;
+  virtual void timestamp(uint32_t query) = 0;  // query < timestamp_capacity given to record()
+  virtual void begin_label(const std::string& label) = 0;
+  virtual void end_label() = 0;
+  virtual void finish() = 0;  // end recording
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual const DeviceCaps& caps() const = 0;
+
+  // memory; throws DeviceError naming the requested size and heap budget when out of memory
+  virtual Buffer alloc(uint64_t bytes) = 0;
+  virtual void free(const Buffer& b) = 0;
+  virtual void upload(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset = 0) = 0;
+  virtual void download(const Buffer& src, void* data, uint64_t bytes, uint64_t offset = 0) = 0;
+  virtual void fill_zero(const Buffer& b) = 0;
+  virtual uint64_t allocated_bytes() const = 0;  // bytes of device memory in blocks
+
+  virtual KernelId create_kernel(const KernelDesc& desc) = 0;
+
+  virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
+  virtual void submit(CommandList& list) = 0;  // returns at once
+  virtual void wait() = 0;                     // blocks until everything submitted finished
+  // timestamps of the last completed submission of `list`, in nanoseconds
+  virtual std::vector<double> timestamps(CommandList& list) = 0;
+};
+
+// Every device the backend sees, in enumeration order. Throws DeviceError naming mesa-vulkan-drivers
+// when there is no loader or no device.
+std::vector<DeviceCaps> enumerate_devices(bool validation = false);
+// Opens the device chosen by options.device_id, else the first discrete, integrated, virtual, CPU device.
+// An id that matches nothing throws DeviceError listing the devices present.
+std::unique_ptr<Device> open_device(const DeviceOptions& options);
+
+}  // namespace meganeura::runtime

@@ -1,0 +1,103 @@
+#pragma once
+// The Session: a graph compiled into one recorded GPU step, and its entry points.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "meganeura/ir/graph.hpp"
+
+namespace meganeura {
+
+namespace runtime {
+class Device;
+struct DeviceCaps;
+}  // namespace runtime
+
+enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
+enum class Precision : uint8_t { F32, Mixed16 };
+enum class OptimizerKind : uint8_t { None, Sgd, Adam, AdamW, LaProp };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double learning_rate = 0.01;
+  double momentum = 0.0;  // SGD
+  bool nesterov = false;  // SGD
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// Everything that changes how a graph is compiled and run. from_env() is the only place in the library
+// that reads environment variables.
+struct SessionConfig {
+  bool training = true;                 // autodiff + optimizer update in the step
+  OptimizerConfig optimizer;            // kind None: forward+backward only, no update, no moments
+  RewriteMode rewrite = RewriteMode::Greedy;
+  Precision precision = Precision::F32;
+  bool alias_memory = true;             // liveness-based aliasing of intermediates
+  bool host_visible = false;            // debug: every buffer host-readable
+  bool keep_intermediates = false;      // debug: every node materialised and readable by name
+  std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
+  bool validation = false;              // MEGANEURA_VALIDATION
+  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" stderr, else a path
+  std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura
+  std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
+  bool gpu_timing = false;              // MEGANEURA_GPU_TIMING
+  std::string trace_path;               // MEGANEURA_TRACE
+
+  static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
+  static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
+};
+
+struct OptimizeReport {
+  std::vector<std::pair<std::string, int>> rules_fired;  // rule name, times
+  size_t nodes_before = 0, nodes_after = 0;
+  std::string stop_reason;  // "fixed point", "budget: iterations", ...
+  size_t kernels = 0;
+  std::string to_text() const;
+};
+
+struct MemorySummary {
+  uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, inputs = 0, outputs = 0;
+  uint64_t total() const { return parameters + gradients + optimizer_state + activations + inputs + outputs; }
+};
+
+class SessionImpl;
+
+class Session {
+ public:
+  Session(std::unique_ptr<SessionImpl> impl);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  void set_input(const std::string& name, std::span<const float> data);
+  void set_input(const std::string& name, std::span<const int32_t> data);
+  void set_parameter(const std::string& name, std::span<const float> data);
+  std::vector<float> read_parameter(const std::string& name);
+  std::vector<float> read_output(size_t index);
+  std::vector<float> read_output(const std::string& name);
+  std::vector<float> read_node_by_name(const std::string& name);  // debug sessions
+  void set_learning_rate(double lr);
+
+  void step();  // submits the recorded step; returns at once
+  void wait();  // blocks until the step finished
+  void run() { step(); wait(); }
+
+  MemorySummary memory_summary() const;
+  const OptimizeReport& report() const;
+  const Graph& graph() const;  // the compiled (differentiated, rewritten) graph
+  const runtime::DeviceCaps& caps() const;
+  const SessionConfig& config() const;
+
+ private:
+  std::unique_ptr<SessionImpl> impl_;
+};
+
+Session build(const Graph& g, const SessionConfig& config);
+Session build_session(const Graph& g);            // training, config from the environment
+Session build_inference_session(const Graph& g);  // no gradients, no optimizer buffers
+
+}  // namespace meganeura
