@@ -1,0 +1,105 @@
+#include "meganeura/train/tensor_store.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "meganeura/core/error.hpp"
+
+namespace meganeura {
+
+// Checkpoints store little-endian bytes; a big-endian host would need swaps here.
+static_assert(std::endian::native == std::endian::little, "checkpoint bytes assume a little-endian host");
+
+const char* role_name(TensorRole r) { return r == TensorRole::Parameter ? "parameter" : "optimizer state"; }
+
+size_t element_bytes(DType t) {
+  switch (t) {
+    case DType::F16: case DType::BF16: return 2;
+    case DType::F32: case DType::I32: case DType::U32: return 4;
+  }
+  return 0;
+}
+
+static const char* dtype_text(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "i32";
+    case DType::U32: return "u32";
+  }
+  return "?";
+}
+
+uint64_t TensorInfo::byte_size() const {
+  uint64_t n = element_bytes(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d < 0 ? 0 : d);
+  return n;
+}
+
+std::string describe(const TensorInfo& t) {
+  std::string s = std::string(role_name(t.role)) + " '" + t.name + "' " + dtype_text(t.dtype) + "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(t.shape[i]);
+  }
+  return s + "]";
+}
+
+std::vector<std::byte> to_bytes(std::span<const float> values) {
+  std::vector<std::byte> out(values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+std::vector<float> to_floats(std::span<const std::byte> bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+void MemoryStore::add(TensorInfo info, std::vector<std::byte> bytes) {
+  if (bytes.size() != info.byte_size())
+    throw CheckpointError("[MemoryStore::add] " + describe(info) + ": expected " + std::to_string(info.byte_size()) +
+                          " bytes, got " + std::to_string(bytes.size()));
+  for (const Entry& e : entries_)
+    if (e.info.name == info.name) throw CheckpointError("[MemoryStore::add] expected a new name, got '" + info.name + "' twice");
+  entries_.push_back({std::move(info), std::move(bytes)});
+}
+
+void MemoryStore::add_f32(const std::string& name, Shape shape, const std::vector<float>& values, TensorRole role) {
+  add(TensorInfo{name, role, DType::F32, std::move(shape)}, to_bytes(values));
+}
+
+std::vector<float> MemoryStore::f32(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.info.name == name) return to_floats(e.bytes);
+  throw CheckpointError("[MemoryStore::f32] expected a tensor named '" + name + "', got none");
+}
+
+std::vector<TensorInfo> MemoryStore::tensors() const {
+  std::vector<TensorInfo> out;
+  for (const Entry& e : entries_) out.push_back(e.info);
+  return out;
+}
+
+std::vector<std::byte> MemoryStore::read(const TensorInfo& t) {
+  for (const Entry& e : entries_)
+    if (e.info.name == t.name) return e.bytes;
+  throw CheckpointError("[MemoryStore::read] expected a tensor named '" + t.name + "', got none");
+}
+
+void MemoryStore::write(const TensorInfo& t, std::span<const std::byte> bytes) {
+  for (Entry& e : entries_) {
+    if (e.info.name != t.name) continue;
+    if (bytes.size() != e.bytes.size())
+      throw CheckpointError("[MemoryStore::write] " + describe(t) + ": expected " + std::to_string(e.bytes.size()) +
+                            " bytes, got " + std::to_string(bytes.size()));
+    e.bytes.assign(bytes.begin(), bytes.end());
+    ++writes_;
+    return;
+  }
+  throw CheckpointError("[MemoryStore::write] expected a tensor named '" + t.name + "', got none");
+}
+
+}  // namespace meganeura
