@@ -59,6 +59,13 @@ struct OptimizeReport {
   std::string to_text() const;
 };
 
+// One optimizer moment buffer, as a logical tensor (for checkpoints). Named "optim.<slot>/<parameter>" with
+// slot "momentum" (SGD with momentum) or "m" and "v" (Adam, AdamW, LaProp).
+struct OptimizerStateInfo {
+  std::string name;
+  Shape shape;
+};
+
 struct MemorySummary {
   uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, inputs = 0, outputs = 0;
   uint64_t total() const { return parameters + gradients + optimizer_state + activations + inputs + outputs; }
@@ -81,6 +88,14 @@ class Session {
   std::vector<float> read_output(const std::string& name);
   std::vector<float> read_node_by_name(const std::string& name);  // debug sessions
   void set_learning_rate(double lr);
+
+  // Training state beyond the parameters, for checkpoints and host-side updates (used by train/).
+  std::vector<float> read_gradient(const std::string& parameter);  // training sessions, after wait()
+  std::vector<OptimizerStateInfo> optimizer_state() const;         // empty when the optimizer keeps none
+  std::vector<float> read_optimizer_state(const std::string& name);
+  void set_optimizer_state(const std::string& name, std::span<const float> data);
+  uint64_t optimizer_step() const;  // updates applied so far (Adam's bias-correction count)
+  void set_optimizer_step(uint64_t step);
 
   void step();  // submits the recorded step; returns at once
   void wait();  // blocks until the step finished
