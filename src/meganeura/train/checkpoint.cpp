@@ -353,10 +353,10 @@ RestoreReport restore_checkpoint(const std::string& path, TensorStore& store) {
   }
   if (wants_state) store.set_metadata(c.metadata);
   else {
-    // An inference store still gets the non-optimizer metadata (none today); drop optimizer keys.
+    // A store without optimizer state (inference, plain SGD) gets everything but the optimizer's keys.
     std::map<std::string, std::string> kept;
     for (const auto& [k, v] : c.metadata)
-      if (k.rfind("optimizer", 0) != 0) kept[k] = v;
+      if (k != "optimizer" && k != "optimizer_step") kept[k] = v;
     store.set_metadata(kept);
   }
   return report;

@@ -1,0 +1,36 @@
+#pragma once
+// What a Trainer drives: a compiled Session (session_target.hpp), or a small host model in tests.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "meganeura/data/dataset.hpp"
+#include "meganeura/session/session.hpp"
+#include "meganeura/train/tensor_store.hpp"
+
+namespace meganeura {
+
+class TrainTarget {
+ public:
+  virtual ~TrainTarget() = default;
+  virtual std::vector<TensorInfo> inputs() const = 0;
+  virtual std::vector<TensorInfo> parameters() const = 0;
+  virtual void set_input(const std::string& name, const HostTensor& value) = 0;
+  virtual double run_step() = 0;  // forward, backward and (fused) update; returns the loss
+  // The update rule inside run_step, or None when run_step only computes gradients.
+  virtual OptimizerConfig fused_optimizer() const = 0;
+  virtual void set_learning_rate(double lr) = 0;
+  virtual std::vector<float> read_parameter(const std::string& name) = 0;
+  virtual void set_parameter(const std::string& name, std::span<const float> values) = 0;
+  virtual std::vector<float> read_gradient(const std::string& name) = 0;
+  // The fused optimizer's moment buffers and update count (empty / 0 without a fused optimizer).
+  virtual std::vector<TensorInfo> optimizer_state() const = 0;
+  virtual std::vector<float> read_optimizer_state(const std::string& name) = 0;
+  virtual void set_optimizer_state(const std::string& name, std::span<const float> values) = 0;
+  virtual uint64_t optimizer_step() const = 0;
+  virtual void set_optimizer_step(uint64_t step) = 0;
+  virtual std::string device_name() const { return "host"; }
+};
+
+}  // namespace meganeura

@@ -1,0 +1,363 @@
+// The Trainer driven through a host model (linear regression with hand-written gradients): schedules,
+// host optimizers, clipping, accumulation, callbacks, history, progress and checkpoint resume.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "meganeura/core/error.hpp"
+#include "meganeura/train/trainer.hpp"
+#include "meganeura/train/progress.hpp"
+
+namespace fs = std::filesystem;
+using namespace meganeura;
+
+namespace {
+
+// y_hat = x @ w + b with x [B, 2], w [2, 1], b [1]; loss = mean((y_hat - y)^2).
+class FakeLinear : public TrainTarget {
+ public:
+  FakeLinear(int64_t batch, OptimizerKind fused = OptimizerKind::None) : batch_(batch) {
+    fused_.kind = fused;
+    fused_.learning_rate = 0.05;
+  }
+  std::vector<float> w{0.1f, -0.1f}, b{0.0f}, gw{0, 0}, gb{0};
+  std::vector<double> lrs_seen;
+  int runs = 0;
+
+  std::vector<TensorInfo> inputs() const override {
+    return {{"x", TensorRole::Parameter, DType::F32, {batch_, 2}}, {"y", TensorRole::Parameter, DType::F32, {batch_, 1}}};
+  }
+  std::vector<TensorInfo> parameters() const override {
+    return {{"w", TensorRole::Parameter, DType::F32, {2, 1}}, {"b", TensorRole::Parameter, DType::F32, {1}}};
+  }
+  void set_input(const std::string& name, const HostTensor& v) override { (name == "x" ? x_ : y_) = v.f32; }
+  double run_step() override {
+    ++runs;
+    double loss = 0;
+    gw = {0, 0};
+    gb = {0};
+    for (int64_t r = 0; r < batch_; ++r) {
+      const double e = x_[2 * r] * w[0] + x_[2 * r + 1] * w[1] + b[0] - y_[r];
+      loss += e * e / batch_;
+      gw[0] += static_cast<float>(2 * e * x_[2 * r] / batch_);
+      gw[1] += static_cast<float>(2 * e * x_[2 * r + 1] / batch_);
+      gb[0] += static_cast<float>(2 * e / batch_);
+    }
+    if (fused_.kind == OptimizerKind::Sgd) {
+      for (int i = 0; i < 2; ++i) w[i] -= static_cast<float>(lr_ * gw[i]);
+      b[0] -= static_cast<float>(lr_ * gb[0]);
+    }
+    return loss;
+  }
+  OptimizerConfig fused_optimizer() const override { return fused_; }
+  void set_learning_rate(double lr) override {
+    lr_ = lr;
+    lrs_seen.push_back(lr);
+  }
+  std::vector<float> read_parameter(const std::string& n) override { return n == "w" ? w : b; }
+  void set_parameter(const std::string& n, std::span<const float> v) override {
+    (n == "w" ? w : b).assign(v.begin(), v.end());
+  }
+  std::vector<float> read_gradient(const std::string& n) override { return n == "w" ? gw : gb; }
+  std::vector<TensorInfo> optimizer_state() const override { return {}; }
+  std::vector<float> read_optimizer_state(const std::string&) override { return {}; }
+  void set_optimizer_state(const std::string&, std::span<const float>) override {}
+  uint64_t optimizer_step() const override { return 0; }
+  void set_optimizer_step(uint64_t) override {}
+
+ private:
+  int64_t batch_;
+  OptimizerConfig fused_;
+  double lr_ = 0.05;
+  std::vector<float> x_, y_;
+};
+
+std::shared_ptr<TensorDataset> line_data(int n) {
+  auto ds = std::make_shared<TensorDataset>();
+  std::vector<float> x, y;
+  for (int i = 0; i < n; ++i) {
+    const float a = std::sin(0.7f * i), c = std::cos(1.3f * i);
+    x.push_back(a);
+    x.push_back(c);
+    y.push_back(3 * a - 2 * c + 0.5f);
+  }
+  ds->add_f32("x", {2}, x);
+  ds->add_f32("y", {1}, y);
+  return ds;
+}
+
+TrainConfig quiet(OptimizerKind kind, double lr, int64_t batch) {
+  TrainConfig c;
+  c.batch_size = batch;
+  c.optimizer = OptimizerConfig{};
+  c.optimizer->kind = kind;
+  c.optimizer->learning_rate = lr;
+  c.progress = ProgressMode::Off;
+  c.log_interval = 4;
+  return c;
+}
+
+struct Setup {
+  FakeLinear* model;
+  std::unique_ptr<Trainer> trainer;
+};
+
+Setup make(TrainConfig c, OptimizerKind fused = OptimizerKind::None) {
+  auto m = std::make_unique<FakeLinear>(c.batch_size, fused);
+  FakeLinear* raw = m.get();
+  return {raw, std::make_unique<Trainer>(std::move(m), std::move(c))};
+}
+
+}  // namespace
+
+TEST(Schedule, ConstantWarmupStepCosine) {
+  LrSchedule s;
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 57, 100), 0.1);
+  s.warmup_steps = 4;
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 0, 100), 0.025);
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 3, 100), 0.1);
+  s = {};
+  s.kind = ScheduleKind::Step;
+  s.step_size = 10;
+  s.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 9, 100), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 25, 100), 0.025);
+  s = {};
+  s.kind = ScheduleKind::Cosine;
+  EXPECT_DOUBLE_EQ(learning_rate_at(s, 0.1, 0, 11), 0.1);
+  EXPECT_NEAR(learning_rate_at(s, 0.1, 5, 11), 0.05, 1e-15);
+  EXPECT_NEAR(learning_rate_at(s, 0.1, 10, 11), 0.0, 1e-15);
+  s.min_lr = 0.01;
+  EXPECT_NEAR(learning_rate_at(s, 0.1, 10, 11), 0.01, 1e-15);
+  EXPECT_THROW(parse_schedule("linear"), ConfigError);
+}
+
+TEST(HostOptimizer, OneAndTwoStepsByHand) {
+  const std::vector<TensorInfo> p = {{"p", TensorRole::Parameter, DType::F32, {1}}};
+  auto run = [&](OptimizerConfig c, int steps) {
+    HostOptimizer o(c, p);
+    std::vector<float> w{1.0f};
+    const std::vector<float> g{0.5f};
+    for (int i = 0; i < steps; ++i) {
+      o.begin_step();
+      o.update("p", w, g, 0.1);
+    }
+    return w[0];
+  };
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::Sgd;
+  EXPECT_FLOAT_EQ(run(sgd, 1), 0.95f);
+  sgd.momentum = 0.9;
+  EXPECT_FLOAT_EQ(run(sgd, 2), 0.855f);  // buf 0.5 then 0.95
+  sgd.nesterov = true;
+  EXPECT_FLOAT_EQ(run(sgd, 1), 0.905f);  // 0.5 + 0.9*0.5
+  sgd = {};
+  sgd.kind = OptimizerKind::Sgd;
+  sgd.weight_decay = 0.2;
+  EXPECT_FLOAT_EQ(run(sgd, 1), 0.93f);   // grad 0.5 + 0.2*1
+  OptimizerConfig adam;
+  adam.kind = OptimizerKind::Adam;
+  EXPECT_NEAR(run(adam, 1), 0.9, 1e-6);  // bias-corrected first step moves by lr * sign
+  adam.kind = OptimizerKind::AdamW;
+  adam.weight_decay = 0.1;
+  EXPECT_NEAR(run(adam, 1), 0.89, 1e-6);  // 1 * (1 - 0.1*0.1) - 0.1
+  adam.kind = OptimizerKind::LaProp;
+  adam.weight_decay = 0;
+  EXPECT_NEAR(run(adam, 1), 0.9, 1e-6);
+  HostOptimizer plain(OptimizerConfig{}, p);
+  EXPECT_TRUE(plain.state().empty());  // plain SGD keeps no moments
+  adam.kind = OptimizerKind::Adam;
+  HostOptimizer a(adam, p);
+  ASSERT_EQ(a.state().size(), 2u);
+  EXPECT_EQ(a.state()[0].name, "optim.m/p");
+}
+
+TEST(Trainer, HostSgdFitsTheLine) {
+  auto s = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  DataLoader loader(line_data(64), {.batch_size = 8, .shuffle = true, .seed = 3});
+  const History& h = s.trainer->train(loader, 40);
+  EXPECT_EQ(h.epochs.size(), 40u);
+  EXPECT_LT(h.epochs.back().train_loss, 1e-4);
+  EXPECT_LT(h.epochs.back().train_loss, h.epochs.front().train_loss);
+  EXPECT_NEAR(s.model->w[0], 3.0, 1e-2);
+  EXPECT_NEAR(s.model->w[1], -2.0, 1e-2);
+  EXPECT_NEAR(s.model->b[0], 0.5, 1e-2);
+  EXPECT_EQ(s.trainer->update_step(), 40 * 8);
+}
+
+TEST(Trainer, ClippingBoundsTheUpdate) {
+  TrainConfig c = quiet(OptimizerKind::Sgd, 1.0, 8);
+  c.clip_grad_norm = 0.01;
+  auto s = make(c);
+  const std::vector<float> w0 = s.model->w, b0 = s.model->b;
+  DataLoader loader(line_data(8), {.batch_size = 8, .shuffle = false});
+  s.trainer->train(loader, 1);
+  const double dw0 = s.model->w[0] - w0[0], dw1 = s.model->w[1] - w0[1], db = s.model->b[0] - b0[0];
+  EXPECT_NEAR(std::sqrt(dw0 * dw0 + dw1 * dw1 + db * db), 0.01, 1e-6);
+}
+
+TEST(Trainer, AccumulationEqualsTheBigBatch) {
+  auto big = make(quiet(OptimizerKind::Adam, 0.01, 8));
+  DataLoader l8(line_data(16), {.batch_size = 8, .shuffle = false});
+  big.trainer->train(l8, 3);
+  TrainConfig c = quiet(OptimizerKind::Adam, 0.01, 4);
+  c.grad_accumulation = 2;
+  auto acc = make(c);
+  DataLoader l4(line_data(16), {.batch_size = 4, .shuffle = false});
+  acc.trainer->train(l4, 3);
+  EXPECT_EQ(big.trainer->update_step(), 6);
+  EXPECT_EQ(acc.trainer->update_step(), 6);
+  EXPECT_EQ(acc.model->runs, 12);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(acc.model->w[i], big.model->w[i], 1e-6);
+  EXPECT_NEAR(acc.model->b[0], big.model->b[0], 1e-6);
+  EXPECT_NE(acc.model->w[0], 0.1f);
+}
+
+TEST(Trainer, FusedPathGetsTheScheduleAndRefusesHostOnlyFeatures) {
+  TrainConfig c = quiet(OptimizerKind::Sgd, 0.2, 8);
+  c.schedule.kind = ScheduleKind::Cosine;
+  c.epochs = 2;
+  auto s = make(c, OptimizerKind::Sgd);
+  DataLoader loader(line_data(32), {.batch_size = 8, .shuffle = false});
+  s.trainer->train(loader, 2);
+  ASSERT_EQ(s.model->lrs_seen.size(), 8u);  // lr changes every update under cosine
+  for (int i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(s.model->lrs_seen[i], learning_rate_at(c.schedule, 0.2, i, 8));
+  EXPECT_FALSE(s.trainer->host_update());
+  TrainConfig clip = c;
+  clip.clip_grad_norm = 1;
+  EXPECT_THROW(make(clip, OptimizerKind::Sgd), ConfigError);
+  TrainConfig other = c;
+  other.optimizer->kind = OptimizerKind::Adam;
+  EXPECT_THROW(make(other, OptimizerKind::Sgd), ConfigError);
+  TrainConfig none = c;
+  none.optimizer.reset();
+  EXPECT_THROW(make(none, OptimizerKind::None), ConfigError);
+}
+
+TEST(Trainer, CallbacksStopAndHistoryRenderings) {
+  auto s = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  int steps = 0, epochs = 0;
+  s.trainer->on_step([&](const StepEvent& e) {
+    ++steps;
+    EXPECT_EQ(e.step, steps);
+    if (steps == 11) s.trainer->request_stop();
+  });
+  s.trainer->on_epoch_end([&](const EpochRecord&) { ++epochs; });
+  s.trainer->set_evaluator([] { return EvalResult{0.5, 0.75, 10}; });
+  DataLoader loader(line_data(64), {.batch_size = 8, .shuffle = true});
+  const History& h = s.trainer->train(loader, 5);
+  EXPECT_EQ(steps, 11);
+  EXPECT_EQ(epochs, 2);
+  ASSERT_EQ(h.epochs.size(), 2u);
+  EXPECT_EQ(h.epochs[1].steps, 3);
+  EXPECT_EQ(h.epochs[1].test_accuracy.value_or(-1), 0.75);
+  const nlohmann::json j = nlohmann::json::parse(h.to_json());
+  EXPECT_EQ(j["epochs"].size(), 2u);
+  EXPECT_EQ(j["steps"].size(), h.steps.size());
+  EXPECT_EQ(j["epochs"][0]["test_loss"].get<double>(), 0.5);
+  const std::string csv = h.to_csv();
+  EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), 1 + h.steps.size() + 2);
+  EXPECT_EQ(csv.rfind("kind,step,epoch,loss", 0), 0u);
+  const std::string svg = h.to_svg();
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("<circle"), std::string::npos);
+  const fs::path p = fs::temp_directory_path() / ("meganeura-history-" + std::to_string(::getpid()) + ".svg");
+  h.save(p.string());
+  EXPECT_GT(fs::file_size(p), 100u);
+  fs::remove(p);
+  EXPECT_THROW(h.save("history.txt"), ConfigError);
+}
+
+TEST(Trainer, ResumeFromCheckpointMatchesUninterruptedTraining) {
+  const fs::path path = fs::temp_directory_path() / ("meganeura-resume-" + std::to_string(::getpid()) + ".ckpt");
+  TrainConfig c = quiet(OptimizerKind::Adam, 0.02, 8);
+  c.schedule.kind = ScheduleKind::Cosine;
+  c.epochs = 2;
+  auto straight = make(c);
+  DataLoader l1(line_data(32), {.batch_size = 8, .shuffle = true, .seed = 9});
+  straight.trainer->train(l1, 2);
+
+  auto first = make(c);
+  DataLoader l2(line_data(32), {.batch_size = 8, .shuffle = true, .seed = 9});
+  first.trainer->train(l2, 1);
+  first.trainer->save(path.string());
+  auto second = make(c);
+  second.model->w = {7, 7};
+  const RestoreReport r = second.trainer->restore(path.string());
+  EXPECT_EQ(r.optimizer_state, 4u);  // m and v of w and b
+  DataLoader l3(line_data(32), {.batch_size = 8, .shuffle = true, .seed = 9});
+  second.trainer->train(l3, 1);
+  EXPECT_EQ(second.trainer->update_step(), straight.trainer->update_step());
+  EXPECT_EQ(second.model->w, straight.model->w);
+  EXPECT_EQ(second.model->b, straight.model->b);
+  fs::remove(path);
+}
+
+TEST(Trainer, MismatchedCheckpointLeavesTheModelAlone) {
+  const fs::path path = fs::temp_directory_path() / ("meganeura-mismatch-" + std::to_string(::getpid()) + ".ckpt");
+  MemoryStore other;
+  other.add_f32("w", {1, 2}, {1, 2});
+  other.add_f32("b", {1}, {3});
+  save_checkpoint(path.string(), other);
+  auto s = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  EXPECT_THROW(s.trainer->restore(path.string()), CheckpointError);
+  EXPECT_EQ(s.model->w, (std::vector<float>{0.1f, -0.1f}));
+  EXPECT_EQ(s.model->b, (std::vector<float>{0.0f}));
+  fs::remove(path);
+}
+
+TEST(Trainer, WrongBatchShapeIsNamed) {
+  auto s = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  auto ds = std::make_shared<TensorDataset>();
+  ds->add_f32("x", {3}, std::vector<float>(24, 0));
+  ds->add_f32("y", {1}, std::vector<float>(8, 0));
+  DataLoader loader(ds, {.batch_size = 8});
+  try {
+    s.trainer->train(loader, 1);
+    FAIL() << "no error";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+  }
+  DataLoader wrong(line_data(16), {.batch_size = 4});
+  EXPECT_THROW(s.trainer->train(wrong, 1), ConfigError);
+}
+
+TEST(Trainer, InitParametersIsSeededAndBounded) {
+  auto a = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  auto b = make(quiet(OptimizerKind::Sgd, 0.1, 8));
+  TrainConfig c = quiet(OptimizerKind::Sgd, 0.1, 8);
+  c.seed = 1;
+  auto d = make(c);
+  a.trainer->init_parameters();
+  b.trainer->init_parameters();
+  d.trainer->init_parameters();
+  EXPECT_EQ(a.model->w, b.model->w);
+  EXPECT_NE(a.model->w, d.model->w);
+  for (float v : a.model->w) EXPECT_LE(std::abs(v), 1.0 / std::sqrt(2.0));
+  EXPECT_EQ(a.model->b[0], 0.0f);
+}
+
+TEST(Progress, LinesWhenNotATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress p(f, ProgressMode::Auto, 2);
+  EXPECT_FALSE(p.is_bar());
+  p.begin_epoch(0, 3, 4);
+  for (int i = 1; i <= 4; ++i) p.step(i, 0.5, 10.0);
+  p.end_epoch("done");
+  std::rewind(f);
+  char buf[1024] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string text(buf, n);
+  EXPECT_NE(text.find("epoch 1/3 step 2/4 loss 0.5000 10.0 steps/s ETA 0:00"), std::string::npos) << text;
+  EXPECT_NE(text.find("step 4/4"), std::string::npos) << text;
+  EXPECT_EQ(text.find("step 1/4"), std::string::npos) << text;
+  EXPECT_NE(text.find("done\n"), std::string::npos);
+  const std::string bar = Progress::bar_line(1, 10, 5, 10, 0.25, 2.0, 10);
+  EXPECT_EQ(bar, "epoch 2/10 [#####.....] 5/10 2.0 steps/s loss 0.2500 ETA 0:03");
+  EXPECT_EQ(Progress::format_duration(3725), "1:02:05");
+}
