@@ -1,0 +1,286 @@
+#include "meganeura/nn/nn.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace meganeura::nn {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ULL;
+  return h;
+}
+
+// Our own generator and transforms rather than <random> distributions, whose output differs between
+// standard libraries: a checkpoint made here must be reproducible anywhere.
+struct Rng {
+  uint64_t state;
+  double uniform() { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }  // [0, 1)
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+};
+
+std::string join(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+void check_positive(const char* where, const std::string& name, std::initializer_list<int64_t> values) {
+  for (int64_t v : values)
+    if (v <= 0)
+      throw ShapeError(std::string("[") + where + "] expected positive sizes for '" + name + "', got " +
+                       std::to_string(v));
+}
+
+}  // namespace
+
+std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std, uint64_t seed,
+                              const std::string& name) {
+  std::vector<float> out(count);
+  Rng rng{seed ^ fnv1a(name)};
+  const double fi = static_cast<double>(std::max<int64_t>(fan_in, 1));
+  const double fo = static_cast<double>(std::max<int64_t>(fan_out, 1));
+  auto fill_uniform = [&](double bound) {
+    for (auto& v : out) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
+  };
+  auto fill_normal = [&](double s) {
+    for (auto& v : out) v = static_cast<float>(rng.normal() * s);
+  };
+  switch (init) {
+    case Init::Zeros: break;
+    case Init::Ones: std::fill(out.begin(), out.end(), 1.0f); break;
+    case Init::KaimingUniform: fill_uniform(std::sqrt(6.0 / fi)); break;
+    case Init::KaimingNormal: fill_normal(std::sqrt(2.0 / fi)); break;
+    case Init::XavierUniform: fill_uniform(std::sqrt(6.0 / (fi + fo))); break;
+    case Init::XavierNormal: fill_normal(std::sqrt(2.0 / (fi + fo))); break;
+    case Init::Normal: fill_normal(std); break;
+  }
+  return out;
+}
+
+std::string Context::qualify(const std::string& leaf) const {
+  std::string prefix;
+  for (const auto& s : stack_) prefix = join(prefix, s);
+  return join(prefix, leaf);
+}
+
+NodeId Context::parameter(const std::string& leaf, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
+                          double std) {
+  std::string name = qualify(leaf);
+  if (weights_.count(name) || buffers_.count(name))
+    throw GraphError("[nn::Context::parameter] expected a new parameter name, got '" + name + "' twice");
+  weights_[name] = initialise(init, static_cast<size_t>(numel(shape)), fan_in, fan_out, std, seed_, name);
+  return g_.parameter(name, std::move(shape));
+}
+
+NodeId Context::buffer(const std::string& leaf, Shape shape, float value) {
+  std::string name = qualify(leaf);
+  if (weights_.count(name) || buffers_.count(name))
+    throw GraphError("[nn::Context::buffer] expected a new buffer name, got '" + name + "' twice");
+  buffers_[name] = std::vector<float>(static_cast<size_t>(numel(shape)), value);
+  return g_.input(name, std::move(shape));
+}
+
+NodeId Layer::name_output(NodeId x, const std::string& leaf) const {
+  return ctx_->graph().named(x, join(name_, leaf));
+}
+
+// ---------------------------------------------------------------------------------------------- Linear
+Linear::Linear(Context& c, const std::string& name, int64_t in_, int64_t out_, bool with_bias, Init init)
+    : Layer(c, name), in(in_), out(out_) {
+  check_positive("nn::Linear", name_, {in, out});
+  weight = c.parameter(join(name, "weight"), {in, out}, init, in, out);
+  if (with_bias) {
+    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)), i.e. Kaiming-uniform with fan_in 3*in
+    bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 3 * in, out);
+  }
+}
+
+NodeId Linear::operator()(NodeId x) const {
+  Graph& g = ctx_->graph();
+  NodeId y = g.matmul(x, weight);
+  if (bias) y = g.add(y, *bias);
+  return name_output(y);
+}
+
+// ---------------------------------------------------------------------------------------------- Mlp
+static NodeId activate(Graph& g, NodeId x, Activation act) {
+  switch (act) {
+    case Activation::Relu: return g.relu(x);
+    case Activation::Gelu: return g.gelu(x);
+    case Activation::Silu: return g.silu(x);
+    case Activation::Tanh: return g.tanh(x);
+    case Activation::None: return x;
+  }
+  return x;
+}
+
+Mlp::Mlp(Context& c, const std::string& name, std::vector<int64_t> sizes, Activation act_, bool bias)
+    : Layer(c, name), act(act_) {
+  if (sizes.size() < 2)
+    throw ShapeError("[nn::Mlp] expected at least two sizes (input and output) for '" + name_ + "', got " +
+                     std::to_string(sizes.size()));
+  for (size_t i = 0; i + 1 < sizes.size(); ++i)
+    layers.emplace_back(c, join(name, "fc" + std::to_string(i)), sizes[i], sizes[i + 1], bias,
+                        i + 2 < sizes.size() ? Init::KaimingUniform : Init::XavierUniform);
+}
+
+NodeId Mlp::operator()(NodeId x) const {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = layers[i](x);
+    if (i + 1 < layers.size()) x = activate(ctx_->graph(), x, act);
+  }
+  return name_output(x);
+}
+
+// ---------------------------------------------------------------------------------------------- Conv2d
+Conv2d::Conv2d(Context& c, const std::string& name, int64_t cin, int64_t cout, int64_t kernel, int64_t stride_,
+               int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
+    : Layer(c, name), stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
+  check_positive("nn::Conv2d", name_, {cin, cout, kernel, stride, dilation, groups});
+  if (cin % groups || cout % groups)
+    throw ShapeError("[nn::Conv2d] expected channels divisible by groups=" + std::to_string(groups) + " for '" +
+                     name_ + "', got in=" + std::to_string(cin) + " out=" + std::to_string(cout));
+  const int64_t fan_in = cin / groups * kernel * kernel;
+  const int64_t fan_out = cout / groups * kernel * kernel;
+  weight = c.parameter(join(name, "weight"), {cout, cin / groups, kernel, kernel}, Init::KaimingUniform, fan_in,
+                       fan_out);
+  if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 3 * fan_in, fan_out);
+}
+
+NodeId Conv2d::operator()(NodeId x) const {
+  Graph& g = ctx_->graph();
+  NodeId y = g.conv2d(x, weight, {stride, stride}, {padding, padding}, {dilation, dilation}, groups);
+  if (bias) {
+    const int64_t cout = g.node(weight).shape[0];
+    y = g.add(y, g.reshape(*bias, {cout, 1, 1}));
+  }
+  return name_output(y);
+}
+
+// ---------------------------------------------------------------------------------------------- norms
+BatchNorm2d::BatchNorm2d(Context& c, const std::string& name, int64_t channels, bool training_, double eps_)
+    : Layer(c, name), training(training_), eps(eps_) {
+  check_positive("nn::BatchNorm2d", name_, {channels});
+  weight = c.parameter(join(name, "weight"), {channels}, Init::Ones);
+  bias = c.parameter(join(name, "bias"), {channels}, Init::Zeros);
+  running_mean = c.buffer(join(name, "running_mean"), {channels}, 0.0f);
+  running_var = c.buffer(join(name, "running_var"), {channels}, 1.0f);
+}
+
+NodeId BatchNorm2d::operator()(NodeId x) const {
+  return name_output(ctx_->graph().batch_norm(x, weight, bias, running_mean, running_var, training, eps));
+}
+
+LayerNorm::LayerNorm(Context& c, const std::string& name, int64_t dim, double eps_) : Layer(c, name), eps(eps_) {
+  check_positive("nn::LayerNorm", name_, {dim});
+  weight = c.parameter(join(name, "weight"), {dim}, Init::Ones);
+  bias = c.parameter(join(name, "bias"), {dim}, Init::Zeros);
+}
+
+NodeId LayerNorm::operator()(NodeId x) const {
+  return name_output(ctx_->graph().layer_norm(x, weight, bias, eps));
+}
+
+RMSNorm::RMSNorm(Context& c, const std::string& name, int64_t dim, double eps_) : Layer(c, name), eps(eps_) {
+  check_positive("nn::RMSNorm", name_, {dim});
+  weight = c.parameter(join(name, "weight"), {dim}, Init::Ones);
+}
+
+NodeId RMSNorm::operator()(NodeId x) const { return name_output(ctx_->graph().rms_norm(x, weight, eps)); }
+
+Embedding::Embedding(Context& c, const std::string& name, int64_t vocab, int64_t dim, double std)
+    : Layer(c, name) {
+  check_positive("nn::Embedding", name_, {vocab, dim});
+  weight = c.parameter(join(name, "weight"), {vocab, dim}, Init::Normal, vocab, dim, std);
+}
+
+NodeId Embedding::operator()(NodeId indices) const {
+  return name_output(ctx_->graph().embedding(weight, indices));
+}
+
+// ---------------------------------------------------------------------------------------------- attention
+static int64_t checked_head_dim(const std::string& name, const AttentionConfig& cfg) {
+  check_positive("nn::MultiHeadAttention", name, {cfg.dim, cfg.heads, cfg.kv_heads});
+  if (cfg.dim % cfg.heads || cfg.heads % cfg.kv_heads)
+    throw ShapeError("[nn::MultiHeadAttention] expected dim % heads == 0 and heads % kv_heads == 0 for '" + name +
+                     "', got dim=" + std::to_string(cfg.dim) + " heads=" + std::to_string(cfg.heads) +
+                     " kv_heads=" + std::to_string(cfg.kv_heads));
+  const int64_t hd = cfg.dim / cfg.heads;
+  if (cfg.rope && hd % 2)
+    throw ShapeError("[nn::MultiHeadAttention] expected an even head dimension for RoPE in '" + name + "', got " +
+                     std::to_string(hd));
+  return hd;
+}
+
+MultiHeadAttention::MultiHeadAttention(Context& c, const std::string& name, AttentionConfig cfg_)
+    : Layer(c, name),
+      cfg(cfg_),
+      head_dim(checked_head_dim(name_, cfg_)),
+      qkv(c, join(name, "qkv"), cfg_.dim, (cfg_.heads + 2 * cfg_.kv_heads) * head_dim, cfg_.bias,
+          Init::XavierUniform),
+      o(c, join(name, "o"), cfg_.heads * head_dim, cfg_.dim, cfg_.bias, Init::XavierUniform) {}
+
+NodeId MultiHeadAttention::operator()(NodeId x, int64_t position_offset, std::optional<NodeId> mask) const {
+  Graph& g = ctx_->graph();
+  const Shape& xs = g.node(x).shape;
+  if (xs.size() != 3 || xs[2] != cfg.dim)
+    throw ShapeError("[nn::MultiHeadAttention] expected x [B, S, " + std::to_string(cfg.dim) + "] for '" + name_ +
+                     "', got " + shape_str(xs));
+  const int64_t B = xs[0], S = xs[1], hq = cfg.heads, hkv = cfg.kv_heads, hd = head_dim;
+  NodeId p = qkv(x);
+  auto heads = [&](int64_t start, int64_t count, const char* leaf) {
+    NodeId t = g.slice(p, 2, start * hd, (start + count) * hd);
+    t = g.permute(g.reshape(t, {B, S, count, hd}), {0, 2, 1, 3});  // [B, H, S, hd]
+    return g.named(t, sub(leaf));
+  };
+  NodeId q = heads(0, hq, "q");
+  NodeId k = heads(hq, hkv, "k");
+  NodeId v = heads(hq + hkv, hkv, "v");
+  if (cfg.rope) {
+    q = g.named(g.rope(q, cfg.rope_theta, position_offset), sub("q_rope"));
+    k = g.named(g.rope(k, cfg.rope_theta, position_offset), sub("k_rope"));
+  }
+  NodeId a = g.scaled_dot_product_attention(q, k, v, cfg.causal, mask);
+  a = g.named(g.reshape(g.permute(a, {0, 2, 1, 3}), {B, S, hq * hd}), sub("heads"));
+  return name_output(o(a));
+}
+
+SwiGluFfn::SwiGluFfn(Context& c, const std::string& name, int64_t dim, int64_t hidden)
+    : Layer(c, name),
+      gate(c, join(name, "gate"), dim, hidden, false, Init::XavierUniform),
+      up(c, join(name, "up"), dim, hidden, false, Init::XavierUniform),
+      down(c, join(name, "down"), hidden, dim, false, Init::XavierUniform) {}
+
+NodeId SwiGluFfn::operator()(NodeId x) const {
+  Graph& g = ctx_->graph();
+  return name_output(down(g.mul(g.silu(gate(x)), up(x))));
+}
+
+TransformerBlock::TransformerBlock(Context& c, const std::string& name, AttentionConfig acfg, int64_t ffn_hidden,
+                                   double norm_eps)
+    : Layer(c, name),
+      attn_norm(c, join(name, "attn_norm"), acfg.dim, norm_eps),
+      attn(c, join(name, "attn"), acfg),
+      ffn_norm(c, join(name, "ffn_norm"), acfg.dim, norm_eps),
+      ffn(c, join(name, "ffn"), acfg.dim, ffn_hidden) {}
+
+NodeId TransformerBlock::operator()(NodeId x, int64_t position_offset) const {
+  Graph& g = ctx_->graph();
+  NodeId h = g.named(g.add(x, attn(attn_norm(x), position_offset)), sub("attn_residual"));
+  return name_output(g.add(h, ffn(ffn_norm(h))));
+}
+
+}  // namespace meganeura::nn
