@@ -3,3 +3,8 @@
 #include "meganeura/core/error.hpp"
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/session/session.hpp"
+#include "meganeura/data/dataset.hpp"
+#include "meganeura/data/loader.hpp"
+#include "meganeura/train/checkpoint.hpp"
+#include "meganeura/train/session_target.hpp"
+#include "meganeura/train/trainer.hpp"
