@@ -75,8 +75,8 @@ std::shared_ptr<TensorDataset> counting_set(int n) {
 std::vector<int32_t> drain_ids(DataLoader& loader) {
   std::vector<int32_t> ids;
   while (auto b = loader.next()) {
-    const HostTensor& y = b->at("y");
-    const HostTensor& x = b->at("x");
+    const DataTensor& y = b->at("y");
+    const DataTensor& x = b->at("x");
     EXPECT_EQ(x.shape, (Shape{b->rows, 2}));
     for (int64_t r = 0; r < b->rows; ++r) {
       EXPECT_EQ(x.f32[2 * r], static_cast<float>(y.i32[r]));  // columns stay aligned row by row
@@ -186,7 +186,7 @@ TEST(Dataset, OneHotAndIndexLabels) {
   s.images = {0, 1, 2, 3};
   s.labels = {2, 9};
   const TensorDataset oh = to_dataset(s, LabelEncoding::OneHot);
-  const HostTensor& l = oh.columns().at("labels");
+  const DataTensor& l = oh.columns().at("labels");
   ASSERT_EQ(l.f32.size(), 20u);
   EXPECT_EQ(l.f32[2], 1.0f);
   EXPECT_EQ(l.f32[19], 1.0f);

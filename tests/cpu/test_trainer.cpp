@@ -33,7 +33,7 @@ class FakeLinear : public TrainTarget {
   std::vector<TensorInfo> parameters() const override {
     return {{"w", TensorRole::Parameter, DType::F32, {2, 1}}, {"b", TensorRole::Parameter, DType::F32, {1}}};
   }
-  void set_input(const std::string& name, const HostTensor& v) override { (name == "x" ? x_ : y_) = v.f32; }
+  void set_input(const std::string& name, const DataTensor& v) override { (name == "x" ? x_ : y_) = v.f32; }
   double run_step() override {
     ++runs;
     double loss = 0;

@@ -38,9 +38,9 @@ std::string find_file(const std::string& dir, const std::string& stem) {
 
 }  // namespace
 
-int64_t HostTensor::count() const { return product(shape); }
+int64_t DataTensor::count() const { return product(shape); }
 
-const HostTensor& Batch::at(const std::string& name) const {
+const DataTensor& Batch::at(const std::string& name) const {
   auto it = tensors.find(name);
   if (it == tensors.end()) {
     std::string have;
@@ -68,13 +68,13 @@ void TensorDataset::check_column(const std::string& name, const Shape& example_s
 
 void TensorDataset::add_f32(const std::string& name, Shape example_shape, std::vector<float> values) {
   check_column(name, example_shape, values.size());
-  HostTensor t{DType::F32, std::move(example_shape), std::move(values), {}};
+  DataTensor t{DType::F32, std::move(example_shape), std::move(values), {}};
   columns_.emplace(name, std::move(t));
 }
 
 void TensorDataset::add_i32(const std::string& name, Shape example_shape, std::vector<int32_t> values) {
   check_column(name, example_shape, values.size());
-  HostTensor t{DType::I32, std::move(example_shape), {}, std::move(values)};
+  DataTensor t{DType::I32, std::move(example_shape), {}, std::move(values)};
   columns_.emplace(name, std::move(t));
 }
 
@@ -82,7 +82,7 @@ Batch TensorDataset::gather(const std::vector<int64_t>& order, size_t begin, siz
   Batch b;
   b.rows = static_cast<int64_t>(end - begin);
   for (const auto& [name, col] : columns_) {
-    HostTensor t;
+    DataTensor t;
     t.dtype = col.dtype;
     t.shape = col.shape;
     t.shape.insert(t.shape.begin(), b.rows);

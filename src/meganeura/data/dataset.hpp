@@ -10,7 +10,7 @@
 namespace meganeura {
 
 // A host tensor: f32 or i32 values of a logical shape. Only the vector matching dtype is used.
-struct HostTensor {
+struct DataTensor {
   DType dtype = DType::F32;
   Shape shape;
   std::vector<float> f32;
@@ -21,10 +21,10 @@ struct HostTensor {
 // A batch: one tensor per name, the batch axis first. `rows` may be below the loader's batch size for the
 // last batch of an epoch when drop_last is off.
 struct Batch {
-  std::map<std::string, HostTensor> tensors;
+  std::map<std::string, DataTensor> tensors;
   int64_t rows = 0;
   int64_t index = 0;  // batch number within its epoch
-  const HostTensor& at(const std::string& name) const;  // DataError naming the missing column
+  const DataTensor& at(const std::string& name) const;  // DataError naming the missing column
 };
 
 // Columns of equal length; example i of every column forms row i of the set.
@@ -33,13 +33,13 @@ class TensorDataset {
   void add_f32(const std::string& name, Shape example_shape, std::vector<float> values);
   void add_i32(const std::string& name, Shape example_shape, std::vector<int32_t> values);
   int64_t size() const { return size_; }
-  const std::map<std::string, HostTensor>& columns() const { return columns_; }
+  const std::map<std::string, DataTensor>& columns() const { return columns_; }
   // Rows `order[begin..end)` gathered into one batch.
   Batch gather(const std::vector<int64_t>& order, size_t begin, size_t end) const;
 
  private:
   void check_column(const std::string& name, const Shape& example_shape, size_t values);
-  std::map<std::string, HostTensor> columns_;  // shape = example shape (no batch axis)
+  std::map<std::string, DataTensor> columns_;  // shape = example shape (no batch axis)
   int64_t size_ = -1;
 };
 

@@ -6,7 +6,7 @@
 
 namespace meganeura {
 
-void ClassificationMetrics::add(std::span<const float> logits, int64_t classes, const HostTensor& labels,
+void ClassificationMetrics::add(std::span<const float> logits, int64_t classes, const DataTensor& labels,
                                 int64_t valid_rows) {
   if (classes <= 0 || logits.size() < static_cast<size_t>(valid_rows * classes))
     throw SessionError("[ClassificationMetrics::add] expected at least " + std::to_string(valid_rows) + "x" +

@@ -20,7 +20,7 @@ class ClassificationMetrics {
  public:
   // logits [rows, classes]; labels f32 one-hot [rows, classes] or i32 indices [rows]. Only the first
   // `valid_rows` rows count (the rest pad a short batch).
-  void add(std::span<const float> logits, int64_t classes, const HostTensor& labels, int64_t valid_rows);
+  void add(std::span<const float> logits, int64_t classes, const DataTensor& labels, int64_t valid_rows);
   EvalResult result() const;
 
  private:

@@ -6,8 +6,8 @@ namespace meganeura {
 namespace {
 
 // A short batch padded with zero rows up to the session's fixed batch size.
-HostTensor pad_rows(const HostTensor& t, int64_t rows) {
-  HostTensor p = t;
+DataTensor pad_rows(const DataTensor& t, int64_t rows) {
+  DataTensor p = t;
   if (p.shape.empty() || p.shape[0] >= rows) return p;
   const int64_t per = p.shape[0] > 0 ? p.count() / p.shape[0] : 0;
   p.shape[0] = rows;
@@ -40,7 +40,7 @@ EvalResult evaluate(Session& inference, DataLoader& test, const EvalOptions& opt
   while (auto b = test.next()) {
     for (NodeId in : g.inputs()) {
       const std::string& name = g.node(in).prov.name;
-      const HostTensor t = pad_rows(b->at(name), batch);
+      const DataTensor t = pad_rows(b->at(name), batch);
       if (t.dtype == DType::I32) inference.set_input(name, std::span<const int32_t>(t.i32));
       else inference.set_input(name, std::span<const float>(t.f32));
     }

@@ -28,13 +28,15 @@ SessionTarget::SessionTarget(Session session, size_t loss_output)
     : session_(std::move(session)), loss_output_(loss_output) {
   if (!session_.config().training)
     throw ConfigError("[Trainer] expected a training session (SessionConfig::training), got an inference session");
+  inputs_ = leaf_infos(session_.graph(), session_.graph().inputs());
+  parameters_ = parameter_infos(session_.graph());
 }
 
-std::vector<TensorInfo> SessionTarget::inputs() const { return leaf_infos(session_.graph(), session_.graph().inputs()); }
+std::vector<TensorInfo> SessionTarget::inputs() const { return inputs_; }
 
-std::vector<TensorInfo> SessionTarget::parameters() const { return parameter_infos(session_.graph()); }
+std::vector<TensorInfo> SessionTarget::parameters() const { return parameters_; }
 
-void SessionTarget::set_input(const std::string& name, const HostTensor& value) {
+void SessionTarget::set_input(const std::string& name, const DataTensor& value) {
   if (value.dtype == DType::I32) session_.set_input(name, std::span<const int32_t>(value.i32));
   else session_.set_input(name, std::span<const float>(value.f32));
 }

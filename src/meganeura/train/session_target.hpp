@@ -14,7 +14,7 @@ class SessionTarget : public TrainTarget {
 
   std::vector<TensorInfo> inputs() const override;
   std::vector<TensorInfo> parameters() const override;
-  void set_input(const std::string& name, const HostTensor& value) override;
+  void set_input(const std::string& name, const DataTensor& value) override;
   double run_step() override;
   OptimizerConfig fused_optimizer() const override;
   void set_learning_rate(double lr) override { session_.set_learning_rate(lr); }
@@ -35,6 +35,7 @@ class SessionTarget : public TrainTarget {
  private:
   Session session_;
   size_t loss_output_;
+  std::vector<TensorInfo> inputs_, parameters_;  // the compiled graph does not change
 };
 
 // A session's parameters (and, for a training session, its optimizer state) as a checkpoint store. An

@@ -16,7 +16,7 @@ class TrainTarget {
   virtual ~TrainTarget() = default;
   virtual std::vector<TensorInfo> inputs() const = 0;
   virtual std::vector<TensorInfo> parameters() const = 0;
-  virtual void set_input(const std::string& name, const HostTensor& value) = 0;
+  virtual void set_input(const std::string& name, const DataTensor& value) = 0;
   virtual double run_step() = 0;  // forward, backward and (fused) update; returns the loss
   // The update rule inside run_step, or None when run_step only computes gradients.
   virtual OptimizerConfig fused_optimizer() const = 0;

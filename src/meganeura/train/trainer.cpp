@@ -90,7 +90,7 @@ void Trainer::init_parameters() {
 
 void Trainer::check_batch(const Batch& b) const {
   for (const TensorInfo& in : target_->inputs()) {
-    const HostTensor& t = b.at(in.name);
+    const DataTensor& t = b.at(in.name);
     if (t.shape != in.shape || t.dtype != in.dtype)
       throw SessionError("[Trainer::train] input '" + in.name + "': expected " + describe(in) + " from the loader, got " +
                          describe(TensorInfo{in.name, in.role, t.dtype, t.shape}));
