@@ -215,3 +215,15 @@ TEST(Checkpoint, MissingFileAndForeignFileAreNamed) {
   EXPECT_EQ(dst.writes(), 0u);
   fs::remove_all(d);
 }
+
+TEST(Checkpoint, OptimizerKindMustMatchWhenStateIsRestored) {
+  const fs::path d = temp_dir("kind");
+  MemoryStore src = model(1);  // metadata optimizer=adam
+  save_checkpoint((d / "a.ckpt").string(), src);
+  MemoryStore dst = model(50);
+  dst.set_metadata({{"optimizer", "adamw"}});
+  const std::string e = restore_error(d / "a.ckpt", dst);
+  EXPECT_NE(e.find("expected state of adamw, got adam"), std::string::npos) << e;
+  EXPECT_EQ(dst.writes(), 0u);
+  fs::remove_all(d);
+}

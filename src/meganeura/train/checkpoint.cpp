@@ -329,6 +329,14 @@ RestoreReport restore_checkpoint(const std::string& path, TensorStore& store) {
     if (f.role != t.role || f.dtype != t.dtype || f.shape != t.shape)
       diff("'" + t.name + "': expected " + describe(t) + ", got " + describe(f));
   }
+  if (wants_state) {
+    // Adam and AdamW keep identically named moments: the kind must match, not just the names.
+    const auto mine = store.metadata();
+    auto a = mine.find("optimizer");
+    auto b = c.metadata.find("optimizer");
+    if (a != mine.end() && b != c.metadata.end() && a->second != b->second)
+      diff("optimizer: expected state of " + a->second + ", got " + b->second);
+  }
   RestoreReport report;
   for (const CheckpointEntry& e : c.entries) {
     if (wanted_names.count(e.info.name)) continue;
