@@ -66,12 +66,16 @@ struct DeviceCaps {
 
   std::string to_json() const;   // machine-readable, one object
   std::string to_table() const;  // human-readable
+  // Everything that can change generated code, without the heap usage that changes from run to run:
+  // part of the shader cache key.
+  std::string fingerprint() const;
 };
 
 struct DeviceOptions {
   std::optional<uint32_t> device_id;  // MEGANEURA_DEVICE_ID, parsed by SessionConfig::from_env
   bool validation = false;            // MEGANEURA_VALIDATION
   bool host_visible = false;          // debugging: every buffer mappable
+  uint64_t block_bytes = 0;           // sub-allocation block size; 0: 256 MiB capped by the device's limits
 };
 
 // A region of a device memory block. Buffers are sub-allocated from large blocks.
@@ -88,10 +92,12 @@ struct KernelDesc {
   uint32_t num_buffers = 0;              // storage buffers at set 0, bindings 0..n-1
   uint32_t push_constant_bytes = 0;
   std::vector<uint32_t> spec_constants;  // constant_id i = spec_constants[i] (32-bit each)
+  uint32_t required_subgroup_size = 0;   // 0: the driver's choice; else needs caps.subgroup_size_control
 };
 using KernelId = uint32_t;
 
-// A recorded command list: recorded once, submitted many times.
+// A recorded command list: recorded once, submitted many times. Buffers named in dispatches must stay
+// allocated while the list is used. A list must not outlive its Device.
 class CommandList {
  public:
   virtual ~CommandList() = default;
@@ -126,10 +132,16 @@ class Device {
   virtual KernelId create_kernel(const KernelDesc& desc) = 0;
 
   virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
-  virtual void submit(CommandList& list) = 0;  // returns at once
+  // Returns at once. Submitting a list again first waits for its previous submission. Uploads and
+  // downloads wait for everything submitted before they start.
+  virtual void submit(CommandList& list) = 0;
   virtual void wait() = 0;                     // blocks until everything submitted finished
   // timestamps of the last completed submission of `list`, in nanoseconds
   virtual std::vector<double> timestamps(CommandList& list) = 0;
+
+  // Messages the validation layer reported since the device was opened (empty without validation).
+  // GPU tests fail when any appear.
+  virtual std::vector<std::string> validation_messages() const { return {}; }
 };
 
 // Every device the backend sees, in enumeration order. Throws DeviceError naming mesa-vulkan-drivers

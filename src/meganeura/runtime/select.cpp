@@ -1,0 +1,72 @@
+// Device enumeration and selection: MEGANEURA_DEVICE_ID (passed in as DeviceOptions::device_id) first,
+// else the first discrete, integrated, virtual, then CPU device.
+#include <cstdio>
+
+#include "meganeura/runtime/vk_device.hpp"
+
+namespace meganeura::runtime {
+namespace {
+
+constexpr const char* kInstallDriver =
+    "install a Vulkan driver (Debian: apt-get install mesa-vulkan-drivers, which provides lavapipe)";
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%04x", v);
+  return buf;
+}
+
+int type_rank(const std::string& type) {
+  if (type == "discrete") return 0;
+  if (type == "integrated") return 1;
+  if (type == "virtual") return 2;
+  if (type == "cpu") return 3;
+  return 4;
+}
+
+std::vector<vk::PhysicalInfo> devices_or_throw(vk::Instance& inst, const char* where) {
+  std::vector<vk::PhysicalInfo> devices = vk::query_physical_devices(inst);
+  if (devices.empty()) {
+    throw DeviceError(std::string("[") + where + "] expected at least one Vulkan 1.1 device with a compute queue, "
+                      "got none: " + kInstallDriver);
+  }
+  return devices;
+}
+
+}  // namespace
+
+std::vector<DeviceCaps> enumerate_devices(bool validation) {
+  vk::Instance inst(validation);
+  std::vector<DeviceCaps> out;
+  for (auto& p : devices_or_throw(inst, "enumerate_devices")) out.push_back(std::move(p.caps));
+  return out;
+}
+
+std::unique_ptr<Device> open_device(const DeviceOptions& options) {
+  auto inst = std::make_shared<vk::Instance>(options.validation);
+  std::vector<vk::PhysicalInfo> devices = devices_or_throw(*inst, "open_device");
+  size_t chosen = devices.size();
+  if (options.device_id) {
+    for (size_t i = 0; i < devices.size() && chosen == devices.size(); ++i) {
+      if (devices[i].caps.device_id == *options.device_id) chosen = i;
+    }
+    if (chosen == devices.size()) {
+      std::string present;
+      for (const auto& d : devices) {
+        present += "\n  " + hex(d.caps.device_id) + "  " + d.caps.name + " (" + d.caps.device_type + ", vendor " +
+                   hex(d.caps.vendor_id) + ")";
+      }
+      throw DeviceError("[open_device] expected a device with ID " + hex(*options.device_id) +
+                        " (MEGANEURA_DEVICE_ID), got only these devices:" + present);
+    }
+  } else {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (chosen == devices.size() || type_rank(devices[i].caps.device_type) < type_rank(devices[chosen].caps.device_type)) {
+        chosen = i;
+      }
+    }
+  }
+  return std::make_unique<vk::VulkanDevice>(inst, std::move(devices[chosen]), options);
+}
+
+}  // namespace meganeura::runtime

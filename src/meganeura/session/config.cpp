@@ -1,0 +1,106 @@
+// SessionConfig::from_env(): the one place in the library that reads environment variables. Everything
+// below it receives its settings explicitly, so a test can build any configuration without touching the
+// process environment.
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "meganeura/core/error.hpp"
+#include "meganeura/session/session.hpp"
+
+namespace meganeura {
+namespace {
+
+// An unset variable and an empty one mean the same: "use the default".
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+[[noreturn]] void reject(const char* var, const std::string& value, const char* accepted) {
+  throw ConfigError(std::string("[SessionConfig::from_env] expected ") + var + " to be " + accepted + ", got '" +
+                    value + "'");
+}
+
+bool parse_bool(const char* var, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  reject(var, value, "one of 1, 0, true, false, yes, no, on, off");
+}
+
+uint32_t parse_device_id(const char* var, const std::string& value) {
+  const char* accepted = "a device ID in hex (0x2335) or decimal (9013) that fits 32 bits";
+  std::string_view digits = value;
+  int base = 10;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+    base = 16;
+    digits.remove_prefix(2);
+  }
+  if (digits.empty()) reject(var, value, accepted);
+  uint64_t result = 0;
+  for (char c : digits) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else reject(var, value, accepted);
+    result = result * base + d;
+    if (result > UINT32_MAX) reject(var, value, accepted);
+  }
+  return static_cast<uint32_t>(result);
+}
+
+RewriteMode parse_rewrite(const char* var, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "greedy") return RewriteMode::Greedy;
+  if (v == "saturate") return RewriteMode::Saturate;
+  if (v == "off") return RewriteMode::Off;
+  reject(var, value, "one of greedy, saturate, off");
+}
+
+std::string parse_matmul(const char* var, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "auto") return "";
+  if (v == "scalar" || v == "coopmat-nv" || v == "coopmat-khr") return v;
+  reject(var, value, "one of auto, scalar, coopmat-nv, coopmat-khr");
+}
+
+std::string default_cache_dir() {
+  if (auto xdg = env("XDG_CACHE_HOME")) return *xdg + "/meganeura";
+  if (auto home = env("HOME")) return *home + "/.cache/meganeura";
+  return "";  // nowhere sensible to write: the on-disk shader cache stays off
+}
+
+}  // namespace
+
+SessionConfig SessionConfig::from_env() {
+  SessionConfig c;
+  if (auto v = env("MEGANEURA_DEVICE_ID")) c.device_id = parse_device_id("MEGANEURA_DEVICE_ID", *v);
+  if (auto v = env("MEGANEURA_VALIDATION")) c.validation = parse_bool("MEGANEURA_VALIDATION", *v);
+  if (auto v = env("MEGANEURA_REWRITE")) c.rewrite = parse_rewrite("MEGANEURA_REWRITE", *v);
+  if (auto v = env("MEGANEURA_DUMP_PLAN")) c.dump_plan = *v;
+  if (auto v = env("MEGANEURA_CACHE_DIR")) c.cache_dir = lower(*v) == "off" ? "" : *v;  // "off": no disk cache
+  else c.cache_dir = default_cache_dir();
+  if (auto v = env("MEGANEURA_MATMUL")) c.matmul_tier = parse_matmul("MEGANEURA_MATMUL", *v);
+  if (auto v = env("MEGANEURA_GPU_TIMING")) c.gpu_timing = parse_bool("MEGANEURA_GPU_TIMING", *v);
+  if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
+  return c;
+}
+
+SessionConfig SessionConfig::debug() {
+  SessionConfig c = from_env();
+  c.alias_memory = false;
+  c.host_visible = true;
+  c.keep_intermediates = true;
+  return c;
+}
+
+}  // namespace meganeura

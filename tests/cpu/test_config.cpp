@@ -1,0 +1,186 @@
+// SessionConfig::from_env(): parsing, defaults, errors; and the rule that nothing else reads the environment.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "meganeura/session/session.hpp"
+
+namespace {
+
+using meganeura::ConfigError;
+using meganeura::RewriteMode;
+using meganeura::SessionConfig;
+
+const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
+                       "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE"};
+
+// Each test starts from a clean environment and restores what the process had.
+class ConfigEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) {
+      const char* old = std::getenv(v);
+      saved_.emplace_back(v, old ? std::optional<std::string>(old) : std::nullopt);
+      unsetenv(v);
+    }
+    for (const char* v : {"XDG_CACHE_HOME", "HOME"}) {
+      const char* old = std::getenv(v);
+      saved_.emplace_back(v, old ? std::optional<std::string>(old) : std::nullopt);
+    }
+  }
+  void TearDown() override {
+    for (auto& [name, value] : saved_) {
+      if (value) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
+    }
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+std::string error_of(const char* var, const char* value) {
+  setenv(var, value, 1);
+  try {
+    SessionConfig::from_env();
+  } catch (const ConfigError& e) {
+    unsetenv(var);
+    return e.what();
+  }
+  unsetenv(var);
+  return "";
+}
+
+TEST_F(ConfigEnv, DefaultsWhenNothingIsSet) {
+  setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_FALSE(c.device_id.has_value());
+  EXPECT_FALSE(c.validation);
+  EXPECT_EQ(c.rewrite, RewriteMode::Greedy);
+  EXPECT_EQ(c.dump_plan, "");
+  EXPECT_EQ(c.matmul_tier, "");
+  EXPECT_FALSE(c.gpu_timing);
+  EXPECT_EQ(c.trace_path, "");
+  EXPECT_EQ(c.cache_dir, "/tmp/xdg-test/meganeura");
+  EXPECT_TRUE(c.alias_memory);
+  EXPECT_FALSE(c.host_visible);
+}
+
+TEST_F(ConfigEnv, CacheDirFallsBackToHome) {
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(SessionConfig::from_env().cache_dir, "/home/someone/.cache/meganeura");
+  setenv("MEGANEURA_CACHE_DIR", "/var/tmp/mn", 1);
+  EXPECT_EQ(SessionConfig::from_env().cache_dir, "/var/tmp/mn");
+  setenv("MEGANEURA_CACHE_DIR", "off", 1);
+  EXPECT_EQ(SessionConfig::from_env().cache_dir, "");
+}
+
+TEST_F(ConfigEnv, DeviceIdHexAndDecimal) {
+  setenv("MEGANEURA_DEVICE_ID", "0x2335", 1);
+  EXPECT_EQ(SessionConfig::from_env().device_id, 0x2335u);
+  setenv("MEGANEURA_DEVICE_ID", "0X2335", 1);
+  EXPECT_EQ(SessionConfig::from_env().device_id, 0x2335u);
+  setenv("MEGANEURA_DEVICE_ID", "9013", 1);
+  EXPECT_EQ(SessionConfig::from_env().device_id, 9013u);
+  setenv("MEGANEURA_DEVICE_ID", "0", 1);
+  EXPECT_EQ(SessionConfig::from_env().device_id, 0u);
+}
+
+TEST_F(ConfigEnv, MalformedDeviceIdNamesVariableAndForms) {
+  for (const char* bad : {"0x", "23x5", "0xZZ", "-1", "0x100000000", "99999999999", "nvidia"}) {
+    const std::string msg = error_of("MEGANEURA_DEVICE_ID", bad);
+    EXPECT_NE(msg.find("MEGANEURA_DEVICE_ID"), std::string::npos) << bad;
+    EXPECT_NE(msg.find("0x2335"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+  }
+}
+
+TEST_F(ConfigEnv, Booleans) {
+  for (const char* yes : {"1", "true", "TRUE", "yes", "on"}) {
+    setenv("MEGANEURA_VALIDATION", yes, 1);
+    setenv("MEGANEURA_GPU_TIMING", yes, 1);
+    SessionConfig c = SessionConfig::from_env();
+    EXPECT_TRUE(c.validation) << yes;
+    EXPECT_TRUE(c.gpu_timing) << yes;
+  }
+  for (const char* no : {"0", "false", "no", "off"}) {
+    setenv("MEGANEURA_VALIDATION", no, 1);
+    EXPECT_FALSE(SessionConfig::from_env().validation) << no;
+  }
+  unsetenv("MEGANEURA_VALIDATION");
+  unsetenv("MEGANEURA_GPU_TIMING");
+  const std::string msg = error_of("MEGANEURA_VALIDATION", "2");
+  EXPECT_NE(msg.find("MEGANEURA_VALIDATION"), std::string::npos);
+  EXPECT_NE(msg.find("true"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_GPU_TIMING", "sometimes").find("MEGANEURA_GPU_TIMING"), std::string::npos);
+}
+
+TEST_F(ConfigEnv, RewriteModes) {
+  setenv("MEGANEURA_REWRITE", "saturate", 1);
+  EXPECT_EQ(SessionConfig::from_env().rewrite, RewriteMode::Saturate);
+  setenv("MEGANEURA_REWRITE", "off", 1);
+  EXPECT_EQ(SessionConfig::from_env().rewrite, RewriteMode::Off);
+  setenv("MEGANEURA_REWRITE", "Greedy", 1);
+  EXPECT_EQ(SessionConfig::from_env().rewrite, RewriteMode::Greedy);
+  unsetenv("MEGANEURA_REWRITE");
+  const std::string msg = error_of("MEGANEURA_REWRITE", "egraph");
+  EXPECT_NE(msg.find("MEGANEURA_REWRITE"), std::string::npos);
+  EXPECT_NE(msg.find("greedy, saturate, off"), std::string::npos);
+}
+
+TEST_F(ConfigEnv, MatmulTierAndPaths) {
+  setenv("MEGANEURA_MATMUL", "coopmat-nv", 1);
+  setenv("MEGANEURA_DUMP_PLAN", "-", 1);
+  setenv("MEGANEURA_TRACE", "/tmp/trace.json", 1);
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_EQ(c.matmul_tier, "coopmat-nv");
+  EXPECT_EQ(c.dump_plan, "-");
+  EXPECT_EQ(c.trace_path, "/tmp/trace.json");
+  setenv("MEGANEURA_MATMUL", "auto", 1);
+  EXPECT_EQ(SessionConfig::from_env().matmul_tier, "");
+  unsetenv("MEGANEURA_MATMUL");
+  const std::string msg = error_of("MEGANEURA_MATMUL", "tensorcore");
+  EXPECT_NE(msg.find("MEGANEURA_MATMUL"), std::string::npos);
+  EXPECT_NE(msg.find("coopmat-khr"), std::string::npos);
+}
+
+TEST_F(ConfigEnv, DebugKeepsEnvironmentAndTurnsOnDebugging) {
+  setenv("MEGANEURA_DEVICE_ID", "0x10", 1);
+  SessionConfig c = SessionConfig::debug();
+  EXPECT_FALSE(c.alias_memory);
+  EXPECT_TRUE(c.host_visible);
+  EXPECT_TRUE(c.keep_intermediates);
+  EXPECT_EQ(c.device_id, 0x10u);
+}
+
+// Environment variables are read in exactly one place, so every other stage can be driven explicitly.
+TEST(ConfigRule, OnlyConfigCppCallsGetenv) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(MEGANEURA_SOURCE_DIR) / "src";
+  ASSERT_TRUE(fs::is_directory(src)) << src;
+  const std::regex call(R"((^|[^A-Za-z0-9_])(secure_)?getenv\s*\()");
+  size_t scanned = 0;
+  bool config_seen = false;
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path rel = fs::relative(entry.path(), src);
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    ++scanned;
+    const bool calls = std::regex_search(text.str(), call);
+    if (rel == fs::path("meganeura/session/config.cpp")) {
+      config_seen = true;
+      EXPECT_TRUE(calls) << "config.cpp is where the environment is read";
+    } else {
+      EXPECT_FALSE(calls) << rel << " calls getenv; read the environment only in SessionConfig::from_env()";
+    }
+  }
+  EXPECT_TRUE(config_seen);
+  EXPECT_GT(scanned, 5u);
+}
+
+}  // namespace

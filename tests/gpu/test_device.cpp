@@ -1,0 +1,343 @@
+// The Vulkan device layer on lavapipe: selection, memory, kernels, command lists, timestamps, validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "gpu_fixture.hpp"
+
+namespace {
+
+using meganeura::DeviceError;
+using meganeura::runtime::Buffer;
+using meganeura::runtime::DeviceOptions;
+using meganeura::runtime::KernelDesc;
+using meganeura::test::GpuTest;
+using meganeura::test::gpu_device;
+using meganeura::test::gpu_options;
+namespace runtime = meganeura::runtime;
+
+std::vector<uint32_t> pattern(size_t words, uint32_t seed) {
+  std::vector<uint32_t> v(words);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& w : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    w = x;
+  }
+  return v;
+}
+
+TEST(DeviceSelect, EnumeratesAtLeastOneDeviceWithCaps) {
+  auto devices = runtime::enumerate_devices(false);
+  ASSERT_FALSE(devices.empty());
+  for (const auto& d : devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GT(d.max_workgroup_invocations, 0u);
+    EXPECT_GT(d.max_storage_buffer_range, 0u);
+    EXPECT_GT(d.subgroup_size, 0u);
+    EXPECT_FALSE(d.heaps.empty());
+    EXPECT_NE(d.to_json().find("\"name\""), std::string::npos);
+    EXPECT_NE(d.to_table().find(d.name), std::string::npos);
+  }
+}
+
+TEST(DeviceSelect, ById) {
+  auto devices = runtime::enumerate_devices(false);
+  DeviceOptions o = gpu_options();
+  o.device_id = devices[0].device_id;
+  auto dev = runtime::open_device(o);
+  EXPECT_EQ(dev->caps().device_id, devices[0].device_id);
+  EXPECT_TRUE(dev->validation_messages().empty());
+}
+
+TEST(DeviceSelect, UnknownIdListsDevicesPresent) {
+  auto devices = runtime::enumerate_devices(false);
+  DeviceOptions o = gpu_options();
+  o.device_id = 0xbeef;
+  for (const auto& d : devices) ASSERT_NE(d.device_id, 0xbeefu);
+  try {
+    runtime::open_device(o);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("0xbeef"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MEGANEURA_DEVICE_ID"), std::string::npos) << msg;
+    for (const auto& d : devices) EXPECT_NE(msg.find(d.name), std::string::npos) << msg;
+  }
+}
+
+TEST(DeviceSelect, NoDriverSaysWhichPackage) {
+  // The loader reads VK_ICD_FILENAMES; pointing it nowhere is "no driver installed". Each ctest case runs
+  // in its own process, so this does not leak into other tests.
+  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1);
+  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
+  try {
+    runtime::enumerate_devices(false);
+    ADD_FAILURE() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("mesa-vulkan-drivers"), std::string::npos) << e.what();
+  }
+  unsetenv("VK_ICD_FILENAMES");
+  unsetenv("VK_DRIVER_FILES");
+}
+
+class DeviceMemory : public GpuTest {};
+
+TEST_F(DeviceMemory, RoundTripsAtSeveralSizes) {
+  for (size_t bytes : {size_t(4), size_t(12), size_t(256), size_t(1000), size_t(65536), size_t(3u << 20)}) {
+    Buffer b = device().alloc(bytes);
+    auto data = pattern((bytes + 3) / 4, static_cast<uint32_t>(bytes));
+    device().upload(b, data.data(), bytes);
+    std::vector<uint32_t> back((bytes + 3) / 4, 0);
+    device().download(b, back.data(), bytes);
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), bytes), 0) << bytes << " bytes";
+    device().free(b);
+  }
+}
+
+TEST_F(DeviceMemory, PartialRangesAndZeroFill) {
+  Buffer b = device().alloc(1024);
+  auto data = pattern(256, 7);
+  device().upload(b, data.data(), 1024);
+  device().fill_zero(b);
+  std::vector<uint32_t> back(256, 1);
+  device().download(b, back.data(), 1024);
+  for (uint32_t w : back) ASSERT_EQ(w, 0u);
+  device().upload(b, data.data(), 64, 512);
+  device().download(b, back.data(), 128, 448);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(back[i], 0u);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(back[16 + i], data[i]);
+  EXPECT_THROW(device().upload(b, data.data(), 1024, 4), DeviceError);
+  EXPECT_THROW(device().download(b, back.data(), 2048), DeviceError);
+  device().free(b);
+  EXPECT_THROW(device().free(b), DeviceError);
+}
+
+// Small blocks make the allocator cross block boundaries with little memory.
+TEST(DeviceBlocks, SubAllocationAcrossBlockBoundaries) {
+  DeviceOptions o = gpu_options();
+  o.block_bytes = 64 << 10;
+  auto dev = runtime::open_device(o);
+  std::vector<Buffer> bufs;
+  std::vector<std::vector<uint32_t>> datas;
+  // 40 KiB buffers: two don't fit one block, so every allocation after the first lands in a new block.
+  for (uint32_t i = 0; i < 5; ++i) {
+    bufs.push_back(dev->alloc(40 << 10));
+    datas.push_back(pattern((40 << 10) / 4, i + 100));
+    dev->upload(bufs.back(), datas.back().data(), 40 << 10);
+  }
+  // A buffer larger than a block gets a block of its own size.
+  bufs.push_back(dev->alloc(200 << 10));
+  datas.push_back(pattern((200 << 10) / 4, 999));
+  dev->upload(bufs.back(), datas.back().data(), 200 << 10);
+  // Small buffers share blocks and must not overlap.
+  for (uint32_t i = 0; i < 20; ++i) {
+    bufs.push_back(dev->alloc(1000));
+    datas.push_back(pattern(250, i));
+    dev->upload(bufs.back(), datas.back().data(), 1000);
+  }
+  std::set<uint32_t> blocks;
+  for (const Buffer& b : bufs) {
+    blocks.insert(b.block);
+    EXPECT_EQ(b.offset % std::max<uint32_t>(dev->caps().min_storage_buffer_offset_alignment, 1), 0u);
+  }
+  EXPECT_GE(blocks.size(), 6u);
+  EXPECT_LE(dev->allocated_bytes(), 6u * (64 << 10) + (200 << 10) + (64 << 10));
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    std::vector<uint32_t> back(datas[i].size());
+    dev->download(bufs[i], back.data(), bufs[i].size);
+    EXPECT_EQ(back, datas[i]) << "buffer " << i;
+  }
+  // Freed space is reused before a new block is made.
+  const uint64_t before = dev->allocated_bytes();
+  dev->free(bufs[1]);
+  Buffer again = dev->alloc(40 << 10);
+  EXPECT_EQ(again.block, bufs[1].block);
+  EXPECT_EQ(dev->allocated_bytes(), before);
+  EXPECT_TRUE(dev->validation_messages().empty());
+}
+
+TEST(DeviceBlocks, OutOfMemoryNamesSizeAndBudget) {
+  auto& dev = gpu_device();
+  const uint64_t huge = 1ull << 50;
+  try {
+    dev.alloc(huge);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(std::to_string(huge)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("budget"), std::string::npos) << msg;
+  }
+}
+
+TEST(DeviceBlocks, HostVisibleModeRoundTrips) {
+  auto dev = runtime::open_device(gpu_options(true));
+  Buffer b = dev->alloc(4096);
+  auto data = pattern(1024, 3);
+  dev->upload(b, data.data(), 4096);
+  std::vector<uint32_t> back(1024);
+  dev->download(b, back.data(), 4096);
+  EXPECT_EQ(back, data);
+  EXPECT_TRUE(dev->validation_messages().empty());
+}
+
+// out[i] = in[i] * MUL + push.add, for i < push.n; MUL is specialization constant 0, workgroup size constant 1.
+const char* kAffine = R"(#version 450
+layout(local_size_x_id = 1) in;
+layout(constant_id = 0) const float MUL = 1.0;
+layout(std430, set = 0, binding = 0) readonly buffer In { float x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Out { float y[]; };
+layout(push_constant) uniform Push { float add; uint n; } pc;
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < pc.n) y[i] = x[i] * MUL + pc.add;
+}
+)";
+
+struct AffinePush {
+  float add;
+  uint32_t n;
+};
+
+class DeviceKernels : public GpuTest {
+ protected:
+  runtime::KernelId affine(float mul, uint32_t wg) {
+    KernelDesc d;
+    d.label = "affine";
+    d.spirv = meganeura::test::compile_test_kernel("affine", kAffine);
+    d.num_buffers = 2;
+    d.push_constant_bytes = sizeof(AffinePush);
+    uint32_t mul_bits;
+    std::memcpy(&mul_bits, &mul, 4);
+    d.spec_constants = {mul_bits, wg};
+    return device().create_kernel(d);
+  }
+};
+
+TEST_F(DeviceKernels, SpecAndPushConstantsMatchCpu) {
+  const uint32_t n = 1000;
+  auto k = affine(3.0f, 64);
+  std::vector<float> x(n);
+  for (uint32_t i = 0; i < n; ++i) x[i] = 0.25f * i - 7.0f;
+  Buffer in = device().alloc(n * 4), out = device().alloc(n * 4 + 64);
+  device().upload(in, x.data(), n * 4);
+  device().fill_zero(out);
+  AffinePush p{0.5f, n};
+  auto list = device().record();
+  Buffer bufs[2] = {in, out};
+  list->dispatch(k, bufs, std::as_bytes(std::span(&p, 1)), (n + 63) / 64);
+  list->finish();
+  device().submit(*list);
+  device().wait();
+  std::vector<float> y(n + 16, -1.0f);
+  device().download(out, y.data(), (n + 16) * 4);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * 3.0f + 0.5f) << i;
+  for (uint32_t i = n; i < n + 16; ++i) ASSERT_EQ(y[i], 0.0f) << "written past n at " << i;
+  device().free(in);
+  device().free(out);
+}
+
+TEST_F(DeviceKernels, RecordedOnceSubmittedThreeTimes) {
+  // Each replay runs x <- x * 2 + 1 in place through a temp: the result shows how many times it ran.
+  const uint32_t n = 256;
+  auto k = affine(2.0f, 32);
+  Buffer x = device().alloc(n * 4), tmp = device().alloc(n * 4);
+  std::vector<float> host(n);
+  for (uint32_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 17);
+  device().upload(x, host.data(), n * 4);
+  AffinePush p{1.0f, n};
+  auto list = device().record();
+  Buffer fwd[2] = {x, tmp};
+  list->dispatch(k, fwd, std::as_bytes(std::span(&p, 1)), n / 32);
+  list->barrier();
+  list->copy(tmp, x, n * 4);
+  list->finish();
+  for (int rep = 0; rep < 3; ++rep) device().submit(*list);
+  device().wait();
+  std::vector<float> back(n);
+  device().download(x, back.data(), n * 4);
+  for (uint32_t i = 0; i < n; ++i) {
+    float want = host[i];
+    for (int rep = 0; rep < 3; ++rep) want = want * 2.0f + 1.0f;
+    ASSERT_EQ(back[i], want) << i;
+  }
+  EXPECT_THROW(list->barrier(), DeviceError);  // recording is over
+}
+
+TEST_F(DeviceKernels, TimestampsAreOrderedNanoseconds) {
+  const uint32_t n = 1 << 16;
+  auto k = affine(1.5f, 64);
+  Buffer in = device().alloc(n * 4), out = device().alloc(n * 4);
+  device().fill_zero(in);
+  AffinePush p{1.0f, n};
+  auto list = device().record(4);
+  Buffer bufs[2] = {in, out};
+  list->begin_label("timed");
+  list->timestamp(0);
+  list->dispatch(k, bufs, std::as_bytes(std::span(&p, 1)), n / 64);
+  list->barrier();
+  list->timestamp(1);
+  list->end_label();
+  list->finish();
+  EXPECT_THROW(device().timestamps(*list), DeviceError);  // never submitted
+  for (int rep = 0; rep < 2; ++rep) {
+    device().submit(*list);
+    device().wait();
+    std::vector<double> t = device().timestamps(*list);
+    ASSERT_EQ(t.size(), 4u);
+    EXPECT_GT(t[1], t[0]);
+    EXPECT_LT(t[1] - t[0], 60e9) << "more than a minute: not nanoseconds?";
+    EXPECT_TRUE(std::isnan(t[2]) && std::isnan(t[3])) << "unwritten queries";
+  }
+  device().free(in);
+  device().free(out);
+}
+
+TEST_F(DeviceKernels, BadUseIsAnError) {
+  auto k = affine(1.0f, 64);
+  Buffer a = device().alloc(64);
+  auto list = device().record(1);
+  Buffer one[1] = {a};
+  AffinePush p{0, 0};
+  EXPECT_THROW(list->dispatch(k, one, std::as_bytes(std::span(&p, 1)), 1), DeviceError);  // 1 buffer, wants 2
+  EXPECT_THROW(list->dispatch(k + 100, one, {}, 1), DeviceError);
+  EXPECT_THROW(list->timestamp(1), DeviceError);
+  EXPECT_THROW(device().submit(*list), DeviceError);  // not finished
+  KernelDesc bad;
+  bad.label = "bad";
+  bad.spirv = {1, 2, 3};
+  EXPECT_THROW(device().create_kernel(bad), DeviceError);
+  device().free(a);
+}
+
+}  // namespace
+
+namespace {
+
+// The fixture's guarantee rests on the messenger actually catching layer output: prove it with a
+// deliberate misuse (a push-constant range smaller than the shader's block) on a validating device.
+TEST(DeviceValidation, LayerMessagesAreCaught) {
+  DeviceOptions o = gpu_options();
+  o.validation = true;
+  auto dev = runtime::open_device(o);
+  EXPECT_TRUE(dev->validation_messages().empty());
+  KernelDesc d;
+  d.label = "misdeclared";
+  d.spirv = meganeura::test::compile_test_kernel("misdeclared", kAffine);
+  d.num_buffers = 2;
+  d.push_constant_bytes = 4;  // the shader's block is 8 bytes
+  try {
+    dev->create_kernel(d);
+  } catch (const DeviceError&) {
+    // a driver may refuse the pipeline too; the layer's message is what this test is about
+  }
+  const auto messages = dev->validation_messages();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_NE(messages[0].find("[vulkan"), std::string::npos) << messages[0];
+}
+
+}  // namespace

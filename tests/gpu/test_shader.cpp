@@ -1,0 +1,144 @@
+// The shader toolchain: GLSL -> validated SPIR-V, the disk cache, and the errors a kernel author sees.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gpu_fixture.hpp"
+#include "meganeura/shader/shader.hpp"
+
+namespace {
+
+using meganeura::ShaderError;
+namespace shader = meganeura::shader;
+namespace fs = std::filesystem;
+
+const char* kScale = R"(#version 450
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) buffer Data { float x[]; };
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < x.length()) x[i] = x[i] * SCALE;
+}
+)";
+
+// A fresh directory per test, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("meganeura-shader-test-" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+size_t files_in(const fs::path& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+TEST(Shader, CompilesToValidSpirv) {
+  shader::CompileResult r = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}});
+  ASSERT_GT(r.spirv.size(), 5u);
+  EXPECT_EQ(r.spirv[0], 0x07230203u);  // SPIR-V magic
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_NO_THROW(shader::validate_spirv(r.spirv, "scale"));
+}
+
+TEST(Shader, CacheMissThenHit) {
+  TempDir dir;
+  shader::CompileOptions opt;
+  opt.cache_dir = (dir.path / "nested").string();  // created on demand
+  opt.device_key = "device-a";
+  shader::CompileResult first = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, opt);
+  EXPECT_FALSE(first.cache_hit);
+  ASSERT_FALSE(first.cache_path.empty());
+  EXPECT_TRUE(fs::exists(first.cache_path));
+  EXPECT_EQ(files_in(dir.path / "nested"), 1u);
+
+  shader::CompileResult second = shader::compile_glsl({"another label", kScale, {{"SCALE", "2.0"}}}, opt);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.spirv, first.spirv);
+
+  // Each input of the key makes a new entry: defines, device, source.
+  EXPECT_FALSE(shader::compile_glsl({"scale", kScale, {{"SCALE", "3.0"}}}, opt).cache_hit);
+  shader::CompileOptions other = opt;
+  other.device_key = "device-b";
+  EXPECT_FALSE(shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, other).cache_hit);
+  EXPECT_FALSE(shader::compile_glsl({"scale", std::string(kScale) + "\n", {{"SCALE", "2.0"}}}, opt).cache_hit);
+  EXPECT_EQ(files_in(dir.path / "nested"), 4u);
+}
+
+TEST(Shader, CorruptCacheEntryIsRecompiled) {
+  TempDir dir;
+  shader::CompileOptions opt;
+  opt.cache_dir = dir.path.string();
+  shader::CompileResult first = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, opt);
+  ASSERT_FALSE(first.cache_path.empty());
+  fs::resize_file(first.cache_path, fs::file_size(first.cache_path) / 2);
+  shader::CompileResult again = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, opt);
+  EXPECT_FALSE(again.cache_hit);
+  EXPECT_EQ(again.spirv, first.spirv);
+}
+
+TEST(Shader, BrokenGlslThrowsWithLineNumbersAndLabel) {
+  const std::string broken =
+      "#version 450\n"
+      "layout(local_size_x = 1) in;\n"
+      "void main() {\n"
+      "  float y = undefined_thing * 2.0;\n"
+      "}\n";
+  try {
+    shader::compile_glsl({"matmul_fwd(fc1)", broken, {}});
+    FAIL() << "expected ShaderError";
+  } catch (const ShaderError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.label(), "matmul_fwd(fc1)");
+    EXPECT_NE(msg.find("matmul_fwd(fc1)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(":4:"), std::string::npos) << "compiler diagnostic with the line number: " << msg;
+    EXPECT_NE(msg.find("undefined_thing"), std::string::npos) << msg;
+    EXPECT_NE(e.numbered_source().find("   4 |   float y = undefined_thing * 2.0;"), std::string::npos)
+        << e.numbered_source();
+    EXPECT_NE(msg.find("   1 | #version 450"), std::string::npos) << msg;
+  }
+}
+
+TEST(Shader, NumberedSource) {
+  EXPECT_EQ(shader::numbered_source("a\nb\n"), "   1 | a\n   2 | b\n");
+  EXPECT_EQ(shader::numbered_source("a\n\nc"), "   1 | a\n   2 | \n   3 | c\n");
+}
+
+TEST(Shader, InvalidSpirvIsRejected) {
+  std::vector<uint32_t> good = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}).spirv;
+  // A module cut short is not a module.
+  std::vector<uint32_t> truncated(good.begin(), good.begin() + good.size() / 2);
+  EXPECT_THROW(shader::validate_spirv(truncated, "truncated"), ShaderError);
+  // A well-formed header followed by garbage.
+  std::vector<uint32_t> garbage = {0x07230203u, 0x00010500u, 0u, 100u, 0u, 0xdeadbeefu, 0x12345678u};
+  try {
+    shader::validate_spirv(garbage, "garbage kernel");
+    FAIL() << "expected ShaderError";
+  } catch (const ShaderError& e) {
+    EXPECT_EQ(e.label(), "garbage kernel");
+    EXPECT_NE(std::string(e.what()).find("garbage kernel"), std::string::npos);
+  }
+  EXPECT_THROW(shader::validate_spirv({}, "empty"), ShaderError);
+}
+
+TEST(Shader, StructurallyInvalidModuleIsRejected) {
+  // Disassembled by hand: a compute entry point whose main function has no OpReturn/terminator.
+  std::vector<uint32_t> good = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}).spirv;
+  std::vector<uint32_t> bad = good;
+  // Drop the final OpFunctionEnd (opcode 56, one word): the function is left unterminated.
+  ASSERT_EQ(bad.back() & 0xffffu, 56u);
+  bad.pop_back();
+  EXPECT_THROW(shader::validate_spirv(bad, "unterminated"), ShaderError);
+}
+
+}  // namespace
