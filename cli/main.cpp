@@ -24,8 +24,9 @@ int info(bool json) {
     std::printf("%s]\n", out.c_str());
     return 0;
   }
+  const size_t chosen = meganeura::runtime::choose_device(devices, config.device_id);
   for (size_t i = 0; i < devices.size(); ++i) {
-    std::printf("device %zu: %s\n", i, devices[i].to_table().c_str());
+    std::printf("device %zu%s: %s\n", i, i == chosen ? " (selected)" : "", devices[i].to_table().c_str());
   }
   return 0;
 }

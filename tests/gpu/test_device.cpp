@@ -341,3 +341,48 @@ TEST(DeviceValidation, LayerMessagesAreCaught) {
 }
 
 }  // namespace
+
+namespace {
+
+runtime::DeviceCaps fake(const char* name, const char* type, uint32_t id) {
+  runtime::DeviceCaps c;
+  c.name = name;
+  c.device_type = type;
+  c.device_id = id;
+  return c;
+}
+
+TEST(DeviceSelect, PreferenceOrderAndIds) {
+  std::vector<runtime::DeviceCaps> d = {fake("llvmpipe", "cpu", 0), fake("virtio", "virtual", 0x10),
+                                        fake("igpu", "integrated", 0x46a6), fake("H200", "discrete", 0x2335)};
+  EXPECT_EQ(runtime::choose_device(d, std::nullopt), 3u);
+  EXPECT_EQ(runtime::choose_device({d[0], d[1], d[2]}, std::nullopt), 2u);
+  EXPECT_EQ(runtime::choose_device({d[0], d[1]}, std::nullopt), 1u);
+  EXPECT_EQ(runtime::choose_device({d[0]}, std::nullopt), 0u);
+  EXPECT_EQ(runtime::choose_device(d, 0x46a6u), 2u);
+  EXPECT_EQ(runtime::choose_device(d, 0u), 0u);
+  try {
+    runtime::choose_device(d, 0x1234u);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    for (const char* want : {"0x1234", "llvmpipe", "virtio", "igpu", "H200", "0x2335", "discrete"}) {
+      EXPECT_NE(msg.find(want), std::string::npos) << want << " in " << msg;
+    }
+  }
+  EXPECT_THROW(runtime::choose_device({}, std::nullopt), DeviceError);
+}
+
+TEST(DeviceBlocks, LiveHeapUsageGrowsWithBlocks) {
+  DeviceOptions o = gpu_options();
+  o.block_bytes = 4 << 20;
+  auto dev = runtime::open_device(o);
+  ASSERT_FALSE(dev->memory_heaps().empty());
+  const uint64_t before = dev->allocated_bytes();
+  Buffer b = dev->alloc(1 << 20);
+  EXPECT_GE(dev->allocated_bytes(), before + (4u << 20));
+  dev->free(b);
+  EXPECT_TRUE(dev->validation_messages().empty());
+}
+
+}  // namespace

@@ -141,4 +141,28 @@ TEST(Shader, StructurallyInvalidModuleIsRejected) {
   EXPECT_THROW(shader::validate_spirv(bad, "unterminated"), ShaderError);
 }
 
+// The matmul tiers are written against GL_NV_cooperative_matrix (glslang 12 has no KHR front end): it must
+// compile and pass validation here even though lavapipe cannot run it.
+TEST(Shader, NvCooperativeMatrixCompilesAndValidates) {
+  const char* src = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = 32) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float16_t a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float16_t b[]; };
+layout(std430, set = 0, binding = 2) buffer C { float c[]; };
+void main() {
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma, mb;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  coopMatLoadNV(ma, a, 0, 16, false);
+  coopMatLoadNV(mb, b, 0, 16, false);
+  acc = coopMatMulAddNV(ma, mb, acc);
+  coopMatStoreNV(acc, c, 0, 16, false);
+}
+)";
+  shader::CompileResult r = shader::compile_glsl({"coopmat_nv_16x16x16", src, {}});
+  EXPECT_GT(r.spirv.size(), 20u);
+}
+
 }  // namespace

@@ -112,6 +112,7 @@ class CommandList {
   virtual void finish() = 0;  // end recording
 };
 
+// Not thread-safe: use a Device (and its command lists) from one thread at a time.
 class Device {
  public:
   virtual ~Device() = default;
@@ -136,19 +137,24 @@ class Device {
   // downloads wait for everything submitted before they start.
   virtual void submit(CommandList& list) = 0;
   virtual void wait() = 0;                     // blocks until everything submitted finished
-  // timestamps of the last completed submission of `list`, in nanoseconds
+  // Timestamps of the last completed submission of `list`, in nanoseconds, one per query of the list's
+  // timestamp_capacity; queries the list never wrote are NaN. Waits for the submission to finish.
   virtual std::vector<double> timestamps(CommandList& list) = 0;
 
   // Messages the validation layer reported since the device was opened (empty without validation).
   // GPU tests fail when any appear.
   virtual std::vector<std::string> validation_messages() const { return {}; }
+  // The heaps with their budget and usage now (caps().heaps is the picture at open time).
+  virtual std::vector<MemoryHeap> memory_heaps() const { return caps().heaps; }
 };
 
 // Every device the backend sees, in enumeration order. Throws DeviceError naming mesa-vulkan-drivers
 // when there is no loader or no device.
 std::vector<DeviceCaps> enumerate_devices(bool validation = false);
-// Opens the device chosen by options.device_id, else the first discrete, integrated, virtual, CPU device.
-// An id that matches nothing throws DeviceError listing the devices present.
+// The index open_device would pick: the device whose device_id matches, else the first discrete,
+// integrated, virtual, CPU device. An id that matches nothing throws DeviceError listing the devices present.
+size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id);
+// Opens the device chosen by choose_device(options.device_id).
 std::unique_ptr<Device> open_device(const DeviceOptions& options);
 
 }  // namespace meganeura::runtime

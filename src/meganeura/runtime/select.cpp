@@ -42,30 +42,34 @@ std::vector<DeviceCaps> enumerate_devices(bool validation) {
   return out;
 }
 
+size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id) {
+  if (devices.empty()) {
+    throw DeviceError(std::string("[open_device] expected at least one Vulkan device, got none: ") + kInstallDriver);
+  }
+  if (device_id) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].device_id == *device_id) return i;
+    }
+    std::string present;
+    for (const auto& d : devices) {
+      present += "\n  " + hex(d.device_id) + "  " + d.name + " (" + d.device_type + ", vendor " + hex(d.vendor_id) + ")";
+    }
+    throw DeviceError("[open_device] expected a device with ID " + hex(*device_id) +
+                      " (MEGANEURA_DEVICE_ID), got only these devices:" + present);
+  }
+  size_t chosen = 0;
+  for (size_t i = 1; i < devices.size(); ++i) {
+    if (type_rank(devices[i].device_type) < type_rank(devices[chosen].device_type)) chosen = i;
+  }
+  return chosen;
+}
+
 std::unique_ptr<Device> open_device(const DeviceOptions& options) {
   auto inst = std::make_shared<vk::Instance>(options.validation);
   std::vector<vk::PhysicalInfo> devices = devices_or_throw(*inst, "open_device");
-  size_t chosen = devices.size();
-  if (options.device_id) {
-    for (size_t i = 0; i < devices.size() && chosen == devices.size(); ++i) {
-      if (devices[i].caps.device_id == *options.device_id) chosen = i;
-    }
-    if (chosen == devices.size()) {
-      std::string present;
-      for (const auto& d : devices) {
-        present += "\n  " + hex(d.caps.device_id) + "  " + d.caps.name + " (" + d.caps.device_type + ", vendor " +
-                   hex(d.caps.vendor_id) + ")";
-      }
-      throw DeviceError("[open_device] expected a device with ID " + hex(*options.device_id) +
-                        " (MEGANEURA_DEVICE_ID), got only these devices:" + present);
-    }
-  } else {
-    for (size_t i = 0; i < devices.size(); ++i) {
-      if (chosen == devices.size() || type_rank(devices[i].caps.device_type) < type_rank(devices[chosen].caps.device_type)) {
-        chosen = i;
-      }
-    }
-  }
+  std::vector<DeviceCaps> caps;
+  for (const auto& d : devices) caps.push_back(d.caps);
+  const size_t chosen = choose_device(caps, options.device_id);
   return std::make_unique<vk::VulkanDevice>(inst, std::move(devices[chosen]), options);
 }
 

@@ -80,6 +80,9 @@ void query_features(Instance& inst, PhysicalInfo& p) {
   if (p.has(kKhrCooperativeMatrixExtension)) link(p.coopmat_khr, kStructCoopMatFeaturesKHR);
   inst.fns.vkGetPhysicalDeviceFeatures2(p.handle, &f2);
   p.f10 = f2.features;
+  // The chain pointed into this PhysicalInfo, which is about to be copied: keep no stale pointers.
+  p.f11.pNext = p.f12.pNext = p.f13.pNext = nullptr;
+  p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext = nullptr;
   if (p.api_version >= VK_API_VERSION_1_3) {
     p.subgroup_size_control.subgroupSizeControl = p.f13.subgroupSizeControl;
     p.subgroup_size_control.computeFullSubgroups = p.f13.computeFullSubgroups;

@@ -40,6 +40,7 @@ class VulkanDevice final : public Device {
   void wait() override;
   std::vector<double> timestamps(CommandList& list) override;
   std::vector<std::string> validation_messages() const override;
+  std::vector<MemoryHeap> memory_heaps() const override { return query_heaps(*inst_, info_); }
 
   // for VulkanCommandList
   const Fns& fns() const { return f_; }

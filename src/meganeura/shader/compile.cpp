@@ -31,7 +31,8 @@ std::string cache_key(const ShaderSource& src, const CompileOptions& opt) {
 }
 
 std::vector<uint32_t> compile_uncached(const ShaderSource& src, const CompileOptions& opt) {
-  shaderc::Compiler compiler;
+  // One compiler for the process: shaderc compiles concurrently on a shared instance.
+  static const shaderc::Compiler compiler;
   if (!compiler.IsValid()) {
     throw ShaderError("[shader::compile_glsl] expected a working shaderc compiler, got an invalid instance", src.label,
                       numbered_source(src.glsl));
