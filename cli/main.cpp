@@ -20,7 +20,10 @@ int info(bool json) {
   const std::vector<meganeura::runtime::DeviceCaps> devices = meganeura::runtime::enumerate_devices(config.validation);
   if (json) {
     std::string out = "[";
-    for (size_t i = 0; i < devices.size(); ++i) out += (i ? "," : "") + devices[i].to_json();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (i > 0) out += ',';
+      out += devices[i].to_json();
+    }
     std::printf("%s]\n", out.c_str());
     return 0;
   }

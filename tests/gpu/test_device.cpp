@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpu_fixture.hpp"
+#include "meganeura/runtime/vk_api.hpp"  // the loader entry, to test the no-loader error
 
 namespace {
 
@@ -383,6 +384,24 @@ TEST(DeviceBlocks, LiveHeapUsageGrowsWithBlocks) {
   EXPECT_GE(dev->allocated_bytes(), before + (4u << 20));
   dev->free(b);
   EXPECT_TRUE(dev->validation_messages().empty());
+}
+
+}  // namespace
+
+
+namespace {
+
+// A machine without the Vulkan loader: the library names the packages instead of failing to start.
+TEST(DeviceSelect, NoLoaderSaysWhichPackage) {
+  try {
+    meganeura::runtime::vk::load_global("libvulkan-not-installed.so.1");
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("mesa-vulkan-drivers"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("libvulkan1"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(meganeura::runtime::vk::load_global());
 }
 
 }  // namespace

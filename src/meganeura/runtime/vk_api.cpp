@@ -2,23 +2,18 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
-
 #include "meganeura/core/error.hpp"
 
 namespace meganeura::runtime::vk {
 
-Fns load_global() {
-  static std::once_flag once;
-  static void* lib = nullptr;
-  std::call_once(once, [] {
-    lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
-  });
+Fns load_global(const char* library) {
+  // dlopen reference-counts, so opening again per instance costs nothing.
+  void* lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
-    throw DeviceError(
-        "[runtime] expected the Vulkan loader libvulkan.so.1, got none: install a Vulkan driver and loader "
-        "(Debian: apt-get install libvulkan1 mesa-vulkan-drivers)");
+    const char* why = dlerror();
+    throw DeviceError(std::string("[runtime] expected the Vulkan loader ") + library + ", got none (" +
+                      (why ? why : "dlopen failed") +
+                      "): install a Vulkan driver and loader (Debian: apt-get install libvulkan1 mesa-vulkan-drivers)");
   }
   Fns f;
   f.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));

@@ -122,9 +122,9 @@ struct Fns {
 #undef MN_VK_MEMBER
 };
 
-// Opens libvulkan.so.1 once per process and fills the global entry points. Throws DeviceError naming
-// the packages to install when there is no loader.
-Fns load_global();
+// Opens the loader (never closed: the driver stays mapped for the process) and fills the global entry
+// points. Throws DeviceError naming the packages to install when there is no loader.
+Fns load_global(const char* library = "libvulkan.so.1");
 void load_instance(Fns& f, VkInstance instance);
 void load_device(Fns& f, VkDevice device);
 
