@@ -313,6 +313,33 @@ TEST_F(DeviceKernels, TimestampsAreOrderedNanoseconds) {
   device().free(out);
 }
 
+TEST_F(DeviceKernels, DispatchOnSlicesOfOneArena) {
+  const uint32_t n = 300;
+  auto k = affine(-2.0f, 64);
+  const uint64_t align = std::max<uint32_t>(device().caps().min_storage_buffer_offset_alignment, 4);
+  const uint64_t out_at = (n * 4 + align - 1) / align * align;
+  Buffer arena = device().alloc(out_at + n * 4);
+  Buffer in = runtime::slice(arena, 0, n * 4), out = runtime::slice(arena, out_at, n * 4);
+  std::vector<float> x(n);
+  for (uint32_t i = 0; i < n; ++i) x[i] = static_cast<float>(i) - 100.0f;
+  device().upload(in, x.data(), n * 4);
+  AffinePush p{4.0f, n};
+  auto list = device().record();
+  Buffer bufs[2] = {in, out};
+  list->dispatch(k, bufs, std::as_bytes(std::span(&p, 1)), (n + 63) / 64);
+  Buffer misaligned[2] = {runtime::slice(arena, align / 2, 16), out};
+  EXPECT_THROW(list->dispatch(k, misaligned, std::as_bytes(std::span(&p, 1)), 1), DeviceError);
+  list->finish();
+  device().submit(*list);
+  std::vector<float> y(n);
+  device().download(out, y.data(), n * 4);  // waits for the submission
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * -2.0f + 4.0f) << i;
+  std::vector<float> x_again(n);
+  device().download(in, x_again.data(), n * 4);
+  EXPECT_EQ(x_again, x);
+  device().free(arena);
+}
+
 TEST_F(DeviceKernels, BadUseIsAnError) {
   auto k = affine(1.0f, 64);
   Buffer a = device().alloc(64);
@@ -417,6 +444,38 @@ TEST(DeviceSelect, NoLoaderSaysWhichPackage) {
     EXPECT_NE(msg.find("libvulkan1"), std::string::npos) << msg;
   }
   EXPECT_NO_THROW(meganeura::runtime::vk::load_global());
+}
+
+}  // namespace
+
+namespace {
+
+class DeviceSlices : public GpuTest {};
+
+// A memory plan carves one allocation into slices; each must behave like a buffer of its own and never
+// touch its neighbours.
+TEST_F(DeviceSlices, SlicesRoundTripZeroAndBind) {
+  Buffer arena = device().alloc(4096);
+  std::vector<uint8_t> ones(4096, 0xab);
+  device().upload(arena, ones.data(), 4096);
+  // Odd edges: fill_zero on bytes [5, 5 + 1003) only.
+  device().fill_zero(runtime::slice(arena, 5, 1003));
+  std::vector<uint8_t> back(4096);
+  device().download(arena, back.data(), 4096);
+  for (size_t i = 0; i < 4096; ++i) {
+    const uint8_t want = (i >= 5 && i < 1008) ? 0 : 0xab;
+    ASSERT_EQ(back[i], want) << "byte " << i;
+  }
+  Buffer s = runtime::slice(arena, 2048, 1024);
+  std::vector<uint32_t> data = pattern(256, 5);
+  device().upload(s, data.data(), 1024);
+  std::vector<uint32_t> words(1024);
+  device().download(arena, words.data(), 4096);
+  for (size_t i = 0; i < 256; ++i) ASSERT_EQ(words[512 + i], data[i]);
+  EXPECT_THROW(runtime::slice(arena, 4000, 100), DeviceError);
+  EXPECT_THROW(device().upload(Buffer{arena.block, arena.offset + 4096 + 4096, 16}, data.data(), 16), DeviceError);
+  device().free(arena);
+  EXPECT_THROW(device().upload(s, data.data(), 16), DeviceError);  // its allocation is gone
 }
 
 }  // namespace

@@ -86,6 +86,17 @@ struct Buffer {
   bool valid() const { return block != UINT32_MAX; }
 };
 
+// A view of bytes [offset, offset + size) of `b`, usable wherever a Buffer is (an arena carved up by a
+// memory plan). Bound in a dispatch, its offset must be a multiple of caps.min_storage_buffer_offset_alignment.
+// Only buffers returned by alloc() can be freed.
+inline Buffer slice(const Buffer& b, uint64_t offset, uint64_t size) {
+  if (offset > b.size || size > b.size - offset) {
+    throw DeviceError("[runtime::slice] expected a range inside the buffer's " + std::to_string(b.size) +
+                      " bytes, got offset " + std::to_string(offset) + " + " + std::to_string(size) + " bytes");
+  }
+  return Buffer{b.block, b.offset + offset, size};
+}
+
 struct KernelDesc {
   std::string label;                     // provenance label, shown in errors, profiles and debug labels
   std::vector<uint32_t> spirv;

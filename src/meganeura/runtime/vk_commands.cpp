@@ -131,18 +131,34 @@ void VulkanCommandList::dispatch(KernelId id, std::span<const Buffer> buffers, s
                         std::to_string(groups[i]));
     }
   }
+  // Everything is checked before anything is recorded, so a rejected dispatch leaves the list as it was.
+  std::vector<VkDescriptorBufferInfo> infos(k.num_buffers);
+  const uint64_t align = std::max<uint64_t>(1, d.caps().min_storage_buffer_offset_alignment);
+  for (uint32_t i = 0; i < k.num_buffers; ++i) {
+    const Buffer& b = buffers[i];
+    d.memory().check_range(b, 0, b.size, "CommandList::dispatch");
+    if (b.offset % align != 0) {
+      throw DeviceError("[CommandList::dispatch] expected buffer " + std::to_string(i) + " of kernel '" + k.label +
+                        "' at an offset that is a multiple of " + std::to_string(align) + ", got " +
+                        std::to_string(b.offset));
+    }
+    // A zero-byte buffer still needs a non-empty range; it borrows bytes of its reservation.
+    uint64_t range = b.size;
+    if (range == 0) range = std::min<uint64_t>(4, d.memory().block_size(b) - b.offset);
+    if (range == 0) {
+      throw DeviceError("[CommandList::dispatch] expected a bindable buffer " + std::to_string(i) + " for kernel '" +
+                        k.label + "', got an empty slice at the end of its block");
+    }
+    infos[i] = {d.memory().vk_buffer(b), b.offset, range};
+  }
   if (id != bound_) {
     f.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
     bound_ = id;
   }
   if (k.num_buffers > 0) {
     VkDescriptorSet set = allocate_set(k);
-    std::vector<VkDescriptorBufferInfo> infos(k.num_buffers);
     std::vector<VkWriteDescriptorSet> writes(k.num_buffers);
     for (uint32_t i = 0; i < k.num_buffers; ++i) {
-      d.memory().check_range(buffers[i], 0, buffers[i].size, "CommandList::dispatch");
-      // A zero-byte buffer still binds a non-empty range; its reservation is at least one alignment unit.
-      infos[i] = {d.memory().vk_buffer(buffers[i]), buffers[i].offset, std::max<uint64_t>(4, (buffers[i].size + 3) / 4 * 4)};
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, nullptr, set, i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                    nullptr, &infos[i], nullptr};
     }

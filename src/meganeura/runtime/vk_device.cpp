@@ -288,11 +288,21 @@ void VulkanDevice::download(const Buffer& src, void* data, uint64_t bytes, uint6
 
 void VulkanDevice::fill_zero(const Buffer& b) {
   memory_->check_range(b, 0, b.size, "Device::fill_zero");
+  if (b.size == 0) return;
   wait();
-  // Rounded up to whole words; the reservation behind every buffer is a multiple of the alignment.
-  const uint64_t bytes = std::max<uint64_t>(4, (b.size + 3) / 4 * 4);
-  VkBuffer target = memory_->vk_buffer(b);
-  one_shot([&](VkCommandBuffer cb) { f_.vkCmdFillBuffer(cb, target, b.offset, bytes, 0); }, "Device::fill_zero");
+  // vkCmdFillBuffer works in whole words at word offsets; a slice's odd edges go through upload so that
+  // neighbouring bytes of an arena are never touched.
+  const uint64_t head = std::min<uint64_t>(b.size, (4 - b.offset % 4) % 4);
+  const uint64_t words = (b.size - head) / 4 * 4;
+  const uint64_t tail = b.size - head - words;
+  const std::vector<char> zeros(4, 0);
+  if (head > 0) upload(b, zeros.data(), head, 0);
+  if (words > 0) {
+    VkBuffer target = memory_->vk_buffer(b);
+    const uint64_t offset = b.offset + head;
+    one_shot([&](VkCommandBuffer cb) { f_.vkCmdFillBuffer(cb, target, offset, words, 0); }, "Device::fill_zero");
+  }
+  if (tail > 0) upload(b, zeros.data(), tail, head + words);
 }
 
 const Kernel& VulkanDevice::kernel(KernelId id, const char* where) const {

@@ -173,9 +173,21 @@ void BlockAllocator::free(const Buffer& b) {
 }
 
 void BlockAllocator::check_range(const Buffer& b, uint64_t offset, uint64_t bytes, const char* where) const {
-  if (!b.valid() || b.block >= blocks_.size() || !blocks_[b.block].used.count(b.offset)) {
-    throw DeviceError(std::string("[") + where + "] expected a live buffer from Device::alloc, got block " +
-                      std::to_string(b.block) + " offset " + std::to_string(b.offset));
+  // The buffer (or a slice of one) must lie inside one live allocation.
+  bool live = b.valid() && b.block < blocks_.size();
+  if (live) {
+    const auto& used = blocks_[b.block].used;
+    auto it = used.upper_bound(b.offset);
+    live = it != used.begin();
+    if (live) {
+      --it;
+      live = b.offset - it->first <= it->second && b.size <= it->second - (b.offset - it->first);
+    }
+  }
+  if (!live) {
+    throw DeviceError(std::string("[") + where + "] expected a live buffer from Device::alloc (or a slice of one), "
+                      "got block " + std::to_string(b.block) + " offset " + std::to_string(b.offset) + " size " +
+                      std::to_string(b.size));
   }
   if (offset > b.size || bytes > b.size - offset) {
     throw DeviceError(std::string("[") + where + "] expected a range inside the buffer's " + std::to_string(b.size) +

@@ -27,6 +27,7 @@ class BlockAllocator {
   // Throws DeviceError "[where] ..." when b is not a live buffer or [offset, offset+bytes) leaves it.
   void check_range(const Buffer& b, uint64_t offset, uint64_t bytes, const char* where) const;
   VkBuffer vk_buffer(const Buffer& b) const { return blocks_[b.block].buffer; }
+  uint64_t block_size(const Buffer& b) const { return blocks_[b.block].size; }
   char* mapped(const Buffer& b) const { return static_cast<char*>(blocks_[b.block].mapped) + b.offset; }
   bool host_visible() const { return host_visible_; }
 
