@@ -473,6 +473,11 @@ TEST_F(DeviceSlices, SlicesRoundTripZeroAndBind) {
   device().download(arena, words.data(), 4096);
   for (size_t i = 0; i < 256; ++i) ASSERT_EQ(words[512 + i], data[i]);
   EXPECT_THROW(runtime::slice(arena, 4000, 100), DeviceError);
+  {
+    auto list = device().record();
+    EXPECT_THROW(list->copy(runtime::slice(arena, 0, 64), runtime::slice(arena, 32, 64), 64), DeviceError);
+    list->copy(runtime::slice(arena, 0, 64), runtime::slice(arena, 64, 64), 64);
+  }
   EXPECT_THROW(device().upload(Buffer{arena.block, arena.offset + 4096 + 4096, 16}, data.data(), 16), DeviceError);
   device().free(arena);
   EXPECT_THROW(device().upload(s, data.data(), 16), DeviceError);  // its allocation is gone

@@ -184,6 +184,11 @@ void VulkanCommandList::copy(const Buffer& src, const Buffer& dst, uint64_t byte
   d.memory().check_range(src, 0, bytes, "CommandList::copy");
   d.memory().check_range(dst, 0, bytes, "CommandList::copy");
   if (bytes == 0) return;
+  if (src.block == dst.block && src.offset < dst.offset + bytes && dst.offset < src.offset + bytes) {
+    throw DeviceError("[CommandList::copy] expected source and destination that do not overlap, got " +
+                      std::to_string(bytes) + " bytes from offset " + std::to_string(src.offset) + " to " +
+                      std::to_string(dst.offset) + " of one block");
+  }
   VkBufferCopy region{src.offset, dst.offset, bytes};
   d.fns().vkCmdCopyBuffer(cb, d.memory().vk_buffer(src), d.memory().vk_buffer(dst), 1, &region);
 }
