@@ -108,15 +108,18 @@ struct KernelDesc {
 using KernelId = uint32_t;
 
 // A recorded command list: recorded once, submitted many times. Buffers named in dispatches must stay
-// allocated while the list is used. A list must not outlive its Device.
+// allocated while the list is used. A list that outlives its Device is inert: every call throws.
 class CommandList {
  public:
   virtual ~CommandList() = default;
+  // buffers bind to set 0, bindings 0..n-1; push may be shorter than the kernel's push_constant_bytes (the rest
+  // reads as zero). Arguments are checked before anything is recorded.
   virtual void dispatch(KernelId kernel, std::span<const Buffer> buffers, std::span<const std::byte> push,
                         uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
-  // a compute->compute memory barrier (all prior dispatches visible to all later)
+  // Writes of every earlier dispatch and copy become visible to every later one. Nothing is implied
+  // between commands without one.
   virtual void barrier() = 0;
-  virtual void copy(const Buffer& src, const Buffer& dst, uint64_t bytes) = 0;
+  virtual void copy(const Buffer& src, const Buffer& dst, uint64_t bytes) = 0;  // non-overlapping ranges
   virtual void timestamp(uint32_t query) = 0;  // query < timestamp_capacity given to record()
   virtual void begin_label(const std::string& label) = 0;
   virtual void end_label() = 0;
@@ -152,7 +155,8 @@ class Device {
   // timestamp_capacity; queries the list never wrote are NaN. Waits for the submission to finish.
   virtual std::vector<double> timestamps(CommandList& list) = 0;
 
-  // Messages the validation layer reported since the device was opened (empty without validation).
+  // Warnings and errors the validation layer reported since the device was opened (empty without
+  // validation).
   // GPU tests fail when any appear.
   virtual std::vector<std::string> validation_messages() const { return {}; }
   // The heaps with their budget and usage now (caps().heaps is the picture at open time).
