@@ -112,9 +112,12 @@ class Graph {
   NodeId constant(std::vector<float> data, Shape shape, Loc loc = Loc::current());
   NodeId scalar(double value, Loc loc = Loc::current());  // shape {} and broadcast by every binary op
   NodeId fill(double value, Shape shape, Loc loc = Loc::current());
+  NodeId fill(double value, Shape shape, DType dtype, Loc loc = Loc::current());
 
   // names and outputs
   NodeId named(NodeId x, const std::string& name);
+  // Makes `name` find `x` without renaming it (autodiff's grad/<p> when the gradient is an existing node).
+  void alias(NodeId x, const std::string& name);
   void set_outputs(std::vector<NodeId> outputs);
   const std::vector<NodeId>& outputs() const { return outputs_; }
 
@@ -226,7 +229,12 @@ class Graph {
   // interns the node and returns its id
   NodeId make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance prov);
 
-  const Node& node(NodeId id) const;
+  // While a derivation is open, new nodes take the provenance of `from` (its builder line), the given rule
+  // and derived_from = {from}: autodiff and rewrites attribute generated nodes to the user's line.
+  void push_derivation(const std::string& rule, NodeId from);
+  void pop_derivation();
+
+  const Node& node(NodeId id) const;  // throws GraphError for an id not in this graph
   size_t size() const { return nodes_.size(); }
   const std::vector<NodeId>& parameters() const { return parameters_; }
   const std::vector<NodeId>& inputs() const { return inputs_; }
@@ -247,6 +255,22 @@ class Graph {
   std::map<NodeId, NodeId> gradients_;
   std::unordered_map<uint32_t, std::vector<float>> constants_;
   std::unordered_map<uint64_t, std::vector<NodeId>> intern_;  // structural hash -> candidates
+  std::unordered_map<std::string, NodeId> names_;
+  std::vector<Provenance> derivations_;
+
+  NodeId intern_or_add(Node n, uint64_t h, const std::vector<float>* data);
+};
+
+// RAII form of push_derivation/pop_derivation.
+class DerivationScope {
+ public:
+  DerivationScope(Graph& g, const std::string& rule, NodeId from) : g_(g) { g_.push_derivation(rule, from); }
+  ~DerivationScope() { g_.pop_derivation(); }
+  DerivationScope(const DerivationScope&) = delete;
+  DerivationScope& operator=(const DerivationScope&) = delete;
+
+ private:
+  Graph& g_;
 };
 
 }  // namespace meganeura

@@ -1,0 +1,344 @@
+// Unary and binary pointwise ops, where, cast and stop_gradient: shape rules, VJPs, float64 references and
+// GLSL expression templates.
+#include <algorithm>
+#include <cmath>
+
+#include "meganeura/ops/helpers.hpp"
+
+namespace meganeura::ops {
+
+namespace {
+
+constexpr double kSqrt2Pi = 0.7978845608028654;   // sqrt(2/pi)
+constexpr double kInvSqrt2 = 0.7071067811865476;  // 1/sqrt(2)
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
+
+double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+
+// GELU and its derivative share one definition per form, so forward and backward never disagree.
+double gelu(double x, bool tanh_form) {
+  if (tanh_form) return 0.5 * x * (1.0 + std::tanh(kSqrt2Pi * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+}
+double gelu_grad(double x, bool tanh_form) {
+  if (tanh_form) {
+    double t = std::tanh(kSqrt2Pi * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2Pi * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+  return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+}
+
+double round_to_dtype(double v, DType t) {
+  switch (t) {
+    case DType::F32: return double(float(v));
+    case DType::I32: return std::trunc(v);
+    case DType::U32: {
+      double w = std::fmod(std::trunc(v), 4294967296.0);
+      return w < 0 ? w + 4294967296.0 : w;
+    }
+    case DType::BF16: case DType::F16: {
+      if (!std::isfinite(v) || v == 0.0) return v;
+      int mant = t == DType::BF16 ? 8 : 11;     // significand bits including the implicit one
+      int min_exp = t == DType::BF16 ? -126 : -14;
+      double max = t == DType::BF16 ? 3.3895313892515355e38 : 65504.0;
+      int e;
+      std::frexp(v, &e);  // v = m * 2^e, 0.5 <= |m| < 1
+      int q = std::max(e - 1, min_exp) - (mant - 1);  // quantum exponent (subnormals keep the minimum)
+      double r = std::nearbyint(std::ldexp(v, -q));
+      r = std::ldexp(r, q);
+      return std::fabs(r) > max ? std::copysign(INFINITY, v) : r;
+    }
+  }
+  return v;
+}
+
+// ---- shape rules ----
+
+TypeInfo unary_float(const ShapeCtx& c) {
+  require_float(c, 0);
+  return same_as(c);
+}
+TypeInfo unary_any(const ShapeCtx& c) { return same_as(c); }
+TypeInfo clamp_rule(const ShapeCtx& c) {
+  if (c.attrs.reals.size() != 2 || !(c.attrs.reals[0] <= c.attrs.reals[1]))
+    c.fail("clamp bounds lo <= hi", c.attrs.reals.size() == 2
+                                         ? std::to_string(c.attrs.reals[0]) + " > " + std::to_string(c.attrs.reals[1])
+                                         : "a malformed attribute list");
+  return same_as(c);
+}
+TypeInfo cast_rule(const ShapeCtx& c) { return {c.shape(0), c.attrs.dtype}; }
+TypeInfo gelu_grad_rule(const ShapeCtx& c) {
+  require_float(c, 0);
+  if (c.shape(0) != c.shape(1)) c.fail("x and grad of one shape", shape_str(c.shape(0)) + " and " + shape_str(c.shape(1)));
+  return same_as(c);
+}
+TypeInfo binary_rule(const ShapeCtx& c) {
+  Shape s = broadcast_all(c);
+  return {s, common_dtype(c, 0, 2)};
+}
+TypeInfo binary_float_rule(const ShapeCtx& c) {
+  TypeInfo t = binary_rule(c);
+  if (!is_float(t.dtype)) c.fail("floating-point operands", dtype_name(t.dtype));
+  return t;
+}
+TypeInfo where_rule(const ShapeCtx& c) {
+  Shape s = broadcast_all(c);
+  return {s, common_dtype(c, 1, 3)};
+}
+
+// ---- VJP helpers ----
+
+std::vector<NodeId> one(NodeId g) { return {g}; }
+NodeId s(Graph& g, double v) { return g.scalar(v); }
+
+// ---- unary VJPs ----
+
+std::vector<NodeId> vjp_neg(VjpCtx& c) { return one(c.g.neg(c.grad)); }
+std::vector<NodeId> vjp_abs(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.sign(c.in(0)))); }
+std::vector<NodeId> vjp_exp(VjpCtx& c) { return one(c.g.mul(c.grad, c.id)); }
+std::vector<NodeId> vjp_log(VjpCtx& c) { return one(c.g.div(c.grad, c.in(0))); }
+std::vector<NodeId> vjp_sqrt(VjpCtx& c) { return one(c.g.div(c.g.mul(c.grad, s(c.g, 0.5)), c.id)); }
+std::vector<NodeId> vjp_rsqrt(VjpCtx& c) {
+  // d x^{-1/2} = -1/2 x^{-3/2} = -1/2 y^3
+  Graph& g = c.g;
+  return one(g.mul(g.mul(c.grad, s(g, -0.5)), g.mul(c.id, g.square(c.id))));
+}
+std::vector<NodeId> vjp_reciprocal(VjpCtx& c) { return one(c.g.neg(c.g.mul(c.grad, c.g.square(c.id)))); }
+std::vector<NodeId> vjp_square(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.mul(c.in(0), s(c.g, 2.0)))); }
+std::vector<NodeId> vjp_relu(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.gt(c.in(0), s(c.g, 0.0)))); }
+std::vector<NodeId> vjp_leaky_relu(VjpCtx& c) {
+  Graph& g = c.g;
+  NodeId slope = g.where(g.gt(c.in(0), s(g, 0.0)), s(g, 1.0), s(g, c.fwd.attrs.reals[0]));
+  return one(g.mul(c.grad, slope));
+}
+std::vector<NodeId> vjp_elu(VjpCtx& c) {
+  Graph& g = c.g;  // for x <= 0: d alpha (e^x - 1) = alpha e^x = y + alpha
+  NodeId neg_slope = g.add(c.id, s(g, c.fwd.attrs.reals[0]));
+  return one(g.mul(c.grad, g.where(g.gt(c.in(0), s(g, 0.0)), s(g, 1.0), neg_slope)));
+}
+std::vector<NodeId> vjp_sigmoid(VjpCtx& c) {
+  Graph& g = c.g;
+  return one(g.mul(c.grad, g.mul(c.id, g.sub(s(g, 1.0), c.id))));
+}
+std::vector<NodeId> vjp_tanh(VjpCtx& c) {
+  Graph& g = c.g;
+  return one(g.mul(c.grad, g.sub(s(g, 1.0), g.square(c.id))));
+}
+std::vector<NodeId> vjp_silu(VjpCtx& c) {
+  Graph& g = c.g;  // d x s(x) = s (1 + x (1 - s))
+  NodeId sg = g.sigmoid(c.in(0));
+  NodeId d = g.mul(sg, g.add(s(g, 1.0), g.mul(c.in(0), g.sub(s(g, 1.0), sg))));
+  return one(g.mul(c.grad, d));
+}
+std::vector<NodeId> vjp_gelu(VjpCtx& c) {
+  Attrs a;
+  a.flag_a = c.fwd.attrs.flag_a;
+  return one(c.g.make(Op::GeluGrad, {c.in(0), c.grad}, a, {}));
+}
+std::vector<NodeId> vjp_softplus(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.sigmoid(c.in(0)))); }
+std::vector<NodeId> vjp_sin(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.cos(c.in(0)))); }
+std::vector<NodeId> vjp_cos(VjpCtx& c) { return one(c.g.neg(c.g.mul(c.grad, c.g.sin(c.in(0))))); }
+std::vector<NodeId> vjp_erf(VjpCtx& c) {
+  Graph& g = c.g;  // 2/sqrt(pi) e^{-x^2}
+  return one(g.mul(c.grad, g.mul(s(g, 1.1283791670955126), g.exp(g.neg(g.square(c.in(0)))))));
+}
+std::vector<NodeId> vjp_clamp(VjpCtx& c) {
+  Graph& g = c.g;
+  NodeId inside = g.mul(g.ge(c.in(0), s(g, c.fwd.attrs.reals[0])), g.le(c.in(0), s(g, c.fwd.attrs.reals[1])));
+  return one(g.mul(c.grad, inside));
+}
+std::vector<NodeId> vjp_cast(VjpCtx& c) {
+  DType from = c.g.node(c.in(0)).dtype;
+  if (!is_float(from) || !is_float(c.fwd.dtype)) return {NodeId{}};
+  return one(from == c.fwd.dtype ? c.grad : c.g.cast(c.grad, from));
+}
+
+// ---- binary VJPs (gradients summed back over broadcast axes) ----
+
+std::vector<NodeId> binary_out(VjpCtx& c, NodeId ga, NodeId gb) {
+  return {c.needs(0) && ga.valid() ? sum_to_shape(c.g, ga, c.in_shape(0)) : NodeId{},
+          c.needs(1) && gb.valid() ? sum_to_shape(c.g, gb, c.in_shape(1)) : NodeId{}};
+}
+std::vector<NodeId> vjp_add(VjpCtx& c) { return binary_out(c, c.grad, c.grad); }
+std::vector<NodeId> vjp_sub(VjpCtx& c) { return binary_out(c, c.grad, c.needs(1) ? c.g.neg(c.grad) : NodeId{}); }
+std::vector<NodeId> vjp_mul(VjpCtx& c) {
+  Graph& g = c.g;
+  return binary_out(c, c.needs(0) ? g.mul(c.grad, c.in(1)) : NodeId{}, c.needs(1) ? g.mul(c.grad, c.in(0)) : NodeId{});
+}
+std::vector<NodeId> vjp_div(VjpCtx& c) {
+  Graph& g = c.g;  // d a/b: 1/b, -a/b^2 = -y/b
+  return binary_out(c, c.needs(0) ? g.div(c.grad, c.in(1)) : NodeId{},
+                    c.needs(1) ? g.neg(g.div(g.mul(c.grad, c.id), c.in(1))) : NodeId{});
+}
+std::vector<NodeId> vjp_pow(VjpCtx& c) {
+  Graph& g = c.g;  // d a^b: b a^(b-1), a^b ln a
+  NodeId ga, gb;
+  if (c.needs(0)) ga = g.mul(c.grad, g.mul(c.in(1), g.pow(c.in(0), g.sub(c.in(1), s(g, 1.0)))));
+  if (c.needs(1)) gb = g.mul(c.grad, g.mul(c.id, g.log(c.in(0))));
+  return binary_out(c, ga, gb);
+}
+// Ties split the gradient evenly, as torch does.
+std::vector<NodeId> vjp_extremum(VjpCtx& c, bool is_max) {
+  Graph& g = c.g;
+  NodeId a = c.in(0), b = c.in(1);
+  NodeId win_a = is_max ? g.gt(a, b) : g.lt(a, b);
+  NodeId tie = g.mul(g.eq(a, b), s(g, 0.5));
+  NodeId wa = g.add(win_a, tie);
+  NodeId ga, gb;
+  if (c.needs(0)) ga = g.mul(c.grad, wa);
+  if (c.needs(1)) gb = g.mul(c.grad, g.sub(s(g, 1.0), wa));
+  return binary_out(c, ga, gb);
+}
+std::vector<NodeId> vjp_maximum(VjpCtx& c) { return vjp_extremum(c, true); }
+std::vector<NodeId> vjp_minimum(VjpCtx& c) { return vjp_extremum(c, false); }
+std::vector<NodeId> vjp_where(VjpCtx& c) {
+  Graph& g = c.g;
+  NodeId zero = s(g, 0.0);
+  NodeId ga = c.needs(1) ? sum_to_shape(g, g.where(c.in(0), c.grad, zero), c.in_shape(1)) : NodeId{};
+  NodeId gb = c.needs(2) ? sum_to_shape(g, g.where(c.in(0), zero, c.grad), c.in_shape(2)) : NodeId{};
+  return {NodeId{}, ga, gb};
+}
+
+// ---- references ----
+
+// Scalar functions of the rows, by op; the rows' reference functions look them up.
+using Scalar1 = double (*)(double x, const Attrs& a);
+using Scalar2 = double (*)(double a, double b);
+Scalar1 unary_fn[size_t(Op::Count_)];
+Scalar2 binary_fn[size_t(Op::Count_)];
+
+HostTensor ref_unary(const Node& n, const std::vector<const HostTensor*>& in) {
+  Scalar1 f = unary_fn[size_t(n.op)];
+  return map_unary(n, *in[0], [&](double x) { return f(x, n.attrs); });
+}
+
+HostTensor ref_binary(const Node& n, const std::vector<const HostTensor*>& in) {
+  return map_binary(n, *in[0], *in[1], binary_fn[size_t(n.op)]);
+}
+
+HostTensor ref_gelu_grad(const Node& n, const std::vector<const HostTensor*>& in) {
+  return map_binary(n, *in[0], *in[1], [&](double x, double g) { return g * gelu_grad(x, n.attrs.flag_a); });
+}
+
+HostTensor ref_where(const Node& n, const std::vector<const HostTensor*>& in) {
+  HostTensor r(n.shape);
+  BroadcastIndex ic(in[0]->shape, n.shape), ia(in[1]->shape, n.shape), ib(in[2]->shape, n.shape);
+  for (size_t i = 0; i < r.size(); ++i) {
+    int64_t k = int64_t(i);
+    r[i] = (*in[0])[size_t(ic(k))] != 0.0 ? (*in[1])[size_t(ia(k))] : (*in[2])[size_t(ib(k))];
+  }
+  return r;
+}
+
+struct UnaryRow {
+  Op op;
+  const char* name;
+  ShapeRule rule;
+  Vjp vjp;
+  Scalar1 fn;
+  const char* glsl;
+};
+
+}  // namespace
+
+// Reference functions from one scalar expression in x (and the node's attrs a) or in a, b.
+#define MN_UNARY_REF(expr) +[](double x, [[maybe_unused]] const Attrs& a) -> double { return expr; }
+#define MN_BINARY_REF(expr) +[](double a, double b) -> double { return expr; }
+
+void register_elementwise(OpTable& t) {
+  const UnaryRow unary[] = {
+      {Op::Neg, "neg", unary_any, vjp_neg, MN_UNARY_REF(-x), "-$0"},
+      {Op::Abs, "abs", unary_any, vjp_abs, MN_UNARY_REF(std::fabs(x)), "abs($0)"},
+      {Op::Sign, "sign", unary_any, nullptr,
+       MN_UNARY_REF(double((x > 0) - (x < 0))), "sign($0)"},
+      {Op::Exp, "exp", unary_float, vjp_exp, MN_UNARY_REF(std::exp(x)), "exp($0)"},
+      {Op::Log, "log", unary_float, vjp_log, MN_UNARY_REF(std::log(x)), "log($0)"},
+      {Op::Sqrt, "sqrt", unary_float, vjp_sqrt, MN_UNARY_REF(std::sqrt(x)),
+       "sqrt($0)"},
+      {Op::Rsqrt, "rsqrt", unary_float, vjp_rsqrt,
+       MN_UNARY_REF(1.0 / std::sqrt(x)), "inversesqrt($0)"},
+      {Op::Reciprocal, "reciprocal", unary_float, vjp_reciprocal,
+       MN_UNARY_REF(1.0 / x), "1.0 / $0"},
+      {Op::Square, "square", unary_any, vjp_square, MN_UNARY_REF(x * x),
+       "$0 * $0"},
+      {Op::Relu, "relu", unary_any, vjp_relu, MN_UNARY_REF(x > 0 ? x : 0.0),
+       "max($0, 0.0)"},
+      {Op::LeakyRelu, "leaky_relu", unary_float, vjp_leaky_relu,
+       MN_UNARY_REF(x > 0 ? x : a.reals[0] * x), "($0 > 0.0 ? $0 : $r0 * $0)"},
+      {Op::Elu, "elu", unary_float, vjp_elu,
+       MN_UNARY_REF(x > 0 ? x : a.reals[0] * std::expm1(x)),
+       "($0 > 0.0 ? $0 : $r0 * (exp($0) - 1.0))"},
+      {Op::Sigmoid, "sigmoid", unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)),
+       "mn_sigmoid($0)"},
+      {Op::Tanh, "tanh", unary_float, vjp_tanh, MN_UNARY_REF(std::tanh(x)),
+       "mn_tanh($0)"},
+      {Op::Silu, "silu", unary_float, vjp_silu, MN_UNARY_REF(x * sigmoid(x)),
+       "$0 * mn_sigmoid($0)"},
+      {Op::Gelu, "gelu", unary_float, vjp_gelu,
+       MN_UNARY_REF(gelu(x, a.flag_a)), "mn_gelu($0, $fa)"},
+      {Op::Softplus, "softplus", unary_float, vjp_softplus,
+       MN_UNARY_REF(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)))),
+       "mn_softplus($0)"},
+      {Op::Sin, "sin", unary_float, vjp_sin, MN_UNARY_REF(std::sin(x)), "sin($0)"},
+      {Op::Cos, "cos", unary_float, vjp_cos, MN_UNARY_REF(std::cos(x)), "cos($0)"},
+      {Op::Erf, "erf", unary_float, vjp_erf, MN_UNARY_REF(std::erf(x)),
+       "mn_erf($0)"},
+      {Op::Clamp, "clamp", clamp_rule, vjp_clamp,
+       MN_UNARY_REF(std::min(std::max(x, a.reals[0]), a.reals[1])),
+       "clamp($0, $r0, $r1)"},
+      // The stored dtype does the conversion; the expression is the value.
+      {Op::Cast, "cast", cast_rule, vjp_cast,
+       MN_UNARY_REF(round_to_dtype(x, a.dtype)), "$0"},
+      {Op::StopGradient, "stop_gradient", unary_any, nullptr, MN_UNARY_REF(x),
+       "$0"},
+  };
+  for (const UnaryRow& r : unary) {
+    unary_fn[size_t(r.op)] = r.fn;
+    t.add({r.op, r.name, 1, Archetype::Pointwise, r.rule, r.vjp, ref_unary, r.glsl});
+  }
+
+  t.add({Op::GeluGrad, "gelu_grad", 2, Archetype::Pointwise, gelu_grad_rule, nullptr, ref_gelu_grad,
+         "mn_gelu_grad($0, $1, $fa)"});
+
+  struct BinaryRow {
+    Op op;
+    const char* name;
+    ShapeRule rule;
+    Vjp vjp;
+    Scalar2 fn;
+    const char* glsl;
+  };
+  const BinaryRow binary[] = {
+      {Op::Add, "add", binary_rule, vjp_add, MN_BINARY_REF(a + b), "$0 + $1"},
+      {Op::Sub, "sub", binary_rule, vjp_sub, MN_BINARY_REF(a - b), "$0 - $1"},
+      {Op::Mul, "mul", binary_rule, vjp_mul, MN_BINARY_REF(a * b), "$0 * $1"},
+      {Op::Div, "div", binary_float_rule, vjp_div, MN_BINARY_REF(a / b), "$0 / $1"},
+      {Op::Pow, "pow", binary_float_rule, vjp_pow, MN_BINARY_REF(std::pow(a, b)),
+       "mn_pow($0, $1)"},
+      {Op::Maximum, "maximum", binary_rule, vjp_maximum,
+       MN_BINARY_REF(std::max(a, b)), "max($0, $1)"},
+      {Op::Minimum, "minimum", binary_rule, vjp_minimum,
+       MN_BINARY_REF(std::min(a, b)), "min($0, $1)"},
+      // Comparisons yield 1 or 0 in the operands' dtype, so masks multiply directly.
+      {Op::Eq, "eq", binary_rule, nullptr, MN_BINARY_REF(double(a == b)),
+       "float($0 == $1)"},
+      {Op::Ne, "ne", binary_rule, nullptr, MN_BINARY_REF(double(a != b)),
+       "float($0 != $1)"},
+      {Op::Lt, "lt", binary_rule, nullptr, MN_BINARY_REF(double(a < b)),
+       "float($0 < $1)"},
+      {Op::Le, "le", binary_rule, nullptr, MN_BINARY_REF(double(a <= b)),
+       "float($0 <= $1)"},
+      {Op::Gt, "gt", binary_rule, nullptr, MN_BINARY_REF(double(a > b)),
+       "float($0 > $1)"},
+      {Op::Ge, "ge", binary_rule, nullptr, MN_BINARY_REF(double(a >= b)),
+       "float($0 >= $1)"},
+  };
+  for (const BinaryRow& r : binary) {
+    binary_fn[size_t(r.op)] = r.fn;
+    t.add({r.op, r.name, 2, Archetype::Pointwise, r.rule, r.vjp, ref_binary, r.glsl});
+  }
+
+  t.add({Op::Where, "where", 3, Archetype::Pointwise, where_rule, vjp_where, ref_where, "($0 != 0.0 ? $1 : $2)"});
+}
+
+}  // namespace meganeura::ops

@@ -1,0 +1,261 @@
+#include <cmath>
+#include <cstdio>
+
+#include "meganeura/ops/ops.hpp"
+
+namespace meganeura {
+
+// The enum's spelling, for messages about ops whose family has not registered a row.
+const char* op_name(Op op) {
+  if (ops::registered(op)) return ops::table().find(op)->name;
+  switch (op) {
+    case Op::Input: return "input";
+    case Op::Parameter: return "parameter";
+    case Op::Constant: return "constant";
+    case Op::Fill: return "fill";
+    case Op::Neg: return "neg";
+    case Op::Abs: return "abs";
+    case Op::Sign: return "sign";
+    case Op::Exp: return "exp";
+    case Op::Log: return "log";
+    case Op::Sqrt: return "sqrt";
+    case Op::Rsqrt: return "rsqrt";
+    case Op::Reciprocal: return "reciprocal";
+    case Op::Square: return "square";
+    case Op::Relu: return "relu";
+    case Op::LeakyRelu: return "leaky_relu";
+    case Op::Elu: return "elu";
+    case Op::Sigmoid: return "sigmoid";
+    case Op::Tanh: return "tanh";
+    case Op::Silu: return "silu";
+    case Op::Gelu: return "gelu";
+    case Op::GeluGrad: return "gelu_grad";
+    case Op::Softplus: return "softplus";
+    case Op::Sin: return "sin";
+    case Op::Cos: return "cos";
+    case Op::Clamp: return "clamp";
+    case Op::Cast: return "cast";
+    case Op::Erf: return "erf";
+    case Op::StopGradient: return "stop_gradient";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Pow: return "pow";
+    case Op::Maximum: return "maximum";
+    case Op::Minimum: return "minimum";
+    case Op::Eq: return "eq";
+    case Op::Ne: return "ne";
+    case Op::Lt: return "lt";
+    case Op::Le: return "le";
+    case Op::Gt: return "gt";
+    case Op::Ge: return "ge";
+    case Op::Where: return "where";
+    case Op::MatMul: return "matmul";
+    case Op::Sum: return "sum";
+    case Op::Mean: return "mean";
+    case Op::Max: return "max";
+    case Op::Min: return "min";
+    case Op::Variance: return "variance";
+    case Op::ArgMax: return "argmax";
+    case Op::Softmax: return "softmax";
+    case Op::LogSoftmax: return "log_softmax";
+    case Op::CrossEntropy: return "cross_entropy_loss";
+    case Op::CrossEntropyIndex: return "cross_entropy_loss_index";
+    case Op::MseLoss: return "mse_loss";
+    case Op::L1Loss: return "l1_loss";
+    case Op::BceWithLogits: return "bce_with_logits";
+    case Op::LayerNorm: return "layer_norm";
+    case Op::RmsNorm: return "rms_norm";
+    case Op::BatchNorm: return "batch_norm";
+    case Op::GroupNorm: return "group_norm";
+    case Op::Reshape: return "reshape";
+    case Op::Permute: return "permute";
+    case Op::Slice: return "slice";
+    case Op::Concat: return "concat";
+    case Op::BroadcastTo: return "broadcast_to";
+    case Op::Pad: return "pad";
+    case Op::Gather: return "gather";
+    case Op::ScatterAdd: return "scatter_add";
+    case Op::Conv2d: return "conv2d";
+    case Op::Conv2dGradInput: return "conv2d_grad_input";
+    case Op::Conv2dGradWeight: return "conv2d_grad_weight";
+    case Op::MaxPool2d: return "max_pool2d";
+    case Op::MaxPool2dGrad: return "max_pool2d_grad";
+    case Op::AvgPool2d: return "avg_pool2d";
+    case Op::AvgPool2dGrad: return "avg_pool2d_grad";
+    case Op::UpsampleNearest: return "upsample_nearest";
+    case Op::Attention: return "scaled_dot_product_attention";
+    case Op::AttentionGradQ: return "attention_grad_q";
+    case Op::AttentionGradK: return "attention_grad_k";
+    case Op::AttentionGradV: return "attention_grad_v";
+    case Op::Rope: return "rope";
+    case Op::Dropout: return "dropout";
+    case Op::SwiGlu: return "swiglu";
+    case Op::Count_: break;
+  }
+  return "?";
+}
+
+namespace ops {
+
+const char* archetype_name(Archetype a) {
+  switch (a) {
+    case Archetype::Leaf: return "leaf";
+    case Archetype::Pointwise: return "pointwise";
+    case Archetype::Reduction: return "reduction";
+    case Archetype::MatMul: return "matmul";
+    case Archetype::Conv: return "conv";
+    case Archetype::Attention: return "attention";
+    case Archetype::Gather: return "gather";
+    case Archetype::Movement: return "movement";
+  }
+  return "?";
+}
+
+void ShapeCtx::fail(const std::string& expected, const std::string& got) const {
+  std::string m = "[" + std::string(op_name(op)) + "] expected " + expected + ", got " + got + "; inputs:";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = graph.node(inputs[i]);
+    m += i ? ", %" : " %";
+    m += std::to_string(inputs[i].v);
+    if (!n.prov.name.empty()) m += " '" + n.prov.name + "'";
+    m += ' ';
+    m += dtype_name(n.dtype);
+    m += shape_str(n.shape);
+  }
+  if (inputs.empty()) m += " none";
+  m += "; node " + (prov.name.empty() ? std::string("(unnamed)") : "'" + prov.name + "'");
+  m += " at " + where(prov.loc);
+  throw ShapeError(m);
+}
+
+int64_t ShapeCtx::axis(int64_t a, size_t rank) const {
+  int64_t r = int64_t(rank);
+  if (a < -r || a >= r || r == 0)
+    fail("an axis in [-" + std::to_string(r) + ", " + std::to_string(r) + ")", "axis " + std::to_string(a));
+  return a < 0 ? a + r : a;
+}
+
+void OpTable::add(OpDef d) {
+  if (d.op == Op::Count_ || size_t(d.op) >= size_t(Op::Count_) || !d.name || !d.shape)
+    throw GraphError("[OpTable::add] expected a row with op, name and shape rule, got an incomplete row");
+  OpDef& slot = rows_[size_t(d.op)];
+  if (slot.name) throw GraphError("[OpTable::add] expected one row per op, got a second row for " + std::string(d.name));
+  slot = d;
+}
+
+const OpDef* OpTable::find(Op op) const {
+  if (size_t(op) >= size_t(Op::Count_)) return nullptr;
+  const OpDef& d = rows_[size_t(op)];
+  return d.name ? &d : nullptr;
+}
+
+const OpTable& table() {
+  static const OpTable t = [] {
+    OpTable t;
+    register_leaf(t);
+    register_elementwise(t);
+    register_matmul(t);
+    register_reduce(t);
+    register_loss(t);
+    register_movement_basic(t);
+    register_norm(t);
+    register_movement(t);
+    register_vision(t);
+    register_attention(t);
+    return t;
+  }();
+  return t;
+}
+
+bool registered(Op op) { return table().find(op) != nullptr; }
+
+const OpDef& def(Op op) {
+  const OpDef* d = table().find(op);
+  if (!d)
+    throw GraphError("[Graph::make] expected an op with a table row, got '" + std::string(op_name(op)) +
+                     "' which is not implemented yet (no row registered in ops/)");
+  return *d;
+}
+
+const char* pointwise_glsl_prelude() {
+  // erf: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 resolution near 1).
+  // tanh: the builtin may overflow exp for large |x| on some drivers; clamp first.
+  return R"(float mn_erf(float x) {
+  float s = sign(x);
+  float a = abs(x);
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+  return s * y;
+}
+float mn_tanh(float x) { return tanh(clamp(x, -15.0, 15.0)); }
+float mn_sigmoid(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+// GLSL pow is undefined for a negative base or a zero base with b <= 0; C pow semantics instead.
+float mn_pow(float a, float b) {
+  if (a > 0.0) return pow(a, b);
+  if (a == 0.0) return b > 0.0 ? 0.0 : (b == 0.0 ? 1.0 : uintBitsToFloat(0x7F800000u));
+  if (fract(b) != 0.0) return uintBitsToFloat(0x7FC00000u);
+  float r = pow(-a, b);
+  return mod(b, 2.0) == 1.0 ? -r : r;
+}
+float mn_softplus(float x) { return max(x, 0.0) + log(1.0 + exp(-abs(x))); }
+float mn_gelu(float x, float tanh_form) {
+  if (tanh_form != 0.0) {
+    return 0.5 * x * (1.0 + mn_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + mn_erf(x * 0.7071067811865476));
+}
+float mn_gelu_grad(float x, float g, float tanh_form) {
+  if (tanh_form != 0.0) {
+    float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    float t = mn_tanh(u);
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x));
+  }
+  return g * (0.5 * (1.0 + mn_erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x));
+}
+)";
+}
+
+namespace {
+std::string float_literal(double v) {
+  if (std::isinf(v)) return v > 0 ? "uintBitsToFloat(0x7F800000u)" : "uintBitsToFloat(0xFF800000u)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return v < 0 ? "(" + s + ")" : s;
+}
+}  // namespace
+
+std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std::string>& operands) {
+  if (!d.glsl) throw GraphError("[expand_glsl] expected a pointwise op, got " + std::string(d.name));
+  std::string out;
+  for (const char* p = d.glsl; *p; ++p) {
+    if (*p != '$') {
+      out += *p;
+      continue;
+    }
+    char c = p[1];
+    if (c >= '0' && c <= '9') {
+      size_t i = size_t(c - '0');
+      if (i >= operands.size()) throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing operand");
+      out += "(" + operands[i] + ")";
+      ++p;
+    } else if (c == 'r' && p[2] >= '0' && p[2] <= '9') {
+      size_t i = size_t(p[2] - '0');
+      if (i >= node.attrs.reals.size()) throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing real");
+      out += float_literal(node.attrs.reals[i]);
+      p += 2;
+    } else if (c == 'f' && p[2] == 'a') {
+      out += node.attrs.flag_a ? "1.0" : "0.0";
+      p += 2;
+    } else {
+      throw GraphError("[expand_glsl] bad template escape in " + std::string(d.name));
+    }
+  }
+  return out;
+}
+
+}  // namespace ops
+}  // namespace meganeura
