@@ -30,7 +30,8 @@ double gelu_grad(double x, bool tanh_form) {
 
 double round_to_dtype(double v, DType t) {
   switch (t) {
-    case DType::F32: return double(float(v));
+    // The reference holds f32 values exactly in f64 everywhere; only narrower types and integers round.
+    case DType::F32: return v;
     case DType::I32: return std::trunc(v);
     case DType::U32: {
       double w = std::fmod(std::trunc(v), 4294967296.0);
