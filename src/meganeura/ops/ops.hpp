@@ -58,7 +58,8 @@ struct VjpCtx {
   std::vector<bool> need;
 
   NodeId in(size_t i) const { return fwd.inputs[i]; }
-  const Shape& in_shape(size_t i) const { return g.node(fwd.inputs[i]).shape; }
+  // by value: a reference into the graph would dangle once the VJP adds nodes
+  Shape in_shape(size_t i) const { return g.node(fwd.inputs[i]).shape; }
   bool needs(size_t i) const { return need[i]; }
 };
 
