@@ -350,11 +350,53 @@ def attention_cases():
     case("sdpa_causal_square_scale", "sdpa", [("q", q2, "f"), ("k", k2, "f"), ("v", v2, "f")],
          lambda q, k, v: sdpa(q, k, v, True, None, 0.3), {"causal": True, "scale": 0.3})
     mask = randn(S, T)
-    case("sdpa_mask", "sdpa", [("q", q, "f"), ("k", k, "f"), ("v", v, "f"), ("mask", mask, "f")],
+    case("sdpa_mask", "sdpa", [("q", q, "f"), ("k", k, "f"), ("v", v, "f"), ("mask", mask, "c")],
          lambda q, k, v, m: sdpa(q, k, v, False, m, 0.0), {"causal": False, "scale": 0.0})
     x = randn(2, 3, 5, 6)
     case("rope", "rope", [("x", x, "f")], lambda x: rope(x, 10000.0, 0), {"theta": 10000.0, "offset": 0})
     case("rope_offset", "rope", [("x", x, "f")], lambda x: rope(x, 500.0, 7), {"theta": 500.0, "offset": 7})
+
+
+# ---------------------------------------------------------------- a transformer block (nn::TransformerBlock)
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def transformer_block():
+    # the layout of nn::TransformerBlock: pre-norm RMSNorm, one fused qkv projection W [dim, (H + 2 Hkv) hd],
+    # rotate-half RoPE on q and k, causal grouped-query attention, output projection, SwiGLU feed-forward
+    B, S, D, H, HKV, F_, EPS, THETA = 2, 3, 16, 4, 2, 12, 1e-6, 100.0  # head_dim 4: theta matters
+    hd = D // H
+    shapes = {"blk.attn_norm.weight": (D,), "blk.attn.qkv.weight": (D, (H + 2 * HKV) * hd),
+              "blk.attn.o.weight": (H * hd, D), "blk.ffn_norm.weight": (D,), "blk.ffn.gate.weight": (D, F_),
+              "blk.ffn.up.weight": (D, F_), "blk.ffn.down.weight": (F_, D)}
+    params = {n: (randn(*s, scale=0.4) + (1.0 if n.endswith("norm.weight") else 0.0)).requires_grad_(True)
+              for n, s in shapes.items()}
+    x = randn(B, S, D).requires_grad_(True)
+
+    def heads(t, count):
+        return t.reshape(B, S, count, hd).permute(0, 2, 1, 3)
+
+    h = rms_norm(x, params["blk.attn_norm.weight"], EPS)
+    p = h @ params["blk.attn.qkv.weight"]
+    q = rope(heads(p[..., :H * hd], H), THETA, 0)
+    k = rope(heads(p[..., H * hd:(H + HKV) * hd], HKV), THETA, 0)
+    v = heads(p[..., (H + HKV) * hd:], HKV)
+    a = sdpa(q, k, v, True, None, 0.0).permute(0, 2, 1, 3).reshape(B, S, H * hd)
+    x1 = x + a @ params["blk.attn.o.weight"]
+    h2 = rms_norm(x1, params["blk.ffn_norm.weight"], EPS)
+    y = x1 + (F.silu(h2 @ params["blk.ffn.gate.weight"]) * (h2 @ params["blk.ffn.up.weight"])) @ \
+        params["blk.ffn.down.weight"]
+    up = randn(*y.shape)
+    names = list(shapes)
+    gs = torch.autograd.grad((y * up).sum(), [x] + [params[n] for n in names])
+    return {"config": {"batch": B, "seq": S, "dim": D, "heads": H, "kv_heads": HKV, "ffn_hidden": F_, "eps": EPS,
+                       "theta": THETA},
+            "x": x.detach().reshape(-1).tolist(),
+            "params": {n: {"shape": list(shapes[n]), "data": params[n].detach().reshape(-1).tolist()} for n in names},
+            "upstream": up.reshape(-1).tolist(), "output": y.detach().reshape(-1).tolist(),
+            "grads": dict([("x", gs[0].reshape(-1).tolist())] +
+                          [(n, g.reshape(-1).tolist()) for n, g in zip(names, gs[1:])])}
 
 
 # ---------------------------------------------------------------- the README MLP, 20 SGD steps
@@ -398,7 +440,8 @@ def main():
     movement_cases()
     vision_cases()
     attention_cases()
-    doc = {"torch_version": torch.__version__, "cases": CASES, "mlp": mlp()}
+    doc = {"torch_version": torch.__version__, "cases": CASES, "mlp": mlp(),
+           "transformer_block": transformer_block()}
     with open(sys.argv[1], "w") as f:
         json.dump(doc, f)
 

@@ -1,9 +1,307 @@
-// Rows for: scaled_dot_product_attention and its gradients, rope, dropout, swiglu. Owned by helper B2; this placeholder only keeps the table's registration list linking
-// until those rows land. Until then Graph::make throws GraphError for these ops.
+// Attention family: scaled dot-product attention (causal and/or additive mask, grouped-query), its three
+// gradient ops, rotary position embedding, and dropout.
+//
+// Attrs:
+//   Attention        inputs {q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv] [, mask]}, reals {scale},
+//                    flag_a = causal. Query head h reads KV head h / (Hq/Hkv). Causal masking is aligned
+//                    bottom-right: query i sits at position i + T - S, so a query block decoding after a
+//                    KV cache sees the whole cache. A query row that sees no key at all outputs zeros.
+//   AttentionGradQ/K/V  inputs {q, k, v, dout [, mask]}, same attrs; they recompute the scores.
+//   Rope             inputs {x [..., S, D]}, reals {theta}, ints {position offset}, flag_a = inverse
+//                    rotation (the VJP). Rotate-half pairing: (x[i], x[i + D/2]) rotated by
+//                    (offset + s) * theta^(-2i/D), as Llama-family checkpoints expect.
+//   Dropout          reals {p}, seed; mask from ops/dropout_hash.hpp, kept values scaled by 1/(1-p).
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "meganeura/ops/dropout_hash.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::ops {
 
-void register_attention(OpTable&) {}
+namespace {
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// ------------------------------------------------------------------------------------------ attention
+struct AttnGeom {
+  int64_t b, hq, hkv, s, t, d, dv;
+};
+
+AttnGeom attn_geom(const Shape& q, const Shape& k, const Shape& v) {
+  return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
+}
+
+// Checks q/k/v (inputs 0..2) and the optional mask at input `mask_at`; returns the geometry.
+AttnGeom check_attention(const ShapeCtx& c, size_t mask_at) {
+  for (size_t i = 0; i < c.arity(); ++i)
+    if (!is_float(c.dtype(i)))
+      c.fail("floating-point inputs", "input " + std::to_string(i) + " of dtype " + dtype_name(c.dtype(i)));
+  if (c.attrs.reals.size() != 1 || !(c.attrs.reals[0] > 0.0))
+    c.fail("reals {scale > 0}", std::to_string(c.attrs.reals.size()) + " reals");
+  const Shape &q = c.shape(0), &k = c.shape(1), &v = c.shape(2);
+  const std::string got = "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    c.fail("q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv]", got);
+  if (k[0] != q[0] || v[0] != q[0] || k[3] != q[3] || v[1] != k[1] || v[2] != k[2])
+    c.fail("q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv] with matching B, D, Hkv and T", got);
+  if (k[1] < 1 || q[1] % k[1]) c.fail("Hq a multiple of Hkv (grouped-query attention)", got);
+  AttnGeom g = attn_geom(q, k, v);
+  if (c.arity() > mask_at) {
+    const Shape& m = c.shape(mask_at);
+    const Shape full{g.b, g.hq, g.s, g.t};
+    auto bs = broadcast_shapes(m, full);
+    if (m.size() > 4 || !bs || *bs != full)
+      c.fail("a mask that broadcasts to " + shape_str(full), "mask " + shape_str(m) + " with " + got);
+  }
+  return g;
+}
+
+TypeInfo attention_shape(const ShapeCtx& c) {
+  if (c.arity() != 3 && c.arity() != 4) c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
+  AttnGeom g = check_attention(c, 3);
+  return {{g.b, g.hq, g.s, g.dv}, c.dtype(0)};
+}
+
+TypeInfo attention_grad_shape(const ShapeCtx& c) {
+  if (c.arity() != 4 && c.arity() != 5)
+    c.fail("inputs {q, k, v, dout[, mask]}", std::to_string(c.arity()) + " inputs");
+  AttnGeom g = check_attention(c, 4);
+  const Shape dout{g.b, g.hq, g.s, g.dv};
+  if (c.shape(3) != dout) c.fail("dout " + shape_str(dout), "dout " + shape_str(c.shape(3)));
+  const size_t which = c.op == Op::AttentionGradQ ? 0 : c.op == Op::AttentionGradK ? 1 : 2;
+  return {c.shape(which), c.dtype(which)};
+}
+
+enum class AttnOut { O, dQ, dK, dV };
+
+// One routine for the forward value and all three gradients, recomputing the probabilities per (b, h):
+//   P = softmax(scale * q k^T + mask, causal),  O = P v
+//   dP = dO v^T,  dS = P * (dP - rowsum(P * dP)),  dq = scale dS k,  dk = scale dS^T q,  dv = P^T dO
+HostTensor attention_eval(const Node& node, const std::vector<const HostTensor*>& in, AttnOut what) {
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
+  const bool grad = what != AttnOut::O;
+  const HostTensor* dout = grad ? in[3] : nullptr;
+  const size_t mask_at = grad ? 4 : 3;
+  const HostTensor* mask = in.size() > mask_at ? in[mask_at] : nullptr;
+  const AttnGeom g = attn_geom(q.shape, k.shape, v.shape);
+  const double scale = node.attrs.reals[0];
+  const bool causal = node.attrs.flag_a;
+  const int64_t group = g.hq / g.hkv;
+  std::optional<BroadcastIndex> mi;
+  if (mask) mi.emplace(mask->shape, Shape{g.b, g.hq, g.s, g.t});
+
+  HostTensor out(node.shape);
+  std::vector<double> p(size_t(g.t)), dp(size_t(g.t));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < g.b; ++b)
+    for (int64_t h = 0; h < g.hq; ++h) {
+      const int64_t kh = h / group;
+      auto Q = [&](int64_t i, int64_t d) { return q.data[size_t(((b * g.hq + h) * g.s + i) * g.d + d)]; };
+      auto Kx = [&](int64_t j, int64_t d) { return size_t(((b * g.hkv + kh) * g.t + j) * g.d + d); };
+      auto Vx = [&](int64_t j, int64_t d) { return size_t(((b * g.hkv + kh) * g.t + j) * g.dv + d); };
+      auto Ox = [&](int64_t i, int64_t d) { return size_t(((b * g.hq + h) * g.s + i) * g.dv + d); };
+      for (int64_t i = 0; i < g.s; ++i) {
+        double mx = ninf;
+        for (int64_t j = 0; j < g.t; ++j) {
+          double sc = ninf;
+          if (!causal || j <= i + g.t - g.s) {
+            sc = 0.0;
+            for (int64_t d = 0; d < g.d; ++d) sc += Q(i, d) * k.data[Kx(j, d)];
+            sc *= scale;
+            if (mi) sc += mask->data[size_t((*mi)(((b * g.hq + h) * g.s + i) * g.t + j))];
+          }
+          p[size_t(j)] = sc;
+          mx = std::max(mx, sc);
+        }
+        if (mx == ninf) continue;  // no visible key: the row's output and gradients stay zero
+        double den = 0.0;
+        for (auto& x : p) den += (x = x == ninf ? 0.0 : std::exp(x - mx));
+        for (auto& x : p) x /= den;
+        if (what == AttnOut::O) {
+          for (int64_t j = 0; j < g.t; ++j)
+            for (int64_t d = 0; d < g.dv; ++d) out.data[Ox(i, d)] += p[size_t(j)] * v.data[Vx(j, d)];
+          continue;
+        }
+        if (what == AttnOut::dV) {
+          for (int64_t j = 0; j < g.t; ++j)
+            for (int64_t d = 0; d < g.dv; ++d) out.data[Vx(j, d)] += p[size_t(j)] * dout->data[Ox(i, d)];
+          continue;
+        }
+        double rowdot = 0.0;
+        for (int64_t j = 0; j < g.t; ++j) {
+          double s = 0.0;
+          for (int64_t d = 0; d < g.dv; ++d) s += dout->data[Ox(i, d)] * v.data[Vx(j, d)];
+          dp[size_t(j)] = s;
+          rowdot += p[size_t(j)] * s;
+        }
+        for (int64_t j = 0; j < g.t; ++j) {
+          const double ds = scale * p[size_t(j)] * (dp[size_t(j)] - rowdot);
+          if (ds == 0.0) continue;
+          for (int64_t d = 0; d < g.d; ++d) {
+            if (what == AttnOut::dQ)
+              out.data[size_t(((b * g.hq + h) * g.s + i) * g.d + d)] += ds * k.data[Kx(j, d)];
+            else
+              out.data[Kx(j, d)] += ds * Q(i, d);
+          }
+        }
+      }
+    }
+  return out;
+}
+
+HostTensor attention_ref(const Node& n, const std::vector<const HostTensor*>& in) {
+  return attention_eval(n, in, AttnOut::O);
+}
+HostTensor attention_grad_q_ref(const Node& n, const std::vector<const HostTensor*>& in) {
+  return attention_eval(n, in, AttnOut::dQ);
+}
+HostTensor attention_grad_k_ref(const Node& n, const std::vector<const HostTensor*>& in) {
+  return attention_eval(n, in, AttnOut::dK);
+}
+HostTensor attention_grad_v_ref(const Node& n, const std::vector<const HostTensor*>& in) {
+  return attention_eval(n, in, AttnOut::dV);
+}
+
+std::vector<NodeId> attention_vjp(VjpCtx& c) {
+  if (c.fwd.inputs.size() > 3 && c.needs(3))
+    throw GraphError("[scaled_dot_product_attention] expected a mask that needs no gradient, got one that does at " +
+                     where(c.fwd.prov.loc));
+  std::vector<NodeId> ins{c.in(0), c.in(1), c.in(2), c.grad};
+  if (c.fwd.inputs.size() > 3) ins.push_back(c.in(3));
+  std::vector<NodeId> out(c.fwd.inputs.size());
+  const Op grads[3] = {Op::AttentionGradQ, Op::AttentionGradK, Op::AttentionGradV};
+  for (size_t i = 0; i < 3; ++i)
+    if (c.needs(i)) out[i] = c.g.make(grads[i], ins, c.fwd.attrs, {});
+  return out;
+}
+
+// Second-order gradients through attention are not built; asking for one is an error, not a silent zero.
+std::vector<NodeId> attention_grad_vjp(VjpCtx& c) {
+  for (size_t i = 0; i < c.fwd.inputs.size(); ++i)
+    if (c.needs(i))
+      throw GraphError(std::string("[") + op_name(c.fwd.op) +
+                       "] expected no second-order gradient through attention, got a request for one at " +
+                       where(c.fwd.prov.loc));
+  return std::vector<NodeId>(c.fwd.inputs.size());
+}
+
+// ------------------------------------------------------------------------------------------ rope
+TypeInfo rope_shape(const ShapeCtx& c) {
+  const Shape& x = c.shape(0);
+  if (!is_float(c.dtype(0))) c.fail("a floating-point x", std::string("dtype ") + dtype_name(c.dtype(0)));
+  if (c.attrs.reals.size() != 1 || !(c.attrs.reals[0] > 0.0) || c.attrs.ints.size() != 1)
+    c.fail("reals {theta > 0} and ints {position offset}", std::to_string(c.attrs.reals.size()) + " reals, " +
+           std::to_string(c.attrs.ints.size()) + " ints");
+  if (x.size() < 2 || x.back() % 2) c.fail("x [..., S, D] with D even", "x " + shape_str(x));
+  return {x, c.dtype(0)};
+}
+
+HostTensor rope_ref(const Node& node, const std::vector<const HostTensor*>& in) {
+  const HostTensor& x = *in[0];
+  const int64_t d = x.shape.back(), s = x.shape[x.shape.size() - 2], half = d / 2;
+  const double theta = node.attrs.reals[0], sgn = node.attrs.flag_a ? -1.0 : 1.0;
+  const int64_t offset = node.attrs.ints[0];
+  HostTensor y(node.shape);
+  for (int64_t row = 0; row < numel(x.shape) / d; ++row) {
+    const double pos = double((row % s) + offset);
+    const size_t base = size_t(row * d);
+    for (int64_t i = 0; i < half; ++i) {
+      const double ang = pos * std::pow(theta, -2.0 * double(i) / double(d));
+      const double co = std::cos(ang), si = sgn * std::sin(ang);
+      const double a = x.data[base + size_t(i)], b = x.data[base + size_t(i + half)];
+      y.data[base + size_t(i)] = a * co - b * si;
+      y.data[base + size_t(i + half)] = b * co + a * si;
+    }
+  }
+  return y;
+}
+
+// A rotation's transpose is the opposite rotation.
+std::vector<NodeId> rope_vjp(VjpCtx& c) {
+  if (!c.needs(0)) return {NodeId{}};
+  Attrs a = c.fwd.attrs;
+  a.flag_a = !a.flag_a;
+  return {c.g.make(Op::Rope, {c.grad}, a, {})};
+}
+
+// ------------------------------------------------------------------------------------------ dropout
+TypeInfo dropout_shape(const ShapeCtx& c) {
+  if (!is_float(c.dtype(0))) c.fail("a floating-point x", std::string("dtype ") + dtype_name(c.dtype(0)));
+  if (c.attrs.reals.size() != 1 || !(c.attrs.reals[0] >= 0.0 && c.attrs.reals[0] < 1.0))
+    c.fail("a drop probability p in [0, 1)",
+           c.attrs.reals.empty() ? std::string("none") : "p = " + std::to_string(c.attrs.reals[0]));
+  if (numel(c.shape(0)) > int64_t(UINT32_MAX)) c.fail("fewer than 2^32 elements", shape_str(c.shape(0)));
+  return {c.shape(0), c.dtype(0)};
+}
+
+HostTensor dropout_ref(const Node& node, const std::vector<const HostTensor*>& in) {
+  const HostTensor& x = *in[0];
+  const double p = node.attrs.reals[0], keep_scale = 1.0 / (1.0 - p);
+  const uint32_t thr = dropout_threshold(p);
+  HostTensor y(node.shape);
+  for (size_t i = 0; i < x.data.size(); ++i)
+    y.data[i] = dropout_bits(node.attrs.seed, uint32_t(i)) >= thr ? x.data[i] * keep_scale : 0.0;
+  return y;
+}
+
+// The mask depends only on (seed, index), so the gradient is the same dropout applied to dy.
+std::vector<NodeId> dropout_vjp(VjpCtx& c) {
+  if (!c.needs(0)) return {NodeId{}};
+  return {c.g.make(Op::Dropout, {c.grad}, c.fwd.attrs, {})};
+}
+
+// ------------------------------------------------------------------------------------------ swiglu
+// silu(gate) * up, the fused form a rewrite makes of SwiGLU feed-forward layers.
+TypeInfo swiglu_shape(const ShapeCtx& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (!is_float(c.dtype(i)))
+      c.fail("floating-point inputs", "input " + std::to_string(i) + " of dtype " + dtype_name(c.dtype(i)));
+  if (c.shape(0) != c.shape(1) || c.dtype(0) != c.dtype(1))
+    c.fail("gate and up of one shape and dtype", shape_str(c.shape(0)) + " and " + shape_str(c.shape(1)));
+  return {c.shape(0), c.dtype(0)};
+}
+
+HostTensor swiglu_ref(const Node& node, const std::vector<const HostTensor*>& in) {
+  HostTensor y(node.shape);
+  for (size_t i = 0; i < y.data.size(); ++i) {
+    const double a = in[0]->data[i];
+    y.data[i] = a / (1.0 + std::exp(-a)) * in[1]->data[i];
+  }
+  return y;
+}
+
+// d gate = dy * up * silu'(gate), silu'(a) = s * (1 + a * (1 - s)) with s = sigmoid(a); d up = dy * silu(gate)
+std::vector<NodeId> swiglu_vjp(VjpCtx& c) {
+  Graph& g = c.g;
+  NodeId a = c.in(0), up = c.in(1), dg, du;
+  if (c.needs(0)) {
+    NodeId s = g.sigmoid(a);
+    NodeId dsilu = g.mul(s, g.add(g.scalar(1.0), g.mul(a, g.sub(g.scalar(1.0), s))));
+    dg = g.mul(g.mul(c.grad, up), dsilu);
+  }
+  if (c.needs(1)) du = g.mul(c.grad, g.silu(a));
+  return {dg, du};
+}
+
+}  // namespace
+
+void register_attention(OpTable& t) {
+  t.add({Op::Attention, "attention", -1, Archetype::Attention, attention_shape, attention_vjp, attention_ref, nullptr});
+  t.add({Op::AttentionGradQ, "attention_grad_q", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+         attention_grad_q_ref, nullptr});
+  t.add({Op::AttentionGradK, "attention_grad_k", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+         attention_grad_k_ref, nullptr});
+  t.add({Op::AttentionGradV, "attention_grad_v", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+         attention_grad_v_ref, nullptr});
+  t.add({Op::Rope, "rope", 1, Archetype::Movement, rope_shape, rope_vjp, rope_ref, nullptr});
+  // rope and dropout depend on the element's index, which the pointwise expression template does not
+  // expose, so they are index-aware copy kernels (Movement); dropout's generator for kernels is
+  // dropout_glsl() in ops/dropout_hash.hpp
+  t.add({Op::Dropout, "dropout", 1, Archetype::Movement, dropout_shape, dropout_vjp, dropout_ref, nullptr});
+  t.add({Op::SwiGlu, "swiglu", 2, Archetype::Pointwise, swiglu_shape, swiglu_vjp, swiglu_ref,
+         "($0 * mn_sigmoid($0) * $1)"});
+}
 
 }  // namespace meganeura::ops
