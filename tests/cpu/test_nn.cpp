@@ -199,3 +199,19 @@ TEST(Nn, LinearComputesXWPlusBFromItsHostWeights) {
   // torch's bias bound 1/sqrt(in)
   for (float v : b) EXPECT_LE(std::abs(v), 1.0 / std::sqrt(3.0));
 }
+
+TEST(Nn, BatchNormBatchStatisticsAndRunningUpdate) {
+  Graph g;
+  Context c(g);
+  BatchNorm2d bn(c, "bn", 1, true);
+  auto [mean, var] = bn.batch_statistics(g.input("x", {2, 1, 1, 2}));
+  EXPECT_EQ(g.find("bn.batch_mean"), mean);
+  reference::Feeds f{{"x", HostTensor({2, 1, 1, 2}, std::vector<double>{1, 2, 3, 6})}};
+  auto v = reference::evaluate(g, f, {mean, var});
+  EXPECT_NEAR(v[0].data.at(0), 3.0, 1e-12);
+  EXPECT_NEAR(v[1].data.at(0), 14.0 / 3.0, 1e-12);  // (4 + 1 + 0 + 9) / (4 - 1)
+  std::vector<float> running{1.0f};
+  update_running(running, {3.0f}, 0.1);
+  EXPECT_FLOAT_EQ(running[0], 1.2f);
+  EXPECT_THROW(update_running(running, {1.0f, 2.0f}), ShapeError);
+}

@@ -184,6 +184,32 @@ NodeId BatchNorm2d::operator()(NodeId x) const {
   return name_output(ctx_->graph().batch_norm(x, weight, bias, running_mean, running_var, training, eps));
 }
 
+std::pair<NodeId, NodeId> BatchNorm2d::batch_statistics(NodeId x) const {
+  Graph& g = ctx_->graph();
+  const Shape& xs = g.node(x).shape;
+  if (xs.size() < 2)
+    throw ShapeError("[nn::BatchNorm2d::batch_statistics] expected x [N, C, ...] for '" + name_ + "', got " +
+                     shape_str(xs));
+  std::vector<int64_t> axes{0};
+  int64_t n = xs[0];
+  for (size_t i = 2; i < xs.size(); ++i) {
+    axes.push_back(int64_t(i));
+    n *= xs[i];
+  }
+  NodeId mean = g.named(g.mean(x, axes), sub("batch_mean"));
+  // unbiased, as torch's running_var expects
+  NodeId var = g.mul(g.variance(x, axes), g.scalar(n > 1 ? double(n) / double(n - 1) : 1.0));
+  return {mean, g.named(var, sub("batch_var"))};
+}
+
+void update_running(std::vector<float>& running, const std::vector<float>& batch, double momentum) {
+  if (running.size() != batch.size())
+    throw ShapeError("[nn::update_running] expected batch statistics of " + std::to_string(running.size()) +
+                     " values, got " + std::to_string(batch.size()));
+  for (size_t i = 0; i < running.size(); ++i)
+    running[i] = float((1.0 - momentum) * double(running[i]) + momentum * double(batch[i]));
+}
+
 LayerNorm::LayerNorm(Context& c, const std::string& name, int64_t dim, double eps_) : Layer(c, name), eps(eps_) {
   check_positive("nn::LayerNorm", name_, {dim});
   weight = c.parameter(join(name, "weight"), {dim}, Init::Ones);

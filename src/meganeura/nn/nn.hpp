@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meganeura/ir/graph.hpp"
@@ -126,10 +127,16 @@ class BatchNorm2d : public Layer {
  public:
   BatchNorm2d(Context& c, const std::string& name, int64_t channels, bool training, double eps = 1e-5);
   NodeId operator()(NodeId x) const;
+  // The batch's per-channel mean and unbiased variance (what torch folds into the running statistics),
+  // named <name>.batch_mean / <name>.batch_var, for a trainer to read and pass to update_running().
+  std::pair<NodeId, NodeId> batch_statistics(NodeId x) const;
   NodeId weight, bias, running_mean, running_var;
   bool training;
   double eps;
 };
+
+// running = (1 - momentum) * running + momentum * batch, torch's convention (momentum 0.1 by default).
+void update_running(std::vector<float>& running, const std::vector<float>& batch, double momentum = 0.1);
 
 class LayerNorm : public Layer {
  public:
