@@ -81,6 +81,11 @@ TEST(OpsAttention, Gradchecks) {
   with_mask.push_back(mask);
   EXPECT_TRUE(gradcheck_op("sdpa_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, with_mask));
   EXPECT_TRUE(gradcheck_op("sdpa_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, with_mask));
+  // a learned additive bias, broadcast over batch and heads, gets its gradient too
+  auto learned = qkv;
+  learned.push_back(InputSpec{{1, 3, 5}});
+  EXPECT_TRUE(gradcheck_op("sdpa_learned_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, learned));
+  EXPECT_TRUE(gradcheck_op("sdpa_learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned));
   EXPECT_TRUE(gradcheck_op("rope", [](Graph& g, auto& v) { return g.rope(v[0], 100.0, 3); }, {{{2, 3, 4, 6}}}));
   EXPECT_TRUE(gradcheck_op("swiglu", [](Graph& g, auto& v) { return g.make(Op::SwiGlu, {v[0], v[1]}, {}, {}); },
                            {{{3, 4}}, {{3, 4}}}));

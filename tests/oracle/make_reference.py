@@ -350,8 +350,11 @@ def attention_cases():
     case("sdpa_causal_square_scale", "sdpa", [("q", q2, "f"), ("k", k2, "f"), ("v", v2, "f")],
          lambda q, k, v: sdpa(q, k, v, True, None, 0.3), {"causal": True, "scale": 0.3})
     mask = randn(S, T)
-    case("sdpa_mask", "sdpa", [("q", q, "f"), ("k", k, "f"), ("v", v, "f"), ("mask", mask, "c")],
+    case("sdpa_mask", "sdpa", [("q", q, "f"), ("k", k, "f"), ("v", v, "f"), ("mask", mask, "f")],
          lambda q, k, v, m: sdpa(q, k, v, False, m, 0.0), {"causal": False, "scale": 0.0})
+    mask4 = randn(1, 4, S, T)
+    case("sdpa_mask_causal", "sdpa", [("q", q, "f"), ("k", k, "f"), ("v", v, "f"), ("mask", mask4, "f")],
+         lambda q, k, v, m: sdpa(q, k, v, True, m, 0.0), {"causal": True, "scale": 0.0})
     x = randn(2, 3, 5, 6)
     case("rope", "rope", [("x", x, "f")], lambda x: rope(x, 10000.0, 0), {"theta": 10000.0, "offset": 0})
     case("rope_offset", "rope", [("x", x, "f")], lambda x: rope(x, 500.0, 7), {"theta": 500.0, "offset": 7})

@@ -6,7 +6,8 @@
 //                    flag_a = causal. Query head h reads KV head h / (Hq/Hkv). Causal masking is aligned
 //                    bottom-right: query i sits at position i + T - S, so a query block decoding after a
 //                    KV cache sees the whole cache. A query row that sees no key at all outputs zeros.
-//   AttentionGradQ/K/V  inputs {q, k, v, dout [, mask]}, same attrs; they recompute the scores.
+//   AttentionGradQ/K/V  inputs {q, k, v, dout [, mask]}, same attrs; they recompute the scores. A mask that
+//                    needs a gradient gets it from primitive ops (see attention_mask_grad).
 //   Rope             inputs {x [..., S, D]}, reals {theta}, ints {position offset}, flag_a = inverse
 //                    rotation (the VJP). Rotate-half pairing: (x[i], x[i + D/2]) rotated by
 //                    (offset + s) * theta^(-2i/D), as Llama-family checkpoints expect.
@@ -16,13 +17,12 @@
 #include <optional>
 
 #include "meganeura/ops/dropout_hash.hpp"
+#include "meganeura/ops/helpers.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::ops {
 
 namespace {
-
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // ------------------------------------------------------------------------------------------ attention
 struct AttnGeom {
@@ -164,16 +164,40 @@ HostTensor attention_grad_v_ref(const Node& n, const std::vector<const HostTenso
   return attention_eval(n, in, AttnOut::dV);
 }
 
+// The gradient of an additive mask (a learned bias such as relative positions) is dS = P * (dP - rowsum(P dP))
+// summed to the mask's shape. It needs the probabilities themselves, so it is built from primitive ops and
+// materialises the [B, Hq, S, T] scores: only graphs that train their mask pay for that.
+NodeId attention_mask_grad(VjpCtx& c) {
+  Graph& g = c.g;
+  const Shape q = c.in_shape(0), k = c.in_shape(1), v = c.in_shape(2), m = c.in_shape(3);
+  const AttnGeom a = attn_geom(q, k, v);
+  const int64_t group = a.hq / a.hkv;
+  // query heads of one KV head are consecutive, so [B, Hq, S, D] regroups as [B, Hkv, G*S, D]
+  NodeId qg = g.reshape(c.in(0), {a.b, a.hkv, group * a.s, a.d});
+  NodeId scores = g.reshape(g.matmul(qg, c.in(1), false, true), {a.b, a.hq, a.s, a.t});
+  scores = g.add(g.mul(scores, g.scalar(c.fwd.attrs.reals[0])), c.in(3));
+  if (c.fwd.attrs.flag_a) {
+    std::vector<float> causal(size_t(a.s * a.t), 0.0f);
+    for (int64_t i = 0; i < a.s; ++i)
+      for (int64_t j = 0; j < a.t; ++j)
+        if (j > i + a.t - a.s) causal[size_t(i * a.t + j)] = -std::numeric_limits<float>::infinity();
+    scores = g.add(scores, g.constant(causal, {a.s, a.t}));
+  }
+  NodeId p = g.softmax(scores, -1);
+  NodeId dog = g.reshape(c.grad, {a.b, a.hkv, group * a.s, a.dv});
+  NodeId dp = g.reshape(g.matmul(dog, c.in(2), false, true), {a.b, a.hq, a.s, a.t});
+  NodeId ds = g.mul(p, g.sub(dp, g.sum(g.mul(p, dp), {-1}, true)));
+  return sum_to_shape(g, ds, m);
+}
+
 std::vector<NodeId> attention_vjp(VjpCtx& c) {
-  if (c.fwd.inputs.size() > 3 && c.needs(3))
-    throw GraphError("[scaled_dot_product_attention] expected a mask that needs no gradient, got one that does at " +
-                     where(c.fwd.prov.loc));
   std::vector<NodeId> ins{c.in(0), c.in(1), c.in(2), c.grad};
   if (c.fwd.inputs.size() > 3) ins.push_back(c.in(3));
   std::vector<NodeId> out(c.fwd.inputs.size());
   const Op grads[3] = {Op::AttentionGradQ, Op::AttentionGradK, Op::AttentionGradV};
   for (size_t i = 0; i < 3; ++i)
     if (c.needs(i)) out[i] = c.g.make(grads[i], ins, c.fwd.attrs, {});
+  if (c.fwd.inputs.size() > 3 && c.needs(3)) out[3] = attention_mask_grad(c);
   return out;
 }
 
