@@ -402,6 +402,31 @@ def transformer_block():
                           [(n, g.reshape(-1).tolist()) for n, g in zip(names, gs[1:])])}
 
 
+# ---------------------------------------------------------------- a small CNN from nn layers
+def cnn():
+    # nn::Conv2d (bias), nn::BatchNorm2d in training mode, relu, max pool, a strided grouped conv, gelu,
+    # global average pooling, nn::Linear, cross-entropy with class labels
+    shapes = {"conv1.weight": (4, 3, 3, 3), "conv1.bias": (4,), "bn1.weight": (4,), "bn1.bias": (4,),
+              "conv2.weight": (6, 2, 3, 3), "conv2.bias": (6,), "fc.weight": (6, 5), "fc.bias": (5,)}
+    params = {n: (randn(*s, scale=0.5) + (1.0 if n == "bn1.weight" else 0.0)).requires_grad_(True)
+              for n, s in shapes.items()}
+    x = randn(2, 3, 6, 6).requires_grad_(True)
+    labels = torch.tensor([3, 1])
+    P = params
+    h = F.conv2d(x, P["conv1.weight"], P["conv1.bias"], 1, 1)
+    h = F.batch_norm(h, torch.zeros(4), torch.ones(4), P["bn1.weight"], P["bn1.bias"], training=True, eps=1e-5)
+    h = F.max_pool2d(F.relu(h), 2)
+    h = F.gelu(F.conv2d(h, P["conv2.weight"], P["conv2.bias"], 2, 1, 1, 2))
+    logits = h.mean(dim=(2, 3)) @ P["fc.weight"] + P["fc.bias"]
+    loss = F.cross_entropy(logits, labels)
+    names = list(shapes)
+    gs = torch.autograd.grad(loss, [x] + [P[n] for n in names])
+    return {"x": x.detach().reshape(-1).tolist(), "labels": labels.double().tolist(), "loss": loss.item(),
+            "params": {n: {"shape": list(shapes[n]), "data": P[n].detach().reshape(-1).tolist()} for n in names},
+            "grads": dict([("x", gs[0].reshape(-1).tolist())] +
+                          [(n, g.reshape(-1).tolist()) for n, g in zip(names, gs[1:])])}
+
+
 # ---------------------------------------------------------------- the README MLP, 20 SGD steps
 def mlp():
     N, IN, HID, OUT, STEPS, LR = 32, 784, 128, 10, 20, 0.1
@@ -444,7 +469,7 @@ def main():
     vision_cases()
     attention_cases()
     doc = {"torch_version": torch.__version__, "cases": CASES, "mlp": mlp(),
-           "transformer_block": transformer_block()}
+           "transformer_block": transformer_block(), "cnn": cnn()}
     with open(sys.argv[1], "w") as f:
         json.dump(doc, f)
 
