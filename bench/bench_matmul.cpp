@@ -1,0 +1,208 @@
+// Matmul throughput per tier, timed with GPU timestamps; one JSON line per (tier, size, layout). Each result is
+// spot-checked against a double-precision CPU dot product on sampled outputs. The torch twin is
+// scripts/device/matmul_torch.py; scripts/device/matmul.sh runs both and prints the ratio table.
+//   bench_matmul                                   1024, 4096, 8192; scalar (f32), coopmat-nv and coopmat-khr (f16)
+//   bench_matmul --sizes 256 --tiers scalar --iters 3   (lavapipe smoke test)
+//   options: --layouts nn,nt,tn  --warmup N  --optimize (spirv-opt -O)  --no-probe
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "meganeura/kernels/matmul.hpp"
+#include "meganeura/kernels/matmul_check.hpp"
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/session/session.hpp"
+
+namespace {
+
+using namespace meganeura;
+using kernels::MatmulTier;
+
+struct Args {
+  std::vector<uint32_t> sizes = {1024, 4096, 8192};
+  std::vector<std::string> tiers = {"scalar", "coopmat-nv", "coopmat-khr"};
+  std::vector<std::string> layouts = {"nn"};
+  uint32_t iters = 10, warmup = 2;
+  bool optimize = false, probe = true;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string tok; std::getline(ss, tok, ',');) out.push_back(tok);
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--sizes" && has_value) {
+      a.sizes.clear();
+      for (const auto& t : split(argv[++i])) a.sizes.push_back(static_cast<uint32_t>(std::stoul(t)));
+    } else if (arg == "--tiers" && has_value) {
+      a.tiers = split(argv[++i]);
+    } else if (arg == "--layouts" && has_value) {
+      a.layouts = split(argv[++i]);
+    } else if (arg == "--iters" && has_value) {
+      a.iters = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--warmup" && has_value) {
+      a.warmup = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--optimize") {
+      a.optimize = true;
+    } else if (arg == "--no-probe") {
+      a.probe = false;
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
+                   "[--layouts nn,nt,tn] [--iters N] [--warmup N] [--optimize] [--no-probe]\n");
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Cheap deterministic values in [-1, 1): filling 8192^2 operands with mt19937 would dominate the run.
+float value(uint64_t i, uint32_t salt) {
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(salt) << 32);
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return float(x & 0xffffff) / float(1 << 23) - 1.0f;
+}
+
+void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::string& tier_name, uint32_t n,
+         const std::string& layout, const Args& args) {
+  const MatmulTier tier = kernels::parse_tier(tier_name);
+  kernels::MatmulShape s;
+  s.m = s.n = s.k = n;
+  s.trans_a = layout[0] == 't';
+  s.trans_b = layout[1] == 't';
+  const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
+  s.input = f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
+  std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" + tier_name +
+                     "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
+                     "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
+  std::vector<runtime::Buffer> bufs;
+  try {
+    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, tier);
+    const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(kern, copt));
+    const uint64_t elems = uint64_t(n) * n, esize = f16 ? 2 : 4;
+    std::vector<float> host[2];
+    for (int op = 0; op < 2; ++op) {
+      host[op].resize(elems);
+      for (uint64_t i = 0; i < elems; ++i) {
+        const float v = value(i, op + 1);
+        host[op][i] = f16 ? kernels::half_to_float(kernels::float_to_half(v)) : v;
+      }
+      bufs.push_back(dev.alloc(elems * esize));
+      if (f16) {
+        std::vector<uint16_t> h(elems);
+        for (uint64_t i = 0; i < elems; ++i) h[i] = kernels::float_to_half(host[op][i]);
+        dev.upload(bufs.back(), h.data(), elems * 2);
+      } else {
+        dev.upload(bufs.back(), host[op].data(), elems * 4);
+      }
+    }
+    bufs.push_back(dev.alloc(elems * 4));
+    const uint32_t total = args.warmup + args.iters;
+    auto list = dev.record(2 * total);
+    for (uint32_t i = 0; i < total; ++i) {
+      list->timestamp(2 * i);
+      kernels::record_matmul(*list, id, kern, bufs[0], bufs[1], bufs[2]);
+      list->timestamp(2 * i + 1);
+      list->barrier();
+    }
+    list->finish();
+    dev.submit(*list);
+    dev.wait();
+    const std::vector<double> t = dev.timestamps(*list);
+    std::vector<double> ms;
+    for (uint32_t i = args.warmup; i < total; ++i) ms.push_back((t[2 * i + 1] - t[2 * i]) * 1e-6);
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2], best = ms.front();
+    const double flop = 2.0 * double(n) * n * n;
+    // Spot check: 64 sampled outputs against double-precision dot products.
+    std::vector<float> c(elems);
+    dev.download(bufs[2], c.data(), elems * 4);
+    double worst = 0;
+    for (uint32_t q = 0; q < 64; ++q) {
+      const uint32_t i = (q * 2654435761u) % n, j = (q * 40503u + 17u) % n;
+      double acc = 0, mag = 0;
+      for (uint32_t l = 0; l < n; ++l) {
+        const double av = s.trans_a ? host[0][uint64_t(l) * n + i] : host[0][uint64_t(i) * n + l];
+        const double bv = s.trans_b ? host[1][uint64_t(j) * n + l] : host[1][uint64_t(l) * n + j];
+        acc += av * bv;
+        mag += std::fabs(av * bv);
+      }
+      worst = std::max(worst, std::fabs(c[uint64_t(i) * n + j] - acc) / (mag + 1e-3));
+    }
+    std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
+                "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\"}\n",
+                head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
+                worst < 1e-4 ? "true" : "false", kern.source.label.c_str());
+  } catch (const Error& e) {
+    std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
+  }
+  std::fflush(stdout);
+  for (const auto& b : bufs) dev.free(b);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    const SessionConfig config = SessionConfig::from_env();
+    runtime::DeviceOptions opt;
+    opt.device_id = config.device_id;
+    opt.validation = config.validation;
+    auto dev = runtime::open_device(opt);
+    if (!dev->caps().timestamps) {
+      std::fprintf(stderr, "bench_matmul: %s has no timestamp queries\n", dev->caps().name.c_str());
+      return 1;
+    }
+    shader::CompileOptions copt;
+    copt.cache_dir = config.cache_dir;
+    copt.device_key = dev->caps().fingerprint();
+    copt.optimize = args.optimize;
+    if (args.probe) {
+      const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(*dev, copt, config.matmul_tier);
+      std::printf("{\"bench\":\"vk_matmul_selftest\",\"best\":\"%s\",\"probes\":[", kernels::tier_name(choice.best));
+      for (size_t i = 0; i < choice.probes.size(); ++i) {
+        const auto& p = choice.probes[i];
+        std::printf("%s{\"tier\":\"%s\",\"ok\":%s,\"detail\":\"%s\"}", i ? "," : "", kernels::tier_name(p.tier),
+                    p.ok ? "true" : "false", escape(p.detail).substr(0, 1500).c_str());
+      }
+      std::printf("]}\n");
+      std::fflush(stdout);
+    }
+    for (const std::string& tier : args.tiers) {
+      for (const std::string& layout : args.layouts) {
+        for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, args);
+      }
+    }
+    for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());
+    return dev->validation_messages().empty() ? 0 : 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_matmul: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,128 @@
+#pragma once
+// The matmul kernel family: C[b] = epilogue(op(A[b]) · op(B[b])), chosen by shape and DeviceCaps.
+//
+// Tiers (MatmulTier):
+//   Gemv        M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in shared memory
+//               (bandwidth-bound; the inference and small-batch case).
+//   Scalar      f32 FMA, 128x128 block tile, 8x8 per thread, BK 8, double-buffered shared memory with
+//               register prefetch. Runs everywhere; the lavapipe path.
+//   CoopMatNV   GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8 subgroups of 32, each
+//               a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global loads into
+//               registers (prefetch of the next K tile), double-buffered shared memory with padded rows.
+//   CoopMatKHR  the same GLSL, compiled to NV SPIR-V, validated, then rewritten to SPV_KHR_cooperative_matrix
+//               (shader/coopmat_khr.hpp).
+// Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges are
+// zero-filled on load and masked on store), leading dimensions, and a batch over gl_WorkGroupID.z.
+//
+// Use from codegen: select_matmul() returns everything needed to build and dispatch the kernel without
+// touching a device; build_matmul_kernel() compiles it (the KHR rewrite included); record_matmul() records the
+// dispatch. The epilogue hook is a GLSL expression applied to each output before it is stored.
+//
+// Buffers (set 0): binding 0 = A, 1 = B (element type MatmulShape::input: f32, or f16 where the device has
+// 16-bit storage; the cooperative tiers need f16), 2 = C (f32, row-major M x N with leading dimension ldc),
+// 3.. = the epilogue's extra f32 buffers e0, e1, ... Push constants: MatmulPush (36 bytes).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/shader/shader.hpp"
+
+namespace meganeura::kernels {
+
+enum class MatmulTier : uint8_t { Gemv, Scalar, CoopMatNV, CoopMatKHR };
+enum class MatmulInput : uint8_t { F32, F16 };
+
+const char* tier_name(MatmulTier t);  // "gemv", "scalar", "coopmat-nv", "coopmat-khr"
+// Accepts tier_name()'s strings; throws ConfigError otherwise.
+MatmulTier parse_tier(const std::string& name);
+
+struct MatmulShape {
+  uint32_t m = 0, n = 0, k = 0;
+  uint32_t batch = 1;
+  bool trans_a = false;  // A stored K x M (else M x K), row-major
+  bool trans_b = false;  // B stored N x K (else K x N), row-major
+  MatmulInput input = MatmulInput::F32;
+  // Leading dimensions and batch strides in elements; 0 means packed.
+  uint32_t lda = 0, ldb = 0, ldc = 0;
+  uint32_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// Applied to each output element before it is stored. `expr` is a GLSL float expression of
+//   v (the f32 accumulator), row, col, batch (uint) and e0[], e1[], ... (the extra f32 buffers);
+// e.g. bias then ReLU: {"max(v + e0[col], 0.0)", 1}. Empty: store v.
+struct MatmulEpilogue {
+  std::string expr;
+  uint32_t extra_buffers = 0;
+};
+
+struct MatmulPush {  // the push-constant block, in this order; all in elements
+  uint32_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;
+};
+
+struct MatmulKernel {
+  MatmulTier tier = MatmulTier::Scalar;
+  shader::ShaderSource source;           // GLSL + defines; the cooperative tiers are written against NV
+  bool rewrite_to_khr = false;           // CoopMatKHR: compile, validate, then rewrite the SPIR-V
+  std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they are
+                                         // defines (part of the shader cache key)
+  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's
+  uint32_t push_constant_bytes = sizeof(MatmulPush);
+  MatmulPush push{};
+  uint32_t grid[3] = {1, 1, 1};          // workgroups: x over N (or M,N tiles), y over M, z over the batch
+  uint32_t required_subgroup_size = 0;   // 0: the driver's
+};
+
+// Whether `tier` can run `shape` on this device ("" when it can, else the reason).
+std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier);
+
+// The kernel for `shape` in `tier`. Throws ShapeError for an empty or overflowing shape, ConfigError when
+// the tier cannot run it (tier_unavailable's reason).
+MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
+                           const MatmulEpilogue& epilogue = {});
+
+// The tier a shape gets when `best` is the best tier that passed the self-test: GEMV for M <= 8, the
+// cooperative tier for f16 inputs when `best` is one, else scalar.
+MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
+
+// Compiles (cached per options), validates the NV module, rewrites to KHR where asked.
+runtime::KernelDesc build_matmul_kernel(const MatmulKernel& kernel, const shader::CompileOptions& options);
+
+// Records one dispatch. `extra` holds the epilogue's buffers.
+void record_matmul(runtime::CommandList& list, runtime::KernelId id, const MatmulKernel& kernel,
+                   const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
+                   std::span<const runtime::Buffer> extra = {});
+
+// CPU reference with double accumulation over the given (already f16-rounded, for f16) values; no epilogue.
+// a, b, c laid out as the shape says.
+void matmul_reference(const MatmulShape& shape, const float* a, const float* b, float* c);
+
+// Elements of each operand's storage (batch strides and leading dimensions included).
+uint64_t elements_a(const MatmulShape& s);
+uint64_t elements_b(const MatmulShape& s);
+uint64_t elements_c(const MatmulShape& s);
+
+// Start-up self-test.
+struct TierProbe {
+  MatmulTier tier;
+  bool ok = false;
+  std::string detail;  // why it failed, or the worst error seen
+};
+struct MatmulTierChoice {
+  MatmulTier best = MatmulTier::Scalar;  // the best tier that passed (scalar if all failed)
+  std::vector<TierProbe> probes;
+  std::string to_text() const;
+};
+// Runs each cooperative tier the device offers (only `forced` when given) on small aligned and ragged
+// problems in every transpose against matmul_reference; the best one that passes is chosen. A tier that is
+// unavailable or wrong is recorded with the reason and the choice falls back to scalar (itself probed).
+// `forced`: "" (auto) or a tier name (SessionConfig::matmul_tier).
+MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::CompileOptions& options,
+                                    const std::string& forced = "");
+
+// f32 <-> IEEE binary16 (round to nearest even), for f16 operands.
+uint16_t float_to_half(float f);
+float half_to_float(uint16_t h);
+
+}  // namespace meganeura::kernels

@@ -1,0 +1,182 @@
+// check_matmul and the start-up self-test probe_matmul_tiers.
+#include "meganeura/kernels/matmul_check.hpp"
+
+#include <cmath>
+#include <random>
+
+#include "meganeura/core/error.hpp"
+
+namespace meganeura::kernels {
+namespace {
+
+// Device bytes for n elements, rounded up to 16 so that vector loads at the end stay inside the buffer.
+uint64_t padded_bytes(uint64_t elements, uint32_t elem_size) { return (elements * elem_size + 15) / 16 * 16; }
+
+struct DeviceBuffers {
+  runtime::Device& dev;
+  std::vector<runtime::Buffer> bufs;
+  explicit DeviceBuffers(runtime::Device& d) : dev(d) {}
+  ~DeviceBuffers() {
+    for (const auto& b : bufs) dev.free(b);
+  }
+  runtime::Buffer add(uint64_t bytes) {
+    bufs.push_back(dev.alloc(bytes));
+    return bufs.back();
+  }
+};
+
+// Random operand values, rounded to f16 when the kernel reads f16, so that the CPU sees what the GPU sees.
+std::vector<float> random_values(uint64_t n, std::mt19937& rng, bool f16) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = f16 ? half_to_float(float_to_half(dist(rng))) : dist(rng);
+  return v;
+}
+
+void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std::vector<float>& v, bool f16) {
+  if (f16) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+    dev.upload(buf, h.data(), h.size() * 2);
+  } else {
+    dev.upload(buf, v.data(), v.size() * 4);
+  }
+}
+
+}  // namespace
+
+MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
+                         MatmulTier tier, const MatmulCheckOptions& check) {
+  MatmulCheck result;
+  try {
+    const MatmulKernel kernel = select_matmul(device.caps(), shape, tier, check.epilogue);
+    const bool f16 = shape.input == MatmulInput::F16;
+    std::mt19937 rng(check.seed);
+    const std::vector<float> a = random_values(elements_a(shape), rng, f16);
+    const std::vector<float> b = random_values(elements_b(shape), rng, f16);
+    const uint64_t nc = elements_c(shape);
+    DeviceBuffers mem(device);
+    const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16 ? 2 : 4));
+    const runtime::Buffer db = mem.add(padded_bytes(b.size(), f16 ? 2 : 4));
+    const runtime::Buffer dc = mem.add(padded_bytes(nc, 4));
+    upload_operand(device, da, a, f16);
+    upload_operand(device, db, b, f16);
+    device.fill_zero(dc);
+    std::vector<runtime::Buffer> extra;
+    for (const auto& e : check.extra) {
+      extra.push_back(mem.add(padded_bytes(e.size(), 4)));
+      device.upload(extra.back(), e.data(), e.size() * 4);
+    }
+    const runtime::KernelId id = device.create_kernel(build_matmul_kernel(kernel, options));
+    auto list = device.record();
+    record_matmul(*list, id, kernel, da, db, dc, extra);
+    list->finish();
+    device.submit(*list);
+    device.wait();
+    std::vector<float> got(nc);
+    device.download(dc, got.data(), nc * 4);
+
+    std::vector<float> want(nc, 0.0f);
+    matmul_reference(shape, a.data(), b.data(), want.data());
+    // |a||b| summed per output bounds the rounding error of any summation order.
+    std::vector<float> abs_a(a.size()), abs_b(b.size()), scale(nc, 0.0f);
+    for (size_t i = 0; i < a.size(); ++i) abs_a[i] = std::fabs(a[i]);
+    for (size_t i = 0; i < b.size(); ++i) abs_b[i] = std::fabs(b[i]);
+    matmul_reference(shape, abs_a.data(), abs_b.data(), scale.data());
+    const MatmulPush& p = kernel.push;
+    result.ok = true;
+    for (uint32_t q = 0; q < shape.batch && result.ok; ++q) {
+      for (uint32_t i = 0; i < shape.m && result.ok; ++i) {
+        for (uint32_t j = 0; j < shape.n; ++j) {
+          const uint64_t at = uint64_t(q) * p.stride_c + uint64_t(i) * p.ldc + j;
+          const float w = check.host_epilogue ? check.host_epilogue(want[at], i, j, q) : want[at];
+          const double err = std::fabs(double(got[at]) - double(w)) / (double(scale[at]) + 1e-3);
+          result.max_err = std::max(result.max_err, std::isnan(err) ? INFINITY : err);
+          if (!(err <= check.tolerance)) {
+            result.ok = false;
+            result.detail = "C[" + std::to_string(q) + "][" + std::to_string(i) + "][" + std::to_string(j) +
+                            "] = " + std::to_string(got[at]) + ", expected " + std::to_string(w);
+            break;
+          }
+        }
+      }
+    }
+    // Bytes outside the logical C (ldc padding) must stay untouched.
+    for (uint64_t at = 0; at < nc && result.ok; ++at) {
+      const uint64_t q = at / p.stride_c, r = at % p.stride_c;
+      if (q < shape.batch && r / p.ldc < shape.m && r % p.ldc < shape.n) continue;
+      if (got[at] != 0.0f) {
+        result.ok = false;
+        result.detail = "wrote outside C at element " + std::to_string(at);
+      }
+    }
+    if (result.ok) result.detail = "max relative error " + std::to_string(result.max_err);
+  } catch (const Error& e) {
+    result.ok = false;
+    result.detail = e.what();
+  }
+  return result;
+}
+
+std::string MatmulTierChoice::to_text() const {
+  std::string s = std::string("matmul tier: ") + tier_name(best) + "\n";
+  for (const TierProbe& p : probes) {
+    s += std::string("  ") + tier_name(p.tier) + (p.ok ? ": ok, " : ": failed, ") + p.detail + "\n";
+  }
+  return s;
+}
+
+MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::CompileOptions& options,
+                                    const std::string& forced) {
+  std::vector<MatmulTier> candidates;
+  if (forced.empty()) {
+    candidates = {MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR};
+  } else if (forced == "coopmat-nv" || forced == "coopmat-khr") {
+    candidates = {parse_tier(forced)};
+  } else {
+    parse_tier(forced);  // scalar or gemv: nothing cooperative to probe
+  }
+  candidates.push_back(MatmulTier::Scalar);
+  MatmulTierChoice choice;
+  bool chosen = false;
+  for (MatmulTier tier : candidates) {
+    TierProbe probe{tier, true, ""};
+    const MatmulInput input = tier == MatmulTier::Scalar ? MatmulInput::F32 : MatmulInput::F16;
+    // Aligned (16-byte loads, direct stores) and ragged (element loads, masked stores) in every transpose.
+    uint32_t seed = 7;
+    for (bool ragged : {false, true}) {
+      for (int t = 0; t < 3 && probe.ok; ++t) {
+        MatmulShape s;
+        s.m = ragged ? 70 : 128;
+        s.n = ragged ? 45 : 128;
+        s.k = ragged ? 83 : 64;
+        s.batch = ragged ? 2 : 1;
+        s.trans_a = t == 1;
+        s.trans_b = t == 2;
+        s.input = input;
+        if (const std::string why = tier_unavailable(device.caps(), s, tier); !why.empty()) {
+          probe.ok = false;
+          probe.detail = why;
+          break;
+        }
+        MatmulCheckOptions opt;
+        opt.seed = seed++;
+        const MatmulCheck r = check_matmul(device, options, s, tier, opt);
+        probe.detail = r.detail;
+        if (!r.ok) {
+          probe.ok = false;
+          probe.detail = (ragged ? "ragged " : "aligned ") + std::string(t == 0 ? "A*B" : t == 1 ? "At*B" : "A*Bt") +
+                         ": " + r.detail;
+        }
+      }
+    }
+    if (probe.ok && !chosen) {
+      choice.best = tier;
+      chosen = true;
+    }
+    choice.probes.push_back(probe);
+  }
+  return choice;
+}
+
+}  // namespace meganeura::kernels

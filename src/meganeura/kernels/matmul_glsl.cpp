@@ -1,0 +1,344 @@
+// The matmul GLSL templates. Shapes travel as push constants so that one compiled kernel serves every size;
+// tile sizes are constants because they size shared arrays and unrolled loops.
+#include "meganeura/kernels/matmul_glsl.hpp"
+
+namespace meganeura::kernels::glsl {
+namespace {
+
+std::string common(const std::string& epilogue_expr, unsigned extra_buffers, bool coopmat) {
+  std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n";
+  if (coopmat) {
+    s += "#extension GL_NV_cooperative_matrix : require\n"
+         "#extension GL_KHR_shader_subgroup_basic : require\n"
+         "#extension GL_KHR_memory_scope_semantics : require\n";
+  }
+  s += R"(#if INPUT_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ELEM float16_t
+#else
+#define ELEM float
+#endif
+layout(local_size_x = 256) in;
+layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } p;
+layout(std430, set = 0, binding = 2) buffer BufC { float c[]; };
+)";
+  for (unsigned i = 0; i < extra_buffers; ++i) {
+    const std::string n = std::to_string(i);
+    s += "layout(std430, set = 0, binding = " + std::to_string(3 + i) + ") readonly buffer BufE" + n + " { float e" +
+         n + "[]; };\n";
+  }
+  s += "float epilogue(float v, uint row, uint col, uint batch) { return " +
+       (epilogue_expr.empty() ? std::string("v") : "(" + epilogue_expr + ")") + "; }\n";
+  return s;
+}
+
+const char* kScalarInputs = R"(
+layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
+// Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds.
+float A_at(uint base, uint m, uint k) {
+#if TRANS_A
+  return float(a[base + k * p.lda + m]);
+#else
+  return float(a[base + m * p.lda + k]);
+#endif
+}
+float B_at(uint base, uint k, uint n) {
+#if TRANS_B
+  return float(b[base + n * p.ldb + k]);
+#else
+  return float(b[base + k * p.ldb + n]);
+#endif
+}
+)";
+
+const char* kGemv = R"(
+// Threads split into GEMV_NT output columns x GEMV_KS slices of K. With B stored N x K (TRANS_B) the K slices
+// are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses.
+#if TRANS_B
+const uint GEMV_NT = 8u, GEMV_KS = 32u;
+#else
+const uint GEMV_NT = 64u, GEMV_KS = 4u;
+#endif
+const uint MMAX = 8u;
+shared float red[MMAX * 256u];
+void main() {
+  const uint tid = gl_LocalInvocationIndex;
+#if TRANS_B
+  const uint nl = tid / GEMV_KS, ks = tid % GEMV_KS;
+#else
+  const uint nl = tid % GEMV_NT, ks = tid / GEMV_NT;
+#endif
+  const uint batch = gl_WorkGroupID.z;
+  const uint n = gl_WorkGroupID.x * GEMV_NT + nl;
+  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  float acc[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+  if (n < p.N) {
+    for (uint k = ks; k < p.K; k += GEMV_KS) {
+      const float bv = B_at(bbase, k, n);
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) {
+        if (i < p.M) acc[i] += A_at(abase, i, k) * bv;
+      }
+    }
+  }
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = acc[i];
+  barrier();
+  for (uint t = tid; t < GEMV_NT * MMAX; t += 256u) {
+    const uint col = t % GEMV_NT, row = t / GEMV_NT;
+    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;
+    if (row >= p.M || gn >= p.N) continue;
+    float s = 0.0;
+    for (uint q = 0u; q < GEMV_KS; ++q) {
+#if TRANS_B
+      s += red[row * 256u + col * GEMV_KS + q];
+#else
+      s += red[row * 256u + q * GEMV_NT + col];
+#endif
+    }
+    c[batch * p.sc + row * p.ldc + gn] = epilogue(s, row, gn, batch);
+  }
+}
+)";
+
+const char* kScalar = R"(
+// 16 x 16 threads, each an 8 x 8 patch of a 128 x 128 tile: rows ty*4+{0..3} and 64+ty*4+{0..3} (likewise
+// columns), so that a warp's shared reads are broadcasts or contiguous vec4s.
+const uint BM = 128u, BN = 128u, BK = 8u;
+shared vec4 As[2][BK][BM / 4u];
+shared vec4 Bs[2][BK][BN / 4u];
+float ra[4], rb[4];
+
+// Staging indices: the contiguous dimension of each stored matrix runs across adjacent threads.
+void tile_a(uint i, out uint mm, out uint kk) {
+  const uint idx = gl_LocalInvocationIndex + 256u * i;
+#if TRANS_A
+  mm = idx % BM; kk = idx / BM;
+#else
+  kk = idx % BK; mm = idx / BK;
+#endif
+}
+void tile_b(uint i, out uint kk, out uint nn) {
+  const uint idx = gl_LocalInvocationIndex + 256u * i;
+#if TRANS_B
+  kk = idx % BK; nn = idx / BK;
+#else
+  nn = idx % BN; kk = idx / BN;
+#endif
+}
+void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    uint mm, kk, nn, kb;
+    tile_a(i, mm, kk);
+    ra[i] = (m0 + mm < p.M && k0 + kk < p.K) ? A_at(abase, m0 + mm, k0 + kk) : 0.0;
+    tile_b(i, kb, nn);
+    rb[i] = (k0 + kb < p.K && n0 + nn < p.N) ? B_at(bbase, k0 + kb, n0 + nn) : 0.0;
+  }
+}
+void stash(uint buf) {
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    uint mm, kk, nn, kb;
+    tile_a(i, mm, kk);
+    As[buf][kk][mm >> 2u][mm & 3u] = ra[i];
+    tile_b(i, kb, nn);
+    Bs[buf][kb][nn >> 2u][nn & 3u] = rb[i];
+  }
+}
+void main() {
+  const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
+  const uint batch = gl_WorkGroupID.z;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  float acc[8][8];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] = 0.0;
+  const uint tiles = (p.K + BK - 1u) / BK;
+  fetch(abase, bbase, m0, n0, 0u);
+  stash(0u);
+  barrier();
+  for (uint t = 0u; t < tiles; ++t) {
+    const uint cur = t & 1u;
+    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, (t + 1u) * BK);
+    [[unroll]] for (uint k = 0u; k < BK; ++k) {
+      const vec4 a0 = As[cur][k][ty], a1 = As[cur][k][16u + ty];
+      const vec4 b0 = Bs[cur][k][tx], b1 = Bs[cur][k][16u + tx];
+      const float av[8] = float[8](a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w);
+      const float bv[8] = float[8](b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w);
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] += av[i] * bv[j];
+    }
+    // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
+    if (t + 1u < tiles) stash(cur ^ 1u);
+    barrier();
+  }
+  const uint cbase = batch * p.sc;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    const uint row = m0 + (i < 4u ? ty * 4u + i : 64u + ty * 4u + i - 4u);
+    if (row >= p.M) continue;
+    [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+      const uint col = n0 + (j < 4u ? tx * 4u + j : 64u + tx * 4u + j - 4u);
+      if (col < p.N) c[cbase + row * p.ldc + col] = epilogue(acc[i][j], row, col, batch);
+    }
+  }
+}
+)";
+
+const char* kCoopmat = R"(
+// 8 subgroups of 32 in a 2 x 4 grid, each a 64 x 32 patch of the 128 x 128 tile held as 4 x 4 accumulators of
+// 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct, which the KHR rewrite needs).
+// Shared tiles keep each stored matrix's contiguous dimension contiguous (16-byte copies from global memory)
+// and the fragment loads read them row- or column-major as the transpose needs. Rows are padded by 16 bytes.
+#if VEC_LOADS
+layout(std430, set = 0, binding = 0) readonly buffer BufA { uvec4 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
+#else
+layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
+#endif
+const uint BM = 128u, BN = 128u, BK = 32u, PAD = 8u;
+#if TRANS_A
+const uint A_ROWS = BK, A_COLS = BM;
+#else
+const uint A_ROWS = BM, A_COLS = BK;
+#endif
+#if TRANS_B
+const uint B_ROWS = BN, B_COLS = BK;
+#else
+const uint B_ROWS = BK, B_COLS = BN;
+#endif
+const uint A_STRIDE = (A_COLS + PAD) / 8u, B_STRIDE = (B_COLS + PAD) / 8u;  // in uvec4
+const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
+const uint A_VPT = A_ROWS * A_COLS / 8u / 256u, B_VPT = B_ROWS * B_COLS / 8u / 256u;
+shared uvec4 As[2u * A_SIZE];
+shared uvec4 Bs[2u * B_SIZE];
+shared float Cs[8u * 128u];
+uvec4 ra[A_VPT], rb[B_VPT];
+
+#if !VEC_LOADS
+uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
+#endif
+
+// Eight halves of a stored row, zero outside [0, rlim) x [0, clim).
+uvec4 fetch_a(uint base, uint gr, uint gc, uint rlim, uint clim) {
+#if VEC_LOADS
+  return (gr < rlim && gc < clim) ? a4[(base + gr * p.lda + gc) / 8u] : uvec4(0u);
+#else
+  float16_t h[8];
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? a[base + gr * p.lda + gc + e] : float16_t(0.0);
+  return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+#endif
+}
+uvec4 fetch_b(uint base, uint gr, uint gc, uint rlim, uint clim) {
+#if VEC_LOADS
+  return (gr < rlim && gc < clim) ? b4[(base + gr * p.ldb + gc) / 8u] : uvec4(0u);
+#else
+  float16_t h[8];
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? b[base + gr * p.ldb + gc + e] : float16_t(0.0);
+  return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+#endif
+}
+void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
+  [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint r = idx / (A_COLS / 8u), cv = idx % (A_COLS / 8u);
+#if TRANS_A
+    ra[i] = fetch_a(abase, k0 + r, m0 + cv * 8u, p.K, p.M);
+#else
+    ra[i] = fetch_a(abase, m0 + r, k0 + cv * 8u, p.M, p.K);
+#endif
+  }
+  [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint r = idx / (B_COLS / 8u), cv = idx % (B_COLS / 8u);
+#if TRANS_B
+    rb[i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, p.K);
+#else
+    rb[i] = fetch_b(bbase, k0 + r, n0 + cv * 8u, p.K, p.N);
+#endif
+  }
+}
+void stash(uint buf) {
+  [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    As[buf * A_SIZE + (idx / (A_COLS / 8u)) * A_STRIDE + idx % (A_COLS / 8u)] = ra[i];
+  }
+  [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    Bs[buf * B_SIZE + (idx / (B_COLS / 8u)) * B_STRIDE + idx % (B_COLS / 8u)] = rb[i];
+  }
+}
+void main() {
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint wm = sg / 4u, wn = sg % 4u;
+  const uint batch = gl_WorkGroupID.z;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[4][4];
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j)
+    acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[4];
+  const uint tiles = (p.K + BK - 1u) / BK;
+  fetch(abase, bbase, m0, n0, 0u);
+  stash(0u);
+  barrier();
+  for (uint t = 0u; t < tiles; ++t) {
+    const uint cur = t & 1u;
+    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, (t + 1u) * BK);
+    const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+#if TRANS_A
+        coopMatLoadNV(fa[i], As, ao + kk * A_STRIDE + (wm * 64u + i * 16u) / 8u, A_STRIDE, true);
+#else
+        coopMatLoadNV(fa[i], As, ao + (wm * 64u + i * 16u) * A_STRIDE + kk / 8u, A_STRIDE, false);
+#endif
+      }
+      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+#if TRANS_B
+        coopMatLoadNV(fb[j], Bs, bo + (wn * 32u + j * 8u) * B_STRIDE + kk / 8u, B_STRIDE, true);
+#else
+        coopMatLoadNV(fb[j], Bs, bo + kk * B_STRIDE + (wn * 32u + j * 8u) / 8u, B_STRIDE, false);
+#endif
+      }
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j)
+        acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+    }
+    // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
+    if (t + 1u < tiles) stash(cur ^ 1u);
+    barrier();
+  }
+  const uint cbase = batch * p.sc;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    const uint row = m0 + wm * 64u + i * 16u, col = n0 + wn * 32u + j * 8u;
+#if DIRECT_STORE
+    if (row + 16u <= p.M && col + 8u <= p.N) {
+      coopMatStoreNV(acc[i][j], c, cbase + row * p.ldc + col, p.ldc, false);
+      continue;
+    }
+#endif
+    // Edges and epilogues go through shared memory, where each element's coordinates are known.
+    coopMatStoreNV(acc[i][j], Cs, sg * 128u, 8u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) {
+      const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
+      if (r < p.M && cc < p.N) c[cbase + r * p.ldc + cc] = epilogue(Cs[sg * 128u + e], r, cc, batch);
+    }
+    subgroupBarrier();
+  }
+}
+)";
+
+}  // namespace
+
+std::string gemv(const std::string& epilogue_expr, unsigned extra_buffers) {
+  return common(epilogue_expr, extra_buffers, false) + kScalarInputs + kGemv;
+}
+std::string scalar(const std::string& epilogue_expr, unsigned extra_buffers) {
+  return common(epilogue_expr, extra_buffers, false) + kScalarInputs + kScalar;
+}
+std::string coopmat_nv(const std::string& epilogue_expr, unsigned extra_buffers) {
+  return common(epilogue_expr, extra_buffers, true) + kCoopmat;
+}
+
+}  // namespace meganeura::kernels::glsl

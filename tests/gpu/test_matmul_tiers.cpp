@@ -1,0 +1,328 @@
+// The matmul kernel family against the CPU reference (kernels/matmul.hpp), and the NV -> KHR cooperative-matrix
+// rewrite (shader/coopmat_khr.hpp). On lavapipe the scalar and GEMV tiers run and the cooperative tiers are
+// compiled, validated and rewritten but cannot run, so the self-test must fall back to scalar; on a device
+// with cooperative matrices (the H200) the same tests run those tiers against the CPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "gpu/gpu_fixture.hpp"
+#include "meganeura/kernels/matmul.hpp"
+#include "meganeura/kernels/matmul_check.hpp"
+#include "meganeura/shader/coopmat_khr.hpp"
+
+namespace meganeura::test {
+namespace {
+
+using kernels::MatmulInput;
+using kernels::MatmulShape;
+using kernels::MatmulTier;
+
+shader::CompileOptions compile_options() {
+  shader::CompileOptions o;
+  o.device_key = gpu_device().caps().fingerprint();
+  return o;
+}
+
+MatmulShape shape(uint32_t m, uint32_t n, uint32_t k, bool ta, bool tb, uint32_t batch = 1,
+                  MatmulInput in = MatmulInput::F32) {
+  MatmulShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.trans_a = ta;
+  s.trans_b = tb;
+  s.batch = batch;
+  s.input = in;
+  return s;
+}
+
+std::string name(const MatmulShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+         (s.trans_a ? " At" : " A") + (s.trans_b ? "Bt" : "B");
+}
+
+void expect_matches(MatmulTier tier, const MatmulShape& s, const kernels::MatmulCheckOptions& opt = {}) {
+  const kernels::MatmulCheck r = kernels::check_matmul(gpu_device(), compile_options(), s, tier, opt);
+  EXPECT_TRUE(r.ok) << kernels::tier_name(tier) << " " << name(s) << ": " << r.detail;
+}
+
+// Every transpose combination, aligned and ragged, batched.
+std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
+  std::vector<MatmulShape> v;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    v.push_back(shape(128, 128, 64, ta, tb, 1, in));
+    v.push_back(shape(70, 45, 83, ta, tb, 2, in));
+    v.push_back(shape(131, 9, 17, ta, tb, 1, in));
+  }
+  return v;
+}
+
+class MatmulTiers : public GpuTest {};
+
+TEST_F(MatmulTiers, ScalarMatchesCpuInEveryLayout) {
+  for (const MatmulShape& s : scalar_shapes(MatmulInput::F32)) expect_matches(MatmulTier::Scalar, s);
+}
+
+TEST_F(MatmulTiers, ScalarReadsF16Inputs) {
+  ASSERT_TRUE(device().caps().storage_16bit) << "lavapipe offers 16-bit storage";
+  expect_matches(MatmulTier::Scalar, shape(70, 45, 83, false, true, 1, MatmulInput::F16));
+  expect_matches(MatmulTier::Scalar, shape(64, 64, 40, true, false, 2, MatmulInput::F16));
+}
+
+TEST_F(MatmulTiers, GemvMatchesCpuForSmallM) {
+  for (uint32_t m : {1u, 5u, 8u}) {
+    for (int t = 0; t < 4; ++t) {
+      expect_matches(MatmulTier::Gemv, shape(m, 77, 130, t & 1, t & 2));
+      expect_matches(MatmulTier::Gemv, shape(m, 256, 64, t & 1, t & 2, 3));
+    }
+  }
+}
+
+TEST_F(MatmulTiers, EpilogueBiasThenRelu) {
+  kernels::MatmulCheckOptions opt;
+  opt.epilogue = {"max(v + e0[col], 0.0)", 1};
+  std::vector<float> bias(45);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * float(int(i % 7) - 3);
+  opt.extra = {bias};
+  opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) { return std::max(v + bias[col], 0.0f); };
+  expect_matches(MatmulTier::Scalar, shape(70, 45, 83, false, false), opt);
+  expect_matches(MatmulTier::Scalar, shape(70, 45, 83, true, true, 2), opt);
+  expect_matches(MatmulTier::Gemv, shape(3, 45, 83, false, true), opt);
+}
+
+TEST_F(MatmulTiers, LeadingDimensionsLeavePaddingUntouched) {
+  MatmulShape s = shape(40, 30, 20, false, false, 2);
+  s.lda = 24;
+  s.ldb = 33;
+  s.ldc = 35;
+  s.stride_c = 35 * 41;
+  expect_matches(MatmulTier::Scalar, s);
+  s.m = 4;
+  expect_matches(MatmulTier::Gemv, s);
+}
+
+TEST_F(MatmulTiers, SelectRejectsBadRequests) {
+  const auto& caps = device().caps();
+  EXPECT_THROW(kernels::select_matmul(caps, shape(0, 4, 4, false, false), MatmulTier::Scalar), ShapeError);
+  EXPECT_THROW(kernels::select_matmul(caps, shape(9, 4, 4, false, false), MatmulTier::Gemv), ConfigError);
+  MatmulShape s = shape(8, 8, 8, false, false);
+  s.lda = 4;
+  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::Scalar), ShapeError);
+  EXPECT_THROW(kernels::parse_tier("tensor-core"), ConfigError);
+  EXPECT_EQ(kernels::choose_tier(caps, shape(4, 64, 64, false, false), MatmulTier::CoopMatNV), MatmulTier::Gemv);
+  EXPECT_EQ(kernels::choose_tier(caps, shape(64, 64, 64, false, false), MatmulTier::CoopMatNV), MatmulTier::Scalar)
+      << "f32 inputs never take a cooperative tier";
+}
+
+// The cooperative tiers: on a device that has them, against the CPU; elsewhere the selection must refuse.
+TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
+  const auto& caps = device().caps();
+  for (MatmulTier tier : {MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR}) {
+    const bool has = tier == MatmulTier::CoopMatNV ? caps.coopmat_nv : caps.coopmat_khr;
+    const MatmulShape probe = shape(128, 128, 64, false, false, 1, MatmulInput::F16);
+    if (!has) {
+      EXPECT_NE(kernels::tier_unavailable(caps, probe, tier), "");
+      EXPECT_THROW(kernels::select_matmul(caps, probe, tier), ConfigError);
+      continue;
+    }
+    ASSERT_EQ(kernels::tier_unavailable(caps, probe, tier), "");
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      expect_matches(tier, shape(256, 256, 256, ta, tb, 1, MatmulInput::F16));  // 16-byte loads, direct stores
+      expect_matches(tier, shape(200, 136, 72, ta, tb, 2, MatmulInput::F16));   // 16-byte loads, masked edges
+      expect_matches(tier, shape(131, 77, 45, ta, tb, 2, MatmulInput::F16));    // element loads
+    }
+    kernels::MatmulCheckOptions opt;
+    opt.epilogue = {"max(v + e0[col], 0.0)", 1};
+    std::vector<float> bias(136);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.125f * float(int(i % 9) - 4);
+    opt.extra = {bias};
+    opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) { return std::max(v + bias[col], 0.0f); };
+    expect_matches(tier, shape(200, 136, 72, false, true, 1, MatmulInput::F16), opt);
+  }
+}
+
+TEST_F(MatmulTiers, SelfTestFallsBackToScalarWithoutCooperativeMatrices) {
+  const auto& caps = device().caps();
+  const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(device(), compile_options());
+  ASSERT_EQ(choice.probes.size(), 3u) << choice.to_text();
+  std::map<MatmulTier, bool> ok;
+  for (const auto& p : choice.probes) ok[p.tier] = p.ok;
+  EXPECT_TRUE(ok[MatmulTier::Scalar]) << choice.to_text();
+  if (!caps.coopmat_nv && !caps.coopmat_khr) {
+    EXPECT_EQ(choice.best, MatmulTier::Scalar) << choice.to_text();
+    EXPECT_FALSE(ok[MatmulTier::CoopMatNV]);
+    EXPECT_FALSE(ok[MatmulTier::CoopMatKHR]);
+    EXPECT_NE(choice.to_text().find("no VK_NV_cooperative_matrix"), std::string::npos) << choice.to_text();
+  } else {
+    EXPECT_EQ(ok[MatmulTier::CoopMatNV], caps.coopmat_nv) << choice.to_text();
+    EXPECT_EQ(ok[MatmulTier::CoopMatKHR], caps.coopmat_khr) << choice.to_text();
+    EXPECT_NE(choice.best, MatmulTier::Scalar) << choice.to_text();
+  }
+  // A forced tier probes only itself (and scalar, the fallback).
+  const kernels::MatmulTierChoice forced = kernels::probe_matmul_tiers(device(), compile_options(), "coopmat-khr");
+  ASSERT_EQ(forced.probes.size(), 2u);
+  EXPECT_EQ(forced.probes[0].tier, MatmulTier::CoopMatKHR);
+  EXPECT_EQ(forced.best, caps.coopmat_khr ? MatmulTier::CoopMatKHR : MatmulTier::Scalar) << forced.to_text();
+  EXPECT_THROW(kernels::probe_matmul_tiers(device(), compile_options(), "bogus"), ConfigError);
+}
+
+// ---- the SPIR-V rewrite (device-independent: compiles and inspects modules) ----
+
+std::map<uint32_t, int> opcode_counts(const std::vector<uint32_t>& spirv) {
+  std::map<uint32_t, int> n;
+  for (size_t pos = 5; pos < spirv.size();) {
+    const uint32_t count = spirv[pos] >> 16;
+    ++n[spirv[pos] & 0xffff];
+    if (count == 0) break;
+    pos += count;
+  }
+  return n;
+}
+
+bool has_capability(const std::vector<uint32_t>& spirv, uint32_t cap) {
+  for (size_t pos = 5; pos < spirv.size(); pos += spirv[pos] >> 16) {
+    if ((spirv[pos] & 0xffff) == shader::spv::kOpCapability && spirv[pos + 1] == cap) return true;
+    if ((spirv[pos] >> 16) == 0) break;
+  }
+  return false;
+}
+
+bool has_bytes(const std::vector<uint32_t>& spirv, const std::string& s) {
+  const auto* bytes = reinterpret_cast<const char*>(spirv.data());
+  return std::string(bytes, spirv.size() * 4).find(s) != std::string::npos;
+}
+
+TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
+  // A fake device with cooperative matrices, so that selection produces every variant without one.
+  runtime::DeviceCaps caps = gpu_device().caps();
+  caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
+  caps.subgroup_size = 32;
+  caps.max_shared_memory = 49152;
+  runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
+  caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  for (int t = 0; t < 4; ++t) {
+    for (uint32_t k : {64u, 45u}) {  // 16-byte loads, element loads
+      for (bool epilogue : {false, true}) {
+        MatmulShape s = shape(128, 128, k, t & 1, t & 2, 1, MatmulInput::F16);
+        const kernels::MatmulKernel kern = kernels::select_matmul(
+            caps, s, MatmulTier::CoopMatKHR, epilogue ? kernels::MatmulEpilogue{"v * 2.0", 0} : kernels::MatmulEpilogue{});
+        ASSERT_TRUE(kern.rewrite_to_khr);
+        // compile_glsl validates the NV module; an invalid one throws here.
+        const std::vector<uint32_t> nv = shader::compile_glsl(kern.source, compile_options()).spirv;
+        auto before = opcode_counts(nv);
+        EXPECT_EQ(before[shader::spv::kOpTypeCoopMatNV], 3) << kern.source.label;
+        EXPECT_GT(before[shader::spv::kOpMulAddNV], 0);
+        EXPECT_TRUE(has_capability(nv, shader::spv::kCapCoopMatNV));
+
+        shader::CoopMatRewriteStats st;
+        const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, kern.source.label, &st);
+        auto after = opcode_counts(khr);
+        for (uint32_t op : {shader::spv::kOpTypeCoopMatNV, shader::spv::kOpLoadNV, shader::spv::kOpStoreNV,
+                            shader::spv::kOpMulAddNV, shader::spv::kOpLengthNV}) {
+          EXPECT_EQ(after.count(op), 0u) << "NV opcode " << op << " left in " << kern.source.label;
+        }
+        EXPECT_EQ(after[shader::spv::kOpTypeCoopMatKHR], 3);
+        EXPECT_EQ(after[shader::spv::kOpLoadKHR], before[shader::spv::kOpLoadNV]);
+        EXPECT_EQ(after[shader::spv::kOpStoreKHR], before[shader::spv::kOpStoreNV]);
+        EXPECT_EQ(after[shader::spv::kOpMulAddKHR], before[shader::spv::kOpMulAddNV]);
+        EXPECT_EQ(st.uses[0], 1u) << "one MatrixA type";
+        EXPECT_EQ(st.uses[1], 1u) << "one MatrixB type";
+        EXPECT_EQ(st.uses[2], 1u) << "one accumulator type";
+        EXPECT_TRUE(has_capability(khr, shader::spv::kCapCoopMatKHR));
+        EXPECT_FALSE(has_capability(khr, shader::spv::kCapCoopMatNV));
+        EXPECT_TRUE(has_bytes(khr, "SPV_KHR_cooperative_matrix"));
+        EXPECT_FALSE(has_bytes(khr, "SPV_NV_cooperative_matrix"));
+        EXPECT_EQ(khr[3], nv[3] + 3) << "three new constants";
+        // Three more instructions (the constants); loads and stores grow by nothing (operands reorder).
+        EXPECT_EQ(khr.size(), nv.size() + 3 * 4 + st.types);
+      }
+    }
+  }
+}
+
+TEST(CoopMatRewrite, UseTypeAndLayoutOperands) {
+  // A 16x8x16 product loaded column-major: check the KHR operands word by word.
+  const char* src = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) buffer A { float16_t a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+void main() {
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma;
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> mb;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  coopMatLoadNV(ma, a, 0, 16, true);
+  coopMatLoadNV(mb, a, 256, 8, false);
+  acc = coopMatMulAddNV(ma, mb, acc);
+  coopMatStoreNV(acc, c, 0, 8, false);
+}
+)";
+  const std::vector<uint32_t> nv = shader::compile_glsl({"rewrite_operands", src, {}}, compile_options()).spirv;
+  const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, "rewrite_operands");
+  std::map<uint32_t, uint32_t> constants;  // id -> value of the 32-bit integer constants
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> types;  // id -> (rows id, use id)
+  std::vector<uint32_t> load_layouts;
+  for (size_t pos = 5; pos < khr.size(); pos += khr[pos] >> 16) {
+    const uint32_t op = khr[pos] & 0xffff, count = khr[pos] >> 16;
+    if (op == shader::spv::kOpConstant && count == 4) constants[khr[pos + 2]] = khr[pos + 3];
+    if (op == shader::spv::kOpTypeCoopMatKHR) {
+      ASSERT_EQ(count, 7u);
+      types[khr[pos + 1]] = {khr[pos + 5], khr[pos + 6]};  // columns, use
+    }
+    if (op == shader::spv::kOpLoadKHR) load_layouts.push_back(constants.at(khr[pos + 4]));
+    if (op == shader::spv::kOpMulAddKHR) {
+      ASSERT_EQ(count, 6u) << "float products carry no signedness operands";
+    }
+  }
+  ASSERT_EQ(types.size(), 3u);
+  std::vector<uint32_t> uses;
+  for (const auto& [id, t] : types) uses.push_back(constants.at(t.second));
+  std::sort(uses.begin(), uses.end());
+  EXPECT_EQ(uses, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(load_layouts, (std::vector<uint32_t>{1, 0})) << "column-major then row-major";
+}
+
+TEST(CoopMatRewrite, RejectsATypeInTwoRolesAndNonModules) {
+  // 16x16x16 makes A and B one SPIR-V type: KHR cannot express that.
+  const char* src = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) buffer A { float16_t a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+void main() {
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma, mb;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  coopMatLoadNV(ma, a, 0, 16, false);
+  coopMatLoadNV(mb, a, 256, 16, false);
+  acc = coopMatMulAddNV(ma, mb, acc);
+  coopMatStoreNV(acc, c, 0, 16, false);
+}
+)";
+  const std::vector<uint32_t> nv = shader::compile_glsl({"two_roles", src, {}}, compile_options()).spirv;
+  try {
+    shader::rewrite_coopmat_nv_to_khr(nv, "two_roles");
+    ADD_FAILURE() << "expected a ShaderError";
+  } catch (const ShaderError& e) {
+    EXPECT_NE(std::string(e.what()).find("one role"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MatrixA and as MatrixB"), std::string::npos) << e.what();
+    EXPECT_EQ(e.label(), "two_roles");
+  }
+  EXPECT_THROW(shader::rewrite_coopmat_nv_to_khr(std::vector<uint32_t>{1, 2, 3}, "junk"), ShaderError);
+  // A module without cooperative matrices has nothing to rewrite.
+  const char* plain = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+  const std::vector<uint32_t> p = shader::compile_glsl({"plain", plain, {}}, compile_options()).spirv;
+  EXPECT_THROW(shader::rewrite_coopmat_nv_to_khr(p, "plain"), ShaderError);
+}
+
+}  // namespace
+}  // namespace meganeura::test
