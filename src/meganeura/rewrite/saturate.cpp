@@ -81,18 +81,21 @@ std::string saturate(EGraph& eg, const Graph& g, const std::vector<Rule>& rules,
   }
 }
 
-// Cheapest e-node per class, finalising classes in cost order (Knuth's generalisation of Dijkstra): a
-// node is considered only once all its child classes are final, so the choice is acyclic by construction,
-// and ties go to the older e-node, so the result is deterministic.
+// Cheapest e-node per class. A plain tree cost counts a value once per use, which grows exponentially with
+// depth in a residual network and drowns local differences in rounding; so a child class's cost is shared
+// among the e-nodes that read it (cost / readers). Classes are finalised in cost order once all children of
+// a candidate are final (Knuth's generalisation of Dijkstra), which makes the choice acyclic by construction;
+// one more sweep in that order re-picks each class's best candidate among those whose children came
+// earlier. Ties go to the older e-node, so the result is deterministic.
 std::vector<uint32_t> extract(const EGraph& eg) {
   constexpr uint32_t kNone = UINT32_MAX;
   const auto& en = eg.enodes();
-  size_t nclasses = 0;
-  for (uint32_t e = 0; e < en.size(); ++e) nclasses = std::max<size_t>(nclasses, eg.class_of_enode(e) + 1);
   std::vector<Handle> classes = eg.canonical_classes();
-  std::vector<bool> has_fill(nclasses + 1, false);
-  std::vector<std::vector<uint32_t>> parents(nclasses + 1);
+  size_t n = classes.empty() ? 0 : classes.back() + 1;
+  std::vector<bool> has_fill(n, false);
+  std::vector<std::vector<uint32_t>> parents(n);
   std::vector<size_t> waiting(en.size(), 0);
+  std::vector<std::vector<Handle>> distinct_kids(en.size());
   std::vector<uint32_t> members;
   for (Handle c : classes)
     for (uint32_t e : eg.members(c)) {
@@ -100,21 +103,37 @@ std::vector<uint32_t> extract(const EGraph& eg) {
       if (en[e].op == Op::Fill) has_fill[c] = true;
     }
   std::sort(members.begin(), members.end());
-  using Item = std::pair<double, uint32_t>;
-  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
-  std::vector<double> own(en.size(), 0), best(nclasses + 1, std::numeric_limits<double>::infinity());
+  std::vector<double> own(en.size(), 0), best(n, std::numeric_limits<double>::infinity());
+  std::vector<double> readers(n, 0);
   for (uint32_t e : members) {
-    std::vector<Handle> kids = en[e].kids;
     std::vector<CostInput> ins;
-    for (Handle k : kids) ins.push_back({&en[eg.members(k)[0]].shape, en[eg.members(k)[0]].dtype, has_fill[eg.find(k)]});
+    for (Handle k : en[e].kids) {
+      const auto& kn = en[eg.members(k)[0]];
+      ins.push_back({&kn.shape, kn.dtype, has_fill[eg.find(k)]});
+    }
     own[e] = node_cost(en[e].op, eg.attrs(en[e].attrs), ins, en[e].shape, en[e].dtype);
+    auto& kids = distinct_kids[e];
+    for (Handle k : en[e].kids) kids.push_back(eg.find(k));
     std::sort(kids.begin(), kids.end());
     kids.erase(std::unique(kids.begin(), kids.end()), kids.end());
     waiting[e] = kids.size();
-    for (Handle k : kids) parents[eg.find(k)].push_back(e);
-    if (kids.empty()) queue.push({own[e], e});
+    for (Handle k : kids) {
+      parents[k].push_back(e);
+      readers[k] += 1;
+    }
   }
-  std::vector<uint32_t> choice(nclasses + 1, kNone);
+  auto cost_of = [&](uint32_t e) {
+    double sum = own[e];
+    for (Handle k : en[e].kids) sum += best[eg.find(k)] / readers[eg.find(k)];
+    return sum;
+  };
+  using Item = std::pair<double, uint32_t>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  for (uint32_t e : members)
+    if (waiting[e] == 0) queue.push({own[e], e});
+  std::vector<uint32_t> choice(n, kNone);
+  std::vector<size_t> rank(n, SIZE_MAX);
+  std::vector<Handle> order;
   while (!queue.empty()) {
     auto [cost, e] = queue.top();
     queue.pop();
@@ -122,11 +141,20 @@ std::vector<uint32_t> extract(const EGraph& eg) {
     if (choice[c] != kNone) continue;
     choice[c] = e;
     best[c] = cost;
-    for (uint32_t p : parents[c]) {
-      if (--waiting[p] > 0) continue;
-      double sum = own[p];
-      for (Handle k : en[p].kids) sum += best[eg.find(k)];
-      queue.push({sum, p});
+    rank[c] = order.size();
+    order.push_back(c);
+    for (uint32_t p : parents[c])
+      if (--waiting[p] == 0) queue.push({cost_of(p), p});
+  }
+  for (Handle c : order) {
+    for (uint32_t e : eg.members(c)) {
+      const auto& kids = distinct_kids[e];
+      if (!std::all_of(kids.begin(), kids.end(), [&](Handle k) { return rank[k] < rank[c]; })) continue;
+      double cost = cost_of(e);
+      if (cost < best[c] || (cost == best[c] && e < choice[c])) {
+        best[c] = cost;
+        choice[c] = e;
+      }
     }
   }
   return choice;
