@@ -90,6 +90,38 @@ TEST_P(Drivers, RewritingTwiceChangesNothing) {
   for (const auto& [name, n] : rep2.rules_fired) ADD_FAILURE() << name << " fired " << n << " times on a rewritten graph";
 }
 
+// Forty residual layers: every layer's motifs must be rewritten, the deepest as well as the first (a tree
+// cost that counts shared values once per use would lose the deep ones to rounding).
+TEST_P(Drivers, DeepResidualGraphIsRewrittenThroughout) {
+  Graph g;
+  NodeId h = g.input("x", {4, 8});
+  const int layers = 40;
+  auto name = [](char kind, int l) {
+    std::string s(1, kind);
+    s += std::to_string(l);  // (not "w" + to_string: g++ 12 warns falsely about that form)
+    return s;
+  };
+  for (int l = 0; l < layers; ++l) {
+    NodeId w = g.parameter(name('w', l), {8, 8});
+    NodeId b = g.parameter(name('b', l), {8});
+    NodeId z = g.add(b, g.matmul(h, g.transpose(w)));
+    NodeId a = g.mul(z, g.sigmoid(z));
+    h = g.tanh(g.add(h, g.mul(a, g.scalar(1.0))));
+    h = g.mul(g.silu(h), g.neg(g.neg(h)));
+  }
+  g.set_outputs({g.sum(h)});
+  OptimizeReport rep;
+  RewriteResult r = rewrite(g, GetParam(), rep);
+  expect_same_values(g, r, 1e-6);
+  EXPECT_EQ(count_op(r.graph, Op::Permute), 0);
+  EXPECT_EQ(count_op(r.graph, Op::Sigmoid), 0);
+  EXPECT_EQ(count_op(r.graph, Op::Neg), 0);
+  EXPECT_EQ(count_op(r.graph, Op::Mul), 0);
+  EXPECT_EQ(count_op(r.graph, Op::Silu), layers);
+  EXPECT_EQ(count_op(r.graph, Op::SwiGlu), layers);
+  EXPECT_EQ(count_op(r.graph, Op::MatMul), layers);
+}
+
 TEST_P(Drivers, NoOutputsIsAnError) {
   Graph g;
   g.exp(g.input("x", {2}));
