@@ -14,7 +14,11 @@
 //
 // Provenance: a node made by a rule has prov.rule = the rule's name and prov.derived_from = the ids (in the
 // graph given to rewrite()) of the node it replaced; it inherits that node's builder line. When a rule
-// replaces a named node by a value with no name, the name moves to the new value (leaves keep their own).
+// replaces a named node, Graph::find(name) finds the replacement (Graph::alias: a node that already has a
+// name keeps it). Names given with Graph::alias only (not in a node's provenance) are not carried over.
+//
+// The rule machinery lives in namespace meganeura::rw (pattern.hpp, rules.hpp); only this header is the
+// stage's interface. Values are assumed finite: x*0 -> 0 and x-x -> 0 are applied.
 //
 // Fused forms produced, for the scheduler (schedule/) to recognise:
 //  * Silu(x)                    from x * sigmoid(x)
