@@ -1,5 +1,6 @@
 // Greedy driver: bottom-up rebuild, first matching rule wins at each node, passes repeated to a fixed point.
 #include <algorithm>
+#include <deque>
 
 #include "meganeura/rewrite/drivers.hpp"
 #include "meganeura/rewrite/graph_util.hpp"
@@ -15,16 +16,13 @@ class GraphTerms final : public TermBuilder {
 
   Provenance ctx;  // provenance of nodes made by the rule being applied
 
-  // Sizes the child cache before a match; matching never adds nodes, so cached pointers stay valid.
-  void sync() {
+  bool for_each_node(Handle h, const std::function<bool(const TermNode&)>& fn) const override {
+    const Node& n = g_.node(NodeId{h});
+    // a deque keeps the references handed out in TermNode valid while it grows
     if (kids_.size() < g_.size()) {
       kids_.resize(g_.size());
       filled_.resize(g_.size(), false);
     }
-  }
-
-  bool for_each_node(Handle h, const std::function<bool(const TermNode&)>& fn) const override {
-    const Node& n = g_.node(NodeId{h});
     if (!filled_[h]) {
       for (NodeId k : n.inputs) kids_[h].push_back(k.v);
       filled_[h] = true;
@@ -63,7 +61,7 @@ class GraphTerms final : public TermBuilder {
 
  private:
   Graph& g_;
-  mutable std::vector<std::vector<Handle>> kids_;
+  mutable std::deque<std::vector<Handle>> kids_;
   mutable std::vector<bool> filled_;
 };
 
@@ -99,7 +97,6 @@ void pass(const Graph& g, const std::vector<NodeId>& origin, State& st, std::vec
       bool fired = false;
       for (size_t r = 0; r < st.rules.size() && !fired; ++r) {
         const Rule& rule = st.rules[r];
-        terms.sync();
         std::optional<Match> found;
         match_all(rule.pattern, terms, cur.v, [&](const Match& m) {
           if (rule.guard && !rule.guard(terms, m)) return false;
