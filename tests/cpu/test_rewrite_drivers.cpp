@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "meganeura/autodiff/autodiff.hpp"
+
 namespace meganeura {
 namespace {
 
@@ -120,6 +122,29 @@ TEST_P(Drivers, DeepResidualGraphIsRewrittenThroughout) {
   EXPECT_EQ(count_op(r.graph, Op::Silu), layers);
   EXPECT_EQ(count_op(r.graph, Op::SwiGlu), layers);
   EXPECT_EQ(count_op(r.graph, Op::MatMul), layers);
+}
+
+// What the session pipeline runs: autodiff, then rewrite. Every gradient keeps its value and its handle.
+TEST_P(Drivers, DifferentiatedGraphKeepsGradients) {
+  Graph f;
+  NodeId x = f.input("x", {4, 6}), t = f.input("t", {4, 3});
+  NodeId w1 = f.parameter("w1", {8, 6}), b1 = f.parameter("b1", {8}), w2 = f.parameter("w2", {8, 3});
+  NodeId h = f.add(b1, f.matmul(x, f.transpose(w1)));
+  NodeId a = f.mul(h, f.sigmoid(h));
+  NodeId z = f.matmul(a, w2);
+  NodeId loss = f.named(f.mean(f.neg(f.sum(f.mul(t, f.log(f.softmax(z))), {-1}))), "loss");
+  f.set_outputs({loss});
+  Graph g = differentiate(f, loss);
+  OptimizeReport rep;
+  RewriteResult r = rewrite(g, GetParam(), rep);
+  expect_same_values(g, r, 1e-6);
+  for (NodeId p : {w1, b1, w2}) {
+    ASSERT_TRUE(r.graph.gradient(r.map(p)).has_value());
+    EXPECT_EQ(*r.graph.gradient(r.map(p)), r.map(*g.gradient(p)));
+  }
+  EXPECT_EQ(r.graph.node(r.graph.outputs()[0]).op, Op::CrossEntropy);
+  EXPECT_LT(live_count(r.graph), live_count(g));
+  EXPECT_EQ(count_op(r.graph, Op::Permute), 0);
 }
 
 TEST_P(Drivers, NoOutputsIsAnError) {
