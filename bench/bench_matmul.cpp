@@ -3,7 +3,7 @@
 // scripts/device/matmul_torch.py; scripts/device/matmul.sh runs both and prints the ratio table.
 //   bench_matmul                                   1024, 4096, 8192; scalar (f32), coopmat-nv and coopmat-khr (f16)
 //   bench_matmul --sizes 256 --tiers scalar --iters 3   (lavapipe smoke test)
-//   options: --layouts nn,nt,tn  --warmup N  --optimize (spirv-opt -O)  --no-probe
+//   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)  --no-probe
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,7 +25,8 @@ struct Args {
   std::vector<uint32_t> sizes = {1024, 4096, 8192};
   std::vector<std::string> tiers = {"scalar", "coopmat-nv", "coopmat-khr"};
   std::vector<std::string> layouts = {"nn"};
-  uint32_t iters = 10, warmup = 2;
+  std::vector<std::string> tiles = {""};  // cooperative tiles, "" = the default
+  uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
 };
 
@@ -46,6 +47,8 @@ Args parse(int argc, char** argv) {
       for (const auto& t : split(argv[++i])) a.sizes.push_back(static_cast<uint32_t>(std::stoul(t)));
     } else if (arg == "--tiers" && has_value) {
       a.tiers = split(argv[++i]);
+    } else if (arg == "--tiles" && has_value) {
+      a.tiles = split(argv[++i]);
     } else if (arg == "--layouts" && has_value) {
       a.layouts = split(argv[++i]);
     } else if (arg == "--iters" && has_value) {
@@ -59,7 +62,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--iters N] [--warmup N] [--optimize] [--no-probe]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--no-probe]\n");
       std::exit(2);
     }
   }
@@ -89,7 +92,7 @@ float value(uint64_t i, uint32_t salt) {
 }
 
 void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::string& tier_name, uint32_t n,
-         const std::string& layout, const Args& args) {
+         const std::string& layout, const std::string& tile, const Args& args) {
   const MatmulTier tier = kernels::parse_tier(tier_name);
   kernels::MatmulShape s;
   s.m = s.n = s.k = n;
@@ -102,7 +105,8 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
                      "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
   std::vector<runtime::Buffer> bufs;
   try {
-    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, tier);
+    const kernels::MatmulKernel kern = kernels::select_matmul(
+        dev.caps(), s, tier, {}, tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(tile));
     const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(kern, copt));
     const uint64_t elems = uint64_t(n) * n, esize = f16 ? 2 : 4;
     std::vector<float> host[2];
@@ -155,9 +159,9 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
       worst = std::max(worst, std::fabs(c[uint64_t(i) * n + j] - acc) / (mag + 1e-3));
     }
     std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
-                "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\"}\n",
+                "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
                 head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
-                worst < 1e-4 ? "true" : "false", kern.source.label.c_str());
+                worst < 1e-4 ? "true" : "false", kern.source.label.c_str(), args.optimize ? "true" : "false");
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -196,7 +200,11 @@ int main(int argc, char** argv) {
     }
     for (const std::string& tier : args.tiers) {
       for (const std::string& layout : args.layouts) {
-        for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, args);
+        for (const std::string& tile : args.tiles) {
+          const bool coop = tier.rfind("coopmat", 0) == 0;
+          if (!coop && &tile != &args.tiles.front()) continue;  // tiles only vary the cooperative tiers
+          for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, coop ? tile : "", args);
+        }
       }
     }
     for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());

@@ -20,20 +20,21 @@ def read(path):
 def main():
     vk, torch_rows = read(sys.argv[1]), read(sys.argv[2])
     ref = {(r["dtype"], r["layout"], r["m"]): r for r in torch_rows if r.get("bench") == "torch_matmul"}
-    print("| tier | input | layout | size | Vulkan TFLOP/s | torch TFLOP/s | ratio | spot check |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| tier | kernel | input | layout | size | Vulkan TFLOP/s | torch TFLOP/s | ratio | spot check |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in vk:
         if r.get("bench") != "vk_matmul":
             continue
         size = f'{r["m"]}³'
         if "error" in r:
-            print(f'| {r["tier"]} | {r["dtype"]} | {r["layout"]} | {size} | error | | | {r["error"][:80]} |')
+            print(f'| {r["tier"]} | | {r["dtype"]} | {r["layout"]} | {size} | error | | | {r["error"][:80]} |')
             continue
         t = ref.get((r["dtype"], r["layout"], r["m"]))
         tt = f'{t["tflops_median"]:.1f}' if t else "-"
         ratio = f'{r["tflops_median"] / t["tflops_median"]:.2f}' if t else "-"
         check = "ok" if r.get("correct") else f'WRONG ({r.get("max_rel_err")})'
-        print(f'| {r["tier"]} | {r["dtype"]} | {r["layout"]} | {size} | {r["tflops_median"]:.1f} | {tt} | {ratio} | {check} |')
+        kern = r.get("kernel", "") + (" -O" if r.get("spirv_opt") else "")
+        print(f'| {r["tier"]} | {kern} | {r["dtype"]} | {r["layout"]} | {size} | {r["tflops_median"]:.1f} | {tt} | {ratio} | {check} |')
 
 
 if __name__ == "__main__":

@@ -244,6 +244,32 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   }
 }
 
+TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
+  runtime::DeviceCaps caps = gpu_device().caps();
+  caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
+  caps.subgroup_size = 32;
+  caps.max_shared_memory = 49152;
+  runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
+  caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  for (const char* tile : {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2"}) {
+    for (int t = 0; t < 3; ++t) {
+      const MatmulShape s = shape(1024, 1024, 1024, t == 1, t == 2, 1, MatmulInput::F16);
+      const kernels::MatmulKernel k =
+          kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
+      EXPECT_EQ(k.grid[0] * kernels::CoopMatTile::parse(tile).bn, 1024u);
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(k, compile_options());
+      EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
+    }
+  }
+  const MatmulShape s = shape(1024, 1024, 1024, false, false, 1, MatmulInput::F16);
+  // 2 x (128 x 40 + 32 x 264) halves + 4 KiB = 58 KiB: over the H200's 48 KiB.
+  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x256x32/2x4")),
+               ConfigError);
+  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x128x32/4x4")),
+               ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128"), ConfigError);
+}
+
 TEST(CoopMatRewrite, UseTypeAndLayoutOperands) {
   // A 16x8x16 product loaded column-major: check the KHR operands word by word.
   const char* src = R"(#version 450

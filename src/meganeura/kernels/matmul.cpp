@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/kernels/matmul_glsl.hpp"
@@ -121,8 +122,52 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
   return MatmulTier::Scalar;
 }
 
+std::string CoopMatTile::to_string() const {
+  return std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) + "/" + std::to_string(warps_m) +
+         "x" + std::to_string(warps_n);
+}
+
+CoopMatTile CoopMatTile::parse(const std::string& s) {
+  CoopMatTile t;
+  char x1, x2, slash, x3;
+  std::istringstream in(s);
+  if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
+      slash != '/' || x3 != 'x') {
+    throw ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN like 128x128x32/2x4, got '" + s + "'");
+  }
+  return t;
+}
+
+namespace {
+
+// Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: two stages of each
+// padded tile, in 16-byte units, plus the 8 x 128 floats of edge staging).
+uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
+  const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
+  const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
+  return 2 * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 4096;
+}
+
+std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
+  if (t.warps_m * t.warps_n != 8) return "the tile needs 8 subgroups, got " + t.to_string();
+  if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
+    return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
+  }
+  if ((t.bm * t.bk) % 2048 != 0 || (t.bn * t.bk) % 2048 != 0) {
+    return "each shared tile must be whole 16-byte loads for 256 threads, got " + t.to_string();
+  }
+  const uint32_t bytes = coopmat_shared_bytes(t, trans_a, trans_b);
+  if (bytes > caps.max_shared_memory) {
+    return "tile " + t.to_string() + " needs " + std::to_string(bytes) + " bytes of shared memory, the device has " +
+           std::to_string(caps.max_shared_memory);
+  }
+  return "";
+}
+
+}  // namespace
+
 MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& raw, MatmulTier tier,
-                           const MatmulEpilogue& epilogue) {
+                           const MatmulEpilogue& epilogue, const CoopMatTile& tile) {
   check_shape(raw);
   if (const std::string why = tier_unavailable(caps, raw, tier); !why.empty()) {
     throw ConfigError(std::string("[kernels::select_matmul] expected a tier that can run ") + dims(raw) + ", got " +
@@ -157,14 +202,22 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                        (s.trans_b ? s.k : s.n) % 8 == 0 && s.ldb % 8 == 0 && s.stride_b % 8 == 0;
       // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
       const bool direct = epilogue.expr.empty() && s.ldc % 4 == 0 && s.stride_c % 4 == 0;
+      if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
+        throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
+      }
       k.source.glsl = glsl::coopmat_nv(epilogue.expr, epilogue.extra_buffers);
+      for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
+                                    {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
+        k.source.defines.push_back({name, std::to_string(v) + "u"});
+      }
       k.source.defines.push_back({"VEC_LOADS", flag(vec)});
       k.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       k.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
-      k.grid[0] = ceil_div(s.n, 128);
-      k.grid[1] = ceil_div(s.m, 128);
+      k.grid[0] = ceil_div(s.n, tile.bn);
+      k.grid[1] = ceil_div(s.m, tile.bm);
       if (caps.subgroup_size != 32) k.required_subgroup_size = 32;
-      variant += vec ? "_v" : "_s";
+      variant += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
+                 std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n);
       break;
     }
   }

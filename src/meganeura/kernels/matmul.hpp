@@ -57,6 +57,15 @@ struct MatmulEpilogue {
   uint32_t extra_buffers = 0;
 };
 
+// Block tile of the cooperative tiers: BM x BN outputs per 256-thread workgroup, BK deep per shared-memory
+// stage, 8 subgroups as warps_m x warps_n. Each subgroup's patch must be a multiple of 16 x 8; both shared
+// tiles, double-buffered with 16-byte row padding, plus 4 KiB for the edge epilogue must fit the device.
+struct CoopMatTile {
+  uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
+  std::string to_string() const;  // "128x128x32/2x4"
+  static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
+};
+
 struct MatmulPush {  // the push-constant block, in this order; all in elements
   uint32_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;
 };
@@ -80,7 +89,7 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
 // The kernel for `shape` in `tier`. Throws ShapeError for an empty or overflowing shape, ConfigError when
 // the tier cannot run it (tier_unavailable's reason).
 MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
-                           const MatmulEpilogue& epilogue = {});
+                           const MatmulEpilogue& epilogue = {}, const CoopMatTile& tile = {});
 
 // The tier a shape gets when `best` is the best tier that passed the self-test: GEMV for M <= 8, the
 // cooperative tier for f16 inputs when `best` is one, else scalar.

@@ -183,10 +183,11 @@ void main() {
 )";
 
 const char* kCoopmat = R"(
-// 8 subgroups of 32 in a 2 x 4 grid, each a 64 x 32 patch of the 128 x 128 tile held as 4 x 4 accumulators of
-// 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct, which the KHR rewrite needs).
-// Shared tiles keep each stored matrix's contiguous dimension contiguous (16-byte copies from global memory)
-// and the fragment loads read them row- or column-major as the transpose needs. Rows are padded by 16 bytes.
+// WARPS_M x WARPS_N subgroups of 32 (8 in all), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
+// held as TM x TN accumulators of 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct,
+// which the KHR rewrite needs). Shared tiles keep each stored matrix's contiguous dimension contiguous
+// (16-byte copies from global memory) and the fragment loads read them row- or column-major as the transpose
+// needs. Rows are padded by 16 bytes.
 #if VEC_LOADS
 layout(std430, set = 0, binding = 0) readonly buffer BufA { uvec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
@@ -194,7 +195,8 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
 #endif
-const uint BM = 128u, BN = 128u, BK = 32u, PAD = 8u;
+const uint PAD = 8u;
+const uint WTM = BM / WARPS_M, WTN = BN / WARPS_N, TM = WTM / 16u, TN = WTN / 8u;
 #if TRANS_A
 const uint A_ROWS = BK, A_COLS = BM;
 #else
@@ -268,15 +270,15 @@ void stash(uint buf) {
 }
 void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const uint wm = sg / 4u, wn = sg % 4u;
+  const uint wm = sg / WARPS_N, wn = sg % WARPS_N;
   const uint batch = gl_WorkGroupID.z;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   const uint abase = batch * p.sa, bbase = batch * p.sb;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[4][4];
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j)
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
+  [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
     acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[4];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   const uint tiles = (p.K + BK - 1u) / BK;
   fetch(abase, bbase, m0, n0, 0u);
   stash(0u);
@@ -286,21 +288,21 @@ void main() {
     if (t + 1u < tiles) fetch(abase, bbase, m0, n0, (t + 1u) * BK);
     const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      [[unroll]] for (uint i = 0u; i < TM; ++i) {
 #if TRANS_A
-        coopMatLoadNV(fa[i], As, ao + kk * A_STRIDE + (wm * 64u + i * 16u) / 8u, A_STRIDE, true);
+        coopMatLoadNV(fa[i], As, ao + kk * A_STRIDE + (wm * WTM + i * 16u) / 8u, A_STRIDE, true);
 #else
-        coopMatLoadNV(fa[i], As, ao + (wm * 64u + i * 16u) * A_STRIDE + kk / 8u, A_STRIDE, false);
+        coopMatLoadNV(fa[i], As, ao + (wm * WTM + i * 16u) * A_STRIDE + kk / 8u, A_STRIDE, false);
 #endif
       }
-      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      [[unroll]] for (uint j = 0u; j < TN; ++j) {
 #if TRANS_B
-        coopMatLoadNV(fb[j], Bs, bo + (wn * 32u + j * 8u) * B_STRIDE + kk / 8u, B_STRIDE, true);
+        coopMatLoadNV(fb[j], Bs, bo + (wn * WTN + j * 8u) * B_STRIDE + kk / 8u, B_STRIDE, true);
 #else
-        coopMatLoadNV(fb[j], Bs, bo + kk * B_STRIDE + (wn * 32u + j * 8u) / 8u, B_STRIDE, false);
+        coopMatLoadNV(fb[j], Bs, bo + kk * B_STRIDE + (wn * WTN + j * 8u) / 8u, B_STRIDE, false);
 #endif
       }
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j)
+      [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
@@ -308,8 +310,8 @@ void main() {
     barrier();
   }
   const uint cbase = batch * p.sc;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    const uint row = m0 + wm * 64u + i * 16u, col = n0 + wn * 32u + j * 8u;
+  [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
+    const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
 #if DIRECT_STORE
     if (row + 16u <= p.M && col + 8u <= p.N) {
       coopMatStoreNV(acc[i][j], c, cbase + row * p.ldc + col, p.ldc, false);
