@@ -178,7 +178,8 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
       interval_loss += loss;
       const double now = now_s();
       const double rate = static_cast<double>(steps) / std::max(1e-9, now - t0);
-      progress.step(steps, loss, rate);
+      // A single step's loss is noisy: show the mean since the last history point.
+      progress.step(steps, interval_loss / static_cast<double>(interval_steps), rate);
       if (interval_steps >= config_.log_interval) {
         history_.steps.push_back({micro_step_, epoch, interval_loss / static_cast<double>(interval_steps), lr_,
                                   static_cast<double>(interval_steps) / std::max(1e-9, now - interval_t0)});
