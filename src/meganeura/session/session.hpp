@@ -112,6 +112,8 @@ class Session {
 };
 
 Session build(const Graph& g, const SessionConfig& config);
+// The same on a device the caller opened (tests share one device among many sessions).
+Session build(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device);
 Session build_session(const Graph& g);            // training, config from the environment
 Session build_inference_session(const Graph& g);  // no gradients, no optimizer buffers
 

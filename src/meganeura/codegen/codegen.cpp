@@ -1,0 +1,39 @@
+// The code generator's driver: one Emitter per kernel, dispatched on the archetype.
+#include "meganeura/codegen/codegen.hpp"
+
+#include "meganeura/codegen/emit.hpp"
+
+namespace meganeura {
+
+uint64_t content_hash(const std::string& text, const std::vector<uint32_t>& spec) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  for (char c : text) mix(static_cast<unsigned char>(c));
+  for (uint32_t v : spec)
+    for (int i = 0; i < 4; ++i) mix(static_cast<unsigned char>(v >> (8 * i)));
+  return h;
+}
+
+std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, const runtime::DeviceCaps& caps,
+                                      const CodegenOptions& options) {
+  std::vector<GeneratedKernel> out;
+  out.reserve(kg.kernels.size());
+  for (const Kernel& k : kg.kernels) {
+    codegen::Emitter e(g, kg, k, caps, options);
+    switch (k.arch) {
+      case Archetype::Pointwise: codegen::emit_pointwise(e); break;
+      case Archetype::MatMul: codegen::emit_matmul(e); break;
+      case Archetype::RowReduce: codegen::emit_reduce(e); break;
+      case Archetype::Copy: case Archetype::Gather: case Archetype::Scatter: codegen::emit_movement(e); break;
+      case Archetype::Optimizer: codegen::emit_optimizer(e); break;
+      case Archetype::Counter: codegen::emit_counter(e); break;
+    }
+    out.push_back(std::move(e.out));
+  }
+  return out;
+}
+
+}  // namespace meganeura

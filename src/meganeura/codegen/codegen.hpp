@@ -1,0 +1,53 @@
+#pragma once
+// GLSL generation: one compute shader per kernel of a KernelGraph, from an archetype template plus
+// expression bodies generated from the fused nodes. Device facts arrive as #defines, tile and workgroup
+// sizes as specialization constants; shapes are baked into the source, so equal kernels dedupe by hash.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/schedule/schedule.hpp"
+#include "meganeura/session/session.hpp"
+
+namespace meganeura {
+
+// What a shader binding refers to; the session maps it to a buffer of the memory plan.
+struct Binding {
+  enum Kind : uint8_t { Value, Moment, Hyper } kind = Value;
+  NodeId node;          // Value: the storage node; Moment: the parameter
+  uint32_t moment = 0;
+  bool write = false;
+  uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
+};
+
+struct GeneratedKernel {
+  std::string label;
+  Archetype arch = Archetype::Pointwise;
+  std::string glsl;
+  std::vector<uint32_t> spec_constants;
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::vector<Binding> bindings;  // binding i = bindings[i]
+  uint64_t hash = 0;              // of everything that changes the compiled shader
+};
+
+struct CodegenOptions {
+  OptimizerConfig optimizer;
+  uint32_t workgroup = 64;     // threads of pointwise and reduction kernels (power of two)
+  uint32_t matmul_tile = 16;   // square output tile of the scalar matmul
+  uint32_t gemv_max_m = 8;     // matmuls with M at most this take the GEMV path
+};
+
+std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, const runtime::DeviceCaps& caps,
+                                      const CodegenOptions& options);
+
+namespace codegen {
+// Moment buffers per parameter the optimizer needs: none for plain SGD, one for momentum, two for Adam-family.
+uint32_t moments_for(const OptimizerConfig& o);
+}  // namespace codegen
+
+// FNV-1a over the bytes; stable across runs and platforms (no pointer or container order involved).
+uint64_t content_hash(const std::string& text, const std::vector<uint32_t>& spec);
+
+}  // namespace meganeura

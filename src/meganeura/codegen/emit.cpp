@@ -1,0 +1,227 @@
+// Shared pieces of every generated shader.
+#include "meganeura/codegen/emit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "meganeura/ops/ops.hpp"
+
+namespace meganeura::codegen {
+
+std::string float_lit(double v) {
+  if (std::isnan(v)) return "uintBitsToFloat(0x7FC00000u)";
+  if (std::isinf(v)) return v > 0 ? "uintBitsToFloat(0x7F800000u)" : "uintBitsToFloat(0xFF800000u)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return v < 0 ? "(" + s + ")" : s;
+}
+
+std::string uint_lit(int64_t v) { return std::to_string(v) + "u"; }
+
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+std::string flat_invocation() {
+  return "((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x)";
+}
+
+std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtime::DeviceCaps& caps) {
+  int64_t groups = std::max<int64_t>(1, (elements + wg - 1) / wg);
+  int64_t max_x = caps.max_workgroup_count[0] ? caps.max_workgroup_count[0] : 65535;
+  int64_t gx = std::min(groups, max_x);
+  int64_t gy = (groups + gx - 1) / gx;
+  return {uint32_t(gx), uint32_t(gy), 1};
+}
+
+Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& kernel, const runtime::DeviceCaps& c,
+                 const CodegenOptions& o)
+    : g(graph), kg(kgraph), k(kernel), caps(c), opt(o) {
+  out.label = k.label;
+  out.arch = k.arch;
+}
+
+uint32_t Emitter::bind_value(NodeId n, bool write) {
+  NodeId s = kg.storage_of(n);
+  for (size_t i = 0; i < out.bindings.size(); ++i) {
+    Binding& b = out.bindings[i];
+    if (b.kind == Binding::Value && b.node == s) {
+      b.write = b.write || write;
+      return uint32_t(i);
+    }
+  }
+  Binding b;
+  b.kind = Binding::Value;
+  b.node = s;
+  b.write = write;
+  b.bytes = uint64_t(numel(g.node(s).shape)) * dtype_size(g.node(s).dtype);
+  out.bindings.push_back(b);
+  return uint32_t(out.bindings.size() - 1);
+}
+
+uint32_t Emitter::bind_moment(NodeId param, uint32_t m) {
+  Binding b;
+  b.kind = Binding::Moment;
+  b.node = param;
+  b.moment = m;
+  b.write = true;
+  b.bytes = uint64_t(numel(g.node(param).shape)) * 4;
+  out.bindings.push_back(b);
+  return uint32_t(out.bindings.size() - 1);
+}
+
+uint32_t Emitter::bind_hyper() {
+  for (size_t i = 0; i < out.bindings.size(); ++i)
+    if (out.bindings[i].kind == Binding::Hyper) return uint32_t(i);
+  Binding b;
+  b.kind = Binding::Hyper;
+  b.bytes = 8;
+  out.bindings.push_back(b);
+  return uint32_t(out.bindings.size() - 1);
+}
+
+std::string Emitter::load(NodeId n, const std::string& offset) {
+  uint32_t b = bind_value(n, false);
+  std::string e = "b" + std::to_string(b) + ".d[" + offset + "]";
+  return g.node(kg.storage_of(n)).dtype == DType::F32 ? e : "float(" + e + ")";
+}
+
+std::string Emitter::store(NodeId n, const std::string& offset, const std::string& v) {
+  uint32_t b = bind_value(n, true);
+  std::string lhs = "b" + std::to_string(b) + ".d[" + offset + "]";
+  switch (g.node(kg.storage_of(n)).dtype) {
+    case DType::I32: return lhs + " = int(" + v + ");";
+    case DType::U32: return lhs + " = uint(" + v + ");";
+    default: return lhs + " = " + v + ";";
+  }
+}
+
+namespace {
+
+// Offset of a value of shape `vs`, numpy-broadcast into `space`, from coordinates c0..c{r-1} of `space`.
+std::string broadcast_offset(const Shape& vs, const Shape& space) {
+  std::vector<int64_t> st = contiguous_strides(vs);
+  size_t shift = space.size() - vs.size();
+  std::string e;
+  for (size_t d = 0; d < vs.size(); ++d) {
+    if (vs[d] == 1) continue;
+    std::string term = "c" + std::to_string(d + shift) + (st[d] == 1 ? "" : " * " + uint_lit(st[d]));
+    e += (e.empty() ? "" : " + ") + term;
+  }
+  return e.empty() ? "0u" : e;
+}
+
+std::string decompose(const Shape& space) {
+  std::string s = "  uint rest = ix;\n";
+  for (size_t d = space.size(); d-- > 0;) {
+    if (d == 0) {
+      s += "  uint c0 = rest;\n";
+    } else {
+      s += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(space[d]) + "; rest /= " + uint_lit(space[d]) + ";\n";
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, const Shape& space, NodeId core) {
+  std::string name = "fn" + std::to_string(fn_counter++);
+  bool has_core = core.valid();
+  std::string sig = "float " + name + "(uint ix" + (has_core ? ", float core" : "") + ")";
+  if (top == core) {
+    decls += sig + " { return core; }\n";
+    return name;
+  }
+  // The region nodes `top` depends on, found by walking inputs inside the region.
+  std::set<NodeId> in_region(region.begin(), region.end()), used;
+  std::vector<NodeId> stack{top};
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (!in_region.count(n) || !used.insert(n).second) continue;
+    for (NodeId i : g.node(n).inputs) stack.push_back(i);
+  }
+  std::string body;
+  if (used.empty() && g.node(top).op == Op::Fill) {
+    body = "  return " + float_lit(g.node(top).attrs.reals.at(0)) + ";\n";
+  } else if (used.empty()) {
+    // `top` is stored: a plain (broadcast) load.
+    const Shape& ts = g.node(top).shape;
+    if (numel(ts) == numel(space)) body = "  return " + load(top, "ix") + ";\n";
+    else body = decompose(space) + "  return " + load(top, broadcast_offset(ts, space)) + ";\n";
+  } else {
+    bool needs_coords = false;
+    std::string stmts;
+    for (NodeId n : used) {  // ascending ids: topological
+      const Node& nd = g.node(n);
+      std::string v = "v" + std::to_string(n.v);
+      if (nd.op == Op::Fill) {
+        stmts += "  float " + v + " = " + float_lit(nd.attrs.reals.at(0)) + ";\n";
+        continue;
+      }
+      std::vector<std::string> operands;
+      for (NodeId i : nd.inputs) {
+        const Node& in = g.node(i);
+        if (i == core) operands.push_back("core");
+        else if (used.count(i)) operands.push_back("v" + std::to_string(i.v));
+        else if (in.op == Op::Fill) operands.push_back(float_lit(in.attrs.reals.at(0)));
+        else {
+          std::string off = in.shape == space ? "ix" : broadcast_offset(in.shape, space);
+          needs_coords = needs_coords || (off != "0u" && off != "ix");
+          operands.push_back(load(i, off));
+        }
+      }
+      const ops::OpDef& d = ops::def(nd.op);
+      if (!d.glsl)
+        throw GraphError("[codegen] expected a pointwise op with a GLSL expression, got " + std::string(op_name(nd.op)) +
+                         " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + ")");
+      stmts += "  float " + v + " = " + ops::expand_glsl(d, nd, operands) + ";\n";
+    }
+    body = (needs_coords ? decompose(space) : "") + stmts + "  return v" + std::to_string(top.v) + ";\n";
+  }
+  decls += sig + " {\n" + body + "}\n";
+  return name;
+}
+
+std::string Emitter::operand_fn(size_t operand) {
+  NodeId x = g.node(k.core).inputs.at(operand);
+  return region_fn(x, k.prologue, g.node(x).shape, NodeId{});
+}
+
+std::string Emitter::finish(const std::string& local_size_decl, const std::string& main_body) {
+  std::string s = "#version 450\n";
+  s += "// " + std::string(archetype_name(k.arch)) + ": " + k.label + "\n";
+  s += "#define MN_SUBGROUP_SIZE " + std::to_string(caps.subgroup_size) + "\n";
+  s += "#define MN_MAX_SHARED_BYTES " + std::to_string(caps.max_shared_memory) + "\n";
+  s += local_size_decl;
+  for (size_t i = 0; i < out.bindings.size(); ++i) {
+    const Binding& b = out.bindings[i];
+    std::string idx = std::to_string(i);
+    std::string qual = b.write ? "" : "readonly ";
+    if (b.kind == Binding::Hyper) {
+      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx + " { float lr; uint step; } hyper;\n";
+      continue;
+    }
+    std::string ty = "float";
+    if (b.kind == Binding::Value) {
+      DType t = g.node(b.node).dtype;
+      ty = t == DType::I32 ? "int" : t == DType::U32 ? "uint" : "float";
+    }
+    s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty + " d[]; } b" +
+         idx + ";\n";
+  }
+  s += ops::pointwise_glsl_prelude();
+  s += decls;
+  s += "void main() {\n" + main_body + "}\n";
+  out.glsl = s;
+  out.hash = content_hash(s, out.spec_constants);
+  return s;
+}
+
+}  // namespace meganeura::codegen

@@ -1,0 +1,63 @@
+#pragma once
+// Internal helpers shared by the archetype templates: buffer bindings, index arithmetic with baked
+// shapes, and fused pointwise regions emitted as GLSL functions.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "meganeura/codegen/codegen.hpp"
+
+namespace meganeura::codegen {
+
+std::string float_lit(double v);
+std::string uint_lit(int64_t v);
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+// One kernel being generated: its bindings and the declarations that go before main().
+struct Emitter {
+  const Graph& g;
+  const KernelGraph& kg;
+  const Kernel& k;
+  const runtime::DeviceCaps& caps;
+  const CodegenOptions& opt;
+  GeneratedKernel out;
+  std::string decls;  // functions and buffers, in order of emission
+  int fn_counter = 0;
+
+  Emitter(const Graph& g, const KernelGraph& kg, const Kernel& k, const runtime::DeviceCaps& caps,
+          const CodegenOptions& opt);
+
+  // Binding index of a value's storage (shared between a value and its Reshape aliases).
+  uint32_t bind_value(NodeId n, bool write);
+  uint32_t bind_moment(NodeId param, uint32_t m);
+  uint32_t bind_hyper();
+  // "b3.d[<offset>]" as a float expression, for a materialised value.
+  std::string load(NodeId n, const std::string& offset);
+  // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype.
+  std::string store(NodeId n, const std::string& offset, const std::string& v);
+
+  // Emits `float <name>(uint flat[, float core])` computing `top` at index `flat` of `space`, where the
+  // fused nodes in `region` are computed inline, `core` (if valid) is the parameter, Fill is a literal and
+  // everything else is loaded with broadcasting from its buffer. Returns the function's name.
+  std::string region_fn(NodeId top, const std::vector<NodeId>& region, const Shape& space, NodeId core);
+  // The expression reading operand `operand` of the core at flat index `flat` of the operand's shape:
+  // its prologue function when fused, else a load.
+  std::string operand_fn(size_t operand);
+
+  // The complete source: header, prelude, buffer declarations, functions, then `main_body`.
+  std::string finish(const std::string& local_size_decl, const std::string& main_body);
+};
+
+// The per-element index of a one-dimensional launch spread over x and y (x is capped by the device).
+std::string flat_invocation();
+std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtime::DeviceCaps& caps);
+
+// Archetype templates; each fills e.out (glsl, grid, spec constants).
+void emit_pointwise(Emitter& e);
+void emit_matmul(Emitter& e);
+void emit_reduce(Emitter& e);
+void emit_movement(Emitter& e);  // Copy, Gather, Scatter
+void emit_optimizer(Emitter& e);
+void emit_counter(Emitter& e);
+
+}  // namespace meganeura::codegen

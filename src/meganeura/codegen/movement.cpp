@@ -1,0 +1,133 @@
+// Copy / transpose / gather / scatter: one thread per output element; the core value is a load from a
+// computed source index, then the epilogue.
+#include <algorithm>
+
+#include "meganeura/codegen/emit.hpp"
+
+namespace meganeura::codegen {
+
+namespace {
+
+int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a; }
+
+std::string coords(const Shape& s) {
+  std::string r = "  uint rest = ix;\n";
+  for (size_t d = s.size(); d-- > 0;)
+    r += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(s[d]) + "; rest /= " + uint_lit(s[d]) + ";\n";
+  return r;
+}
+
+// Python slice semantics for the first index.
+int64_t slice_start(int64_t start, int64_t step, int64_t dim) {
+  if (start < 0) start += dim;
+  if (step > 0) return std::clamp<int64_t>(start, 0, dim);
+  return std::clamp<int64_t>(start, -1, dim - 1);
+}
+
+}  // namespace
+
+void emit_movement(Emitter& e) {
+  const Node& c = e.g.node(e.k.core);
+  const Shape& os = c.shape;
+  size_t rank = os.size();
+  std::string f = "float core_at(uint ix) {\n";
+  if (!(c.op == Op::Gather || c.op == Op::ScatterAdd)) f += coords(os);
+  switch (c.op) {
+    case Op::Permute: {
+      const Shape& is = e.g.node(c.inputs[0]).shape;
+      std::vector<int64_t> st = contiguous_strides(is);
+      std::string off = "0u";
+      for (size_t i = 0; i < rank; ++i)
+        off += " + c" + std::to_string(i) + " * " + uint_lit(st[size_t(norm_axis(c.attrs.axes.at(i), rank))]);
+      f += "  return " + e.load(c.inputs[0], off) + ";\n";
+      break;
+    }
+    case Op::BroadcastTo: {
+      const Shape& is = e.g.node(c.inputs[0]).shape;
+      std::vector<int64_t> st = contiguous_strides(is);
+      std::string off = "0u";
+      size_t shift = rank - is.size();
+      for (size_t d = 0; d < is.size(); ++d)
+        if (is[d] != 1) off += " + c" + std::to_string(d + shift) + " * " + uint_lit(st[d]);
+      f += "  return " + e.load(c.inputs[0], off) + ";\n";
+      break;
+    }
+    case Op::Slice: {
+      const Shape& is = e.g.node(c.inputs[0]).shape;
+      std::vector<int64_t> st = contiguous_strides(is);
+      size_t ax = size_t(norm_axis(c.attrs.axes.at(0), rank));
+      int64_t step = c.attrs.ints.at(2);
+      int64_t start = slice_start(c.attrs.ints.at(0), step, is[ax]);
+      std::string off = "0";
+      for (size_t d = 0; d < rank; ++d) {
+        std::string cd = "int(c" + std::to_string(d) + ")";
+        if (d == ax) cd = "(" + std::to_string(start) + " + " + cd + " * " + std::to_string(step) + ")";
+        off += " + " + cd + " * " + std::to_string(st[d]);
+      }
+      f += "  return " + e.load(c.inputs[0], "uint(" + off + ")") + ";\n";
+      break;
+    }
+    case Op::Pad: {
+      const Shape& is = e.g.node(c.inputs[0]).shape;
+      std::vector<int64_t> st = contiguous_strides(is);
+      std::string off = "0", inside = "true";
+      for (size_t d = 0; d < rank; ++d) {
+        std::string cd = "(int(c" + std::to_string(d) + ") - " + std::to_string(c.attrs.ints.at(d)) + ")";
+        inside += " && " + cd + " >= 0 && " + cd + " < " + std::to_string(is[d]);
+        off += " + " + cd + " * " + std::to_string(st[d]);
+      }
+      f += "  if (!(" + inside + ")) return " + float_lit(c.attrs.reals.at(0)) + ";\n";
+      f += "  return " + e.load(c.inputs[0], "uint(" + off + ")") + ";\n";
+      break;
+    }
+    case Op::Concat: {
+      size_t ax = size_t(norm_axis(c.attrs.axes.at(0), rank));
+      int64_t begin = 0;
+      for (NodeId in : c.inputs) {
+        const Shape& is = e.g.node(in).shape;
+        std::vector<int64_t> st = contiguous_strides(is);
+        std::string off = "0u";
+        for (size_t d = 0; d < rank; ++d) {
+          std::string cd = d == ax ? "(c" + std::to_string(d) + " - " + uint_lit(begin) + ")" : "c" + std::to_string(d);
+          off += " + " + cd + " * " + uint_lit(st[d]);
+        }
+        begin += is[ax];
+        f += "  if (c" + std::to_string(ax) + " < " + uint_lit(begin) + ") return " + e.load(in, off) + ";\n";
+      }
+      f += "  return 0.0;\n";
+      break;
+    }
+    case Op::Gather: {
+      const Shape& ts = e.g.node(c.inputs[0]).shape;
+      int64_t V = ts.at(0), D = numel(ts) / std::max<int64_t>(1, V);
+      f += "  uint i = ix / " + uint_lit(D) + ", d = ix % " + uint_lit(D) + ";\n";
+      f += "  int row = int(" + e.load(c.inputs[1], "i") + ");\n";
+      // An index outside the table reads zero rather than out of bounds.
+      f += "  if (row < 0 || row >= " + std::to_string(V) + ") return 0.0;\n";
+      f += "  return " + e.load(c.inputs[0], "uint(row) * " + uint_lit(D) + " + d") + ";\n";
+      break;
+    }
+    case Op::ScatterAdd: {
+      int64_t n = numel(e.g.node(c.inputs[0]).shape);
+      int64_t D = os.at(os.size() - 1);
+      f += "  uint r = ix / " + uint_lit(D) + ", d = ix % " + uint_lit(D) + ";\n  float a = 0.0;\n";
+      f += "  for (uint i = 0u; i < " + uint_lit(n) + "; ++i)\n";
+      f += "    if (int(" + e.load(c.inputs[0], "i") + ") == int(r)) a += " + e.load(c.inputs[1], "i * " + uint_lit(D) + " + d") + ";\n";
+      f += "  return a;\n";
+      break;
+    }
+    default:
+      throw GraphError("[codegen] expected a movement op, got " + std::string(op_name(c.op)) + " at node '" +
+                       node_label(e.g, e.k.core) + "'");
+  }
+  e.decls += f + "}\n";
+  int64_t n = numel(os);
+  std::string epi = e.region_fn(e.k.root, e.k.epilogue, e.g.node(e.k.root).shape, e.k.core);
+  std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n  " +
+                     e.store(e.k.root, "i", epi + "(i, core_at(i))") + "\n";
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", body);
+}
+
+}  // namespace meganeura::codegen

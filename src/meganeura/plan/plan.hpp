@@ -1,0 +1,56 @@
+#pragma once
+// The memory plan: which bytes every materialised value occupies. Parameters, gradients, optimizer
+// moments, inputs, outputs and constants live in a persistent arena (one buffer each); intermediates
+// share one activation arena, reusing bytes between values whose live ranges (in kernel levels) do not
+// overlap.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meganeura/schedule/schedule.hpp"
+#include "meganeura/session/session.hpp"
+
+namespace meganeura {
+
+enum class StorageKind : uint8_t { Parameter, Gradient, OptimizerState, Activation, Input, Output, Constant, Hyper };
+const char* storage_kind_name(StorageKind k);
+
+struct Slot {
+  StorageKind kind = StorageKind::Activation;
+  NodeId node;            // the value (the parameter, for optimizer state)
+  uint32_t moment = 0;    // optimizer state: which moment
+  uint64_t bytes = 0;     // logical size
+  uint64_t offset = 0;    // activations: offset in the arena
+  int first = 0, last = 0;  // activations: live kernel levels, inclusive
+};
+
+struct PlanOptions {
+  bool alias = true;                  // reuse activation bytes between values that are never live together
+  uint64_t alignment = 256;           // offsets in the arena (the device's storage-buffer offset alignment)
+  std::vector<NodeId> outputs;        // user outputs: persistent and readable
+  std::vector<std::pair<NodeId, NodeId>> param_grads;  // gradients: persistent, next to their parameters
+  uint32_t moments_per_parameter = 0; // 0 for plain SGD, 1 momentum, 2 Adam-family
+  bool hyper = false;                 // a small block with the learning rate and the step count
+};
+
+struct MemoryPlan {
+  std::vector<Slot> slots;
+  std::map<NodeId, size_t> slot_of;                       // storage node -> slot
+  std::map<std::pair<NodeId, uint32_t>, size_t> moments;  // (parameter, moment) -> slot
+  std::optional<size_t> hyper;
+  uint64_t arena_bytes = 0;
+
+  size_t slot(const KernelGraph& kg, NodeId n) const;  // through Reshape aliases; throws if unplanned
+  MemorySummary summary() const;
+  std::string to_text(const Graph& g) const;
+};
+
+MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions& options);
+
+// Byte size of a value as stored on the device (at least 4 so that every binding is non-empty).
+uint64_t storage_bytes(const Node& n);
+
+}  // namespace meganeura

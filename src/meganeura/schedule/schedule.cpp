@@ -1,0 +1,335 @@
+// Partitioning into kernels. Kernels grow from a root towards its producers: a producer joins the kernel
+// only when every one of its consumers is already inside the same region of that kernel (so nothing is
+// computed twice and no intermediate escapes) and it is not an output. Producers are visited in
+// descending id order; ids are topological, so all consumers of a node are decided before the node.
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <set>
+#include <sstream>
+
+#include "meganeura/schedule/schedule.hpp"
+
+namespace meganeura {
+
+bool Kernel::fused(NodeId n) const {
+  if (n == root || n == core) return true;
+  return std::binary_search(epilogue.begin(), epilogue.end(), n) ||
+         std::binary_search(prologue.begin(), prologue.end(), n);
+}
+
+NodeId KernelGraph::storage_of(NodeId n) const {
+  auto it = storage.find(n);
+  return it == storage.end() ? n : it->second;
+}
+
+size_t KernelGraph::count(Archetype a) const {
+  return size_t(std::count_if(kernels.begin(), kernels.end(), [&](const Kernel& k) { return k.arch == a; }));
+}
+
+std::string node_label(const Graph& g, NodeId n) {
+  const Node& nd = g.node(n);
+  if (!nd.prov.name.empty()) return nd.prov.name;
+  return std::string(op_name(nd.op)) + "#" + std::to_string(n.v);
+}
+
+std::string KernelGraph::to_text(const Graph& g) const {
+  std::ostringstream os;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const Kernel& k = kernels[i];
+    os << i << " L" << k.level << " " << archetype_name(k.arch) << " [" << k.label << "] reads";
+    for (NodeId r : k.reads) os << " " << node_label(g, r);
+    os << "\n";
+  }
+  return os.str();
+}
+
+namespace {
+
+[[noreturn]] void unsupported(const Graph& g, NodeId n, const std::string& why) {
+  const Node& nd = g.node(n);
+  throw GraphError("[schedule] expected an op the GPU archetypes can run, got " + std::string(op_name(nd.op)) +
+                   " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + "): " + why);
+}
+
+bool storable_dtype(DType t) { return t == DType::F32 || t == DType::I32 || t == DType::U32; }
+
+// Operands of a reduction that may take a fused prologue: float operands shaped like operand 0 (the
+// prologue is evaluated in that operand's index space).
+bool prologue_operand(const Graph& g, NodeId core, size_t operand) {
+  const Node& c = g.node(core);
+  if (c.op == Op::ArgMax || c.op == Op::CrossEntropyIndex) return operand == 0 && c.op == Op::ArgMax;
+  const Node& x = g.node(c.inputs[operand]);
+  return x.dtype == DType::F32 && x.shape == g.node(c.inputs[0]).shape;
+}
+
+struct Builder {
+  const Graph& g;
+  const ScheduleOptions& opt;
+  std::vector<char> needed, is_root, forced;
+  std::vector<std::vector<NodeId>> consumers;  // distinct, needed consumers
+  std::vector<int> owner;                      // kernel index computing the node, -1 if none
+  enum Region : char { None, Epi, Pro };
+  std::vector<char> region;                    // region inside its owner kernel
+  KernelGraph kg;
+
+  Builder(const Graph& graph, const ScheduleOptions& o) : g(graph), opt(o) {
+    size_t n = g.size();
+    needed.assign(n, 0);
+    is_root.assign(n, 0);
+    forced.assign(n, 0);
+    consumers.assign(n, {});
+    owner.assign(n, -1);
+    region.assign(n, None);
+  }
+
+  void mark_needed(const std::vector<NodeId>& roots) {
+    std::vector<NodeId> stack(roots.begin(), roots.end());
+    while (!stack.empty()) {
+      NodeId n = stack.back();
+      stack.pop_back();
+      if (needed[n.v]) continue;
+      needed[n.v] = 1;
+      for (NodeId i : g.node(n).inputs) stack.push_back(i);
+    }
+    for (uint32_t v = 0; v < g.size(); ++v) {
+      if (!needed[v]) continue;
+      for (NodeId i : g.node(NodeId{v}).inputs) {
+        auto& c = consumers[i.v];
+        if (c.empty() || c.back() != NodeId{v}) c.push_back(NodeId{v});
+      }
+    }
+  }
+
+  void check_supported(NodeId n) {
+    const Node& nd = g.node(n);
+    OpClass c = op_class(nd.op);
+    if (c == OpClass::Unsupported) unsupported(g, n, "no archetype implements it yet");
+    if (!storable_dtype(nd.dtype) && c != OpClass::Fill)
+      unsupported(g, n, std::string("dtype ") + dtype_name(nd.dtype) + " is not supported on the GPU yet (f32, i32, u32)");
+    if (numel(nd.shape) >= (int64_t(1) << 31)) unsupported(g, n, "more than 2^31 elements");
+  }
+
+  // The region a producer would join: the one all its consumers share in kernel k, or None.
+  Region consumer_region(NodeId p, int k) const {
+    Region r = None;
+    const Kernel& K = kg.kernels[size_t(k)];
+    for (NodeId c : consumers[p.v]) {
+      if (owner[c.v] != k) return None;
+      Region rc;
+      if (c == K.core) {
+        const Node& core = g.node(c);
+        if (op_class(core.op) != OpClass::Reduce) return None;
+        for (size_t i = 0; i < core.inputs.size(); ++i)
+          if (core.inputs[i] == p && !prologue_operand(g, c, i)) return None;
+        rc = Pro;
+      } else {
+        rc = Region(region[c.v]);
+      }
+      if (r != None && rc != r) return None;
+      r = rc;
+    }
+    return r;
+  }
+
+  void grow(int k) {
+    std::priority_queue<uint32_t> heap;
+    std::set<uint32_t> queued;
+    auto push_inputs = [&](NodeId n) {
+      for (NodeId i : g.node(n).inputs)
+        if (queued.insert(i.v).second) heap.push(i.v);
+    };
+    Kernel& K0 = kg.kernels[size_t(k)];
+    push_inputs(K0.root);
+    if (K0.core.valid() && K0.core != K0.root) push_inputs(K0.core);
+    while (!heap.empty()) {
+      NodeId p{heap.top()};
+      heap.pop();
+      Kernel& K = kg.kernels[size_t(k)];
+      const Node& pn = g.node(p);
+      OpClass c = op_class(pn.op);
+      if (c == OpClass::Fill || c == OpClass::Leaf || c == OpClass::Alias) continue;  // inlined or stored
+      if (owner[p.v] >= 0) continue;
+      if (!opt.fuse || opt.keep_intermediates || is_root[p.v] || forced[p.v]) continue;
+      check_supported(p);
+      Region r = consumer_region(p, k);
+      if (r == None) continue;
+      if (c == OpClass::Pointwise) {
+        if (r == Pro && !(K.core.valid() && op_class(g.node(K.core).op) == OpClass::Reduce)) continue;
+        owner[p.v] = k;
+        region[p.v] = r;
+        (r == Epi ? K.epilogue : K.prologue).push_back(p);
+        push_inputs(p);
+      } else if (r == Epi && !K.core.valid() &&
+                 (c == OpClass::Reduce || c == OpClass::MatMul || c == OpClass::Copy || c == OpClass::Gather ||
+                  c == OpClass::Scatter) &&
+                 pn.shape == g.node(K.root).shape) {
+        K.core = p;
+        owner[p.v] = k;
+        region[p.v] = Epi;
+        push_inputs(p);
+      }
+    }
+    Kernel& K = kg.kernels[size_t(k)];
+    std::sort(K.epilogue.begin(), K.epilogue.end());
+    std::sort(K.prologue.begin(), K.prologue.end());
+  }
+
+  static Archetype archetype_of(OpClass c) {
+    switch (c) {
+      case OpClass::Reduce: return Archetype::RowReduce;
+      case OpClass::MatMul: return Archetype::MatMul;
+      case OpClass::Gather: return Archetype::Gather;
+      case OpClass::Scatter: return Archetype::Scatter;
+      case OpClass::Copy: return Archetype::Copy;
+      default: return Archetype::Pointwise;
+    }
+  }
+
+  void partition() {
+    for (uint32_t v = uint32_t(g.size()); v-- > 0;) {
+      NodeId n{v};
+      if (!needed[v]) continue;
+      const Node& nd = g.node(n);
+      OpClass c = op_class(nd.op);
+      if (c == OpClass::Leaf) continue;
+      if (c == OpClass::Alias) {
+        // Storage is shared with the source, so the source must exist as a buffer of the same layout.
+        forced[nd.inputs[0].v] = 1;
+        continue;
+      }
+      if (c == OpClass::Fill && !is_root[v] && !forced[v]) continue;
+      if (owner[v] >= 0) continue;
+      check_supported(n);
+      Kernel k;
+      k.root = n;
+      if (c == OpClass::Pointwise || c == OpClass::Fill) {
+        k.arch = Archetype::Pointwise;
+        k.epilogue.push_back(n);
+        region[v] = Epi;
+      } else {
+        k.arch = archetype_of(c);
+        k.core = n;
+        region[v] = Epi;
+      }
+      owner[v] = int(kg.kernels.size());
+      kg.kernels.push_back(std::move(k));
+      grow(int(kg.kernels.size()) - 1);
+      Kernel& K = kg.kernels.back();
+      if (K.core.valid()) K.arch = archetype_of(op_class(g.node(K.core).op));
+    }
+  }
+
+  void resolve_storage() {
+    for (uint32_t v = 0; v < g.size(); ++v) {
+      if (!needed[v]) continue;
+      const Node& nd = g.node(NodeId{v});
+      if (op_class(nd.op) == OpClass::Alias) kg.storage[NodeId{v}] = kg.storage_of(nd.inputs[0]);
+    }
+  }
+
+  void collect_reads() {
+    std::set<NodeId> mat;
+    for (size_t ki = 0; ki < kg.kernels.size(); ++ki) {
+      Kernel& K = kg.kernels[ki];
+      std::set<NodeId> reads;
+      auto scan = [&](NodeId n) {
+        for (NodeId i : g.node(n).inputs) {
+          if (K.fused(i)) continue;
+          if (op_class(g.node(i).op) == OpClass::Fill) continue;  // inlined as a literal
+          reads.insert(i);
+        }
+      };
+      if (K.core.valid()) scan(K.core);
+      for (NodeId n : K.epilogue) scan(n);
+      for (NodeId n : K.prologue) scan(n);
+      K.reads.assign(reads.begin(), reads.end());
+      for (NodeId r : K.reads) mat.insert(kg.storage_of(r));
+      mat.insert(K.root);
+      kg.producer[K.root] = ki;
+    }
+    for (NodeId r : kg.roots) mat.insert(kg.storage_of(r));
+    kg.materialised.assign(mat.begin(), mat.end());
+  }
+
+  void label_kernels() {
+    for (Kernel& K : kg.kernels) {
+      std::vector<NodeId> nodes(K.prologue);
+      if (K.core.valid()) nodes.push_back(K.core);
+      nodes.insert(nodes.end(), K.epilogue.begin(), K.epilogue.end());
+      std::sort(nodes.begin(), nodes.end());
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+      std::string s;
+      for (NodeId n : nodes) s += (s.empty() ? "" : ",") + node_label(g, n);
+      K.label = s;
+    }
+  }
+
+  // Levels: 1 + the deepest producer. Kernels of one level only read earlier levels, so a single
+  // barrier between levels suffices (the memory plan keeps aliasing consistent with levels).
+  void order() {
+    std::vector<int> level(kg.kernels.size(), 0);
+    // Kernels were created in descending root order, so producers come later in the vector.
+    for (size_t i = kg.kernels.size(); i-- > 0;) {
+      int lv = 0;
+      for (NodeId r : kg.kernels[i].reads) {
+        auto it = kg.producer.find(kg.storage_of(r));
+        if (it != kg.producer.end()) lv = std::max(lv, level[it->second] + 1);
+      }
+      level[i] = lv;
+    }
+    for (size_t i = 0; i < kg.kernels.size(); ++i) kg.kernels[i].level = level[i];
+    std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
+      return a.level != b.level ? a.level < b.level : a.root < b.root;
+    });
+    kg.producer.clear();
+    for (size_t i = 0; i < kg.kernels.size(); ++i) kg.producer[kg.kernels[i].root] = i;
+  }
+};
+
+}  // namespace
+
+KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const ScheduleOptions& options) {
+  Builder b(g, options);
+  for (NodeId r : roots) {
+    if (!r.valid() || r.v >= g.size()) throw GraphError("[schedule] expected a node of the graph, got id " + std::to_string(r.v));
+    b.is_root[r.v] = 1;
+  }
+  b.kg.roots = roots;
+  b.mark_needed(roots);
+  if (options.keep_intermediates)
+    for (uint32_t v = 0; v < g.size(); ++v)
+      if (b.needed[v] && op_class(g.node(NodeId{v}).op) != OpClass::Leaf) b.is_root[v] = 1;
+  b.partition();
+  b.resolve_storage();
+  b.collect_reads();
+  b.label_kernels();
+  b.order();
+  return std::move(b.kg);
+}
+
+void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
+                      bool needs_step) {
+  int top = 0;
+  for (const Kernel& k : kg.kernels) top = std::max(top, k.level);
+  // After every kernel: a parameter may be read by a kernel its gradient does not depend on.
+  for (auto [p, gr] : param_grads) {
+    Kernel k;
+    k.arch = Archetype::Optimizer;
+    k.root = p;
+    k.grad = gr;
+    k.reads = {gr};
+    k.level = top + 1;
+    k.label = "update " + node_label(g, p);
+    kg.kernels.push_back(std::move(k));
+  }
+  if (needs_step && !param_grads.empty()) {
+    Kernel k;
+    k.arch = Archetype::Counter;
+    k.level = top + 2;
+    k.label = "step counter";
+    kg.kernels.push_back(std::move(k));
+  }
+}
+
+}  // namespace meganeura

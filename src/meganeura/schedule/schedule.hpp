@@ -1,0 +1,72 @@
+#pragma once
+// The scheduler: partitions a Graph into kernels of a few archetypes (a KernelGraph). Device-free; the
+// memory planner and the code generator consume its result.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "meganeura/ir/graph.hpp"
+
+namespace meganeura {
+
+enum class Archetype : uint8_t {
+  Pointwise,  // an elementwise DAG with broadcasting, one thread per output element
+  RowReduce,  // a workgroup per output row: reductions, softmax, losses (prologue and epilogue fused)
+  MatMul,     // tiled through shared memory, GEMV for small M; transposes by attribute; batched
+  Gather,     // rows of a table by index
+  Scatter,    // scatter-add of rows by index (deterministic: each output element scans the indices)
+  Copy,       // permute, slice, concat, pad, broadcast: one thread per output element
+  Optimizer,  // the fused parameter update over the persistent arena
+  Counter,    // bumps the step counter of the hyper-parameter block once per step
+};
+const char* archetype_name(Archetype a);
+
+// How the scheduler treats an op.
+enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Gather, Scatter, Copy, Alias, Unsupported };
+OpClass op_class(Op op);
+
+struct Kernel {
+  Archetype arch = Archetype::Pointwise;
+  NodeId root;                   // the value this kernel writes (the parameter for Optimizer kernels)
+  NodeId core;                   // matmul / reduction / movement node; invalid for a pointwise DAG
+  std::vector<NodeId> epilogue;  // fused pointwise nodes evaluated at the root's index, ascending ids
+  std::vector<NodeId> prologue;  // fused pointwise nodes evaluated at the core input's index, ascending
+  std::vector<NodeId> reads;     // materialised values read (possibly Reshape aliases), ascending ids
+  NodeId grad;                   // Optimizer: the gradient read
+  int level = 0;                 // dependency depth; kernels of one level are mutually independent
+  std::string label;             // names of the nodes it computes, for plans, errors and profiles
+
+  bool fused(NodeId n) const;    // n is computed inside this kernel (root, core, prologue or epilogue)
+};
+
+struct KernelGraph {
+  std::vector<Kernel> kernels;        // execution order (sorted by level, stable)
+  std::vector<NodeId> roots;          // values the caller asked for (outputs, gradients), in order
+  std::vector<NodeId> materialised;   // every value with storage that kernels read or write, ascending
+  std::map<NodeId, NodeId> storage;   // node -> node owning its storage (Reshape chains resolve to source)
+  std::map<NodeId, size_t> producer;  // materialised node -> index of the kernel writing it
+
+  NodeId storage_of(NodeId n) const;
+  size_t count(Archetype a) const;
+  std::string to_text(const Graph& g) const;
+};
+
+struct ScheduleOptions {
+  bool fuse = true;                // off: every non-leaf node is its own kernel (parity tests)
+  bool keep_intermediates = false; // debug: every node materialised and readable
+};
+
+// Partitions the nodes that `roots` depend on. Throws GraphError naming the op, node and builder line
+// for an op no archetype can run yet.
+KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const ScheduleOptions& options = {});
+
+// Appends one Optimizer kernel per (parameter, gradient) pair after every other kernel, and a Counter
+// kernel when `needs_step` (bias-corrected optimizers read the step count on the GPU).
+void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
+                      bool needs_step);
+
+// "name" of a node for labels: its user name, else op#id.
+std::string node_label(const Graph& g, NodeId n);
+
+}  // namespace meganeura

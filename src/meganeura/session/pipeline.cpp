@@ -1,0 +1,222 @@
+// The pass list: Graph -> one recorded GPU step. Each pass is a named function below, called in order by
+// compile_step(); the device half (allocation, shader compilation, recording) is in session.cpp.
+#include "meganeura/session/pipeline.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#if __has_include("meganeura/autodiff/autodiff.hpp")
+#include "meganeura/autodiff/autodiff.hpp"
+#define MEGANEURA_HAVE_AUTODIFF 1
+#endif
+#if __has_include("meganeura/rewrite/rewrite.hpp")
+#include "meganeura/rewrite/rewrite.hpp"
+#define MEGANEURA_HAVE_REWRITE 1
+#endif
+
+namespace meganeura {
+
+namespace {
+
+// verify: the graph has outputs and each output depends on some input or parameter.
+void pass_verify(const Graph& g, const SessionConfig& config) {
+  if (g.outputs().empty())
+    throw GraphError("[build] expected a graph with outputs (call Graph::set_outputs), got none");
+  for (NodeId o : g.outputs()) {
+    std::vector<NodeId> stack{o};
+    std::set<NodeId> seen;
+    bool leaf = false;
+    while (!stack.empty() && !leaf) {
+      NodeId n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      const Node& nd = g.node(n);
+      leaf = nd.op == Op::Input || nd.op == Op::Parameter;
+      for (NodeId i : nd.inputs) stack.push_back(i);
+    }
+    if (!leaf) {
+      const Node& nd = g.node(o);
+      throw GraphError("[build] expected every output to depend on an input or parameter, got output '" +
+                       node_label(g, o) + "' (" + op_name(nd.op) + ", built at " + where(nd.prov.loc) +
+                       ") that depends on neither");
+    }
+  }
+  if (config.training && g.parameters().empty() && config.optimizer.kind != OptimizerKind::None)
+    throw GraphError("[build_session] expected a graph with parameters to train, got none (use "
+                     "build_inference_session for a graph without parameters)");
+}
+
+// autodiff: gradients of the first output (the loss) for every parameter, found later by handle.
+Graph pass_autodiff(const Graph& g) {
+#ifdef MEGANEURA_HAVE_AUTODIFF
+  return differentiate(g, g.outputs().at(0));
+#else
+  (void)g;
+  throw GraphError("[build_session] expected autodiff, got a build without src/meganeura/autodiff");
+#endif
+}
+
+// rewrite: C2's rule set under the configured driver.
+Graph pass_rewrite(const Graph& g, const SessionConfig& config, OptimizeReport& report) {
+#ifdef MEGANEURA_HAVE_REWRITE
+  RewriteResult r = rewrite(g, config.rewrite, report);
+  return std::move(r.graph);
+#else
+  report.nodes_before = report.nodes_after = g.size();
+  report.stop_reason = config.rewrite == RewriteMode::Off ? "off" : "off (no rewrite stage in this build)";
+  return g;
+#endif
+}
+
+std::vector<std::pair<NodeId, NodeId>> pass_collect_gradients(const Graph& g) {
+  std::vector<std::pair<NodeId, NodeId>> out;
+  for (NodeId p : g.parameters()) {
+    auto gr = g.gradient(p);
+    if (!gr) throw GraphError("[build_session] expected a gradient for parameter '" + node_label(g, p) + "', got none");
+    out.push_back({p, *gr});
+  }
+  return out;
+}
+
+// schedule: kernels for the outputs, gradients, and (as storage only) every parameter and input.
+KernelGraph pass_schedule(const CompiledStep& s, const SessionConfig& config, const CompileOptions& options) {
+  std::vector<NodeId> roots = s.outputs;
+  for (auto [p, gr] : s.param_grads) roots.push_back(gr);
+  for (NodeId p : s.graph.parameters()) roots.push_back(p);
+  for (NodeId i : s.graph.inputs()) roots.push_back(i);
+  ScheduleOptions so;
+  so.fuse = options.fuse;
+  so.keep_intermediates = config.keep_intermediates;
+  return schedule(s.graph, roots, so);
+}
+
+bool updates(const SessionConfig& c) { return c.training && c.optimizer.kind != OptimizerKind::None; }
+bool needs_step(const OptimizerConfig& o) { return o.kind != OptimizerKind::Sgd && o.kind != OptimizerKind::None; }
+
+// optimizer: fused update kernels over the persistent arena, after everything else.
+void pass_optimizer(CompiledStep& s, const SessionConfig& config) {
+  if (!updates(config)) return;
+  append_optimizer(s.kernels, s.graph, s.param_grads, needs_step(config.optimizer));
+}
+
+MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, const runtime::DeviceCaps& caps) {
+  PlanOptions po;
+  po.alias = config.alias_memory && !config.keep_intermediates;
+  po.alignment = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 16);
+  po.outputs = s.outputs;
+  po.param_grads = s.param_grads;
+  po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
+  po.hyper = updates(config);
+  return plan_memory(s.graph, s.kernels, po);
+}
+
+std::vector<GeneratedKernel> pass_codegen(const CompiledStep& s, const SessionConfig& config,
+                                          const runtime::DeviceCaps& caps) {
+  CodegenOptions co;
+  co.optimizer = config.optimizer;
+  return generate(s.graph, s.kernels, caps, co);
+}
+
+}  // namespace
+
+CompiledStep compile_step(const Graph& g, const SessionConfig& config, const runtime::DeviceCaps& caps,
+                          const CompileOptions& options) {
+  CompiledStep s;
+  s.fuse = options.fuse;
+  pass_verify(g, config);
+  Graph differentiated = config.training ? pass_autodiff(g) : g;
+  s.graph = pass_rewrite(differentiated, config, s.report);
+  s.outputs = s.graph.outputs();
+  if (config.training) s.param_grads = pass_collect_gradients(s.graph);
+  s.kernels = pass_schedule(s, config, options);
+  pass_optimizer(s, config);
+  s.plan = pass_plan_memory(s, config, caps);
+  s.code = pass_codegen(s, config, caps);
+  s.report.kernels = s.kernels.kernels.size();
+  return s;
+}
+
+namespace {
+
+struct Range {
+  uint64_t key, begin, end;
+  bool overlaps(const Range& o) const { return key == o.key && begin < o.end && o.begin < end; }
+};
+
+Range binding_range(const CompiledStep& s, const Binding& b) {
+  size_t slot = 0;
+  switch (b.kind) {
+    case Binding::Value: slot = s.plan.slot(s.kernels, b.node); break;
+    case Binding::Moment: slot = s.plan.moments.at({b.node, b.moment}); break;
+    case Binding::Hyper: slot = *s.plan.hyper; break;
+  }
+  const Slot& sl = s.plan.slots[slot];
+  if (sl.kind == StorageKind::Activation) return {0, sl.offset, sl.offset + sl.bytes};
+  return {slot + 1, 0, sl.bytes};
+}
+
+}  // namespace
+
+std::vector<bool> plan_barriers(const CompiledStep& s) {
+  std::vector<bool> before(s.code.size(), false);
+  std::vector<Range> reads, writes;
+  for (size_t i = 0; i < s.code.size(); ++i) {
+    std::vector<Range> r, w;
+    for (const Binding& b : s.code[i].bindings) (b.write ? w : r).push_back(binding_range(s, b));
+    bool hazard = i == 0;  // the first kernel waits for the previous step and host uploads
+    for (const Range& x : r)
+      for (const Range& y : writes) hazard = hazard || x.overlaps(y);
+    for (const Range& x : w) {
+      for (const Range& y : writes) hazard = hazard || x.overlaps(y);
+      for (const Range& y : reads) hazard = hazard || x.overlaps(y);
+    }
+    if (hazard) {
+      before[i] = true;
+      reads.clear();
+      writes.clear();
+    }
+    reads.insert(reads.end(), r.begin(), r.end());
+    reads.insert(reads.end(), w.begin(), w.end());
+    writes.insert(writes.end(), w.begin(), w.end());
+  }
+  return before;
+}
+
+std::string plan_text(const CompiledStep& s, const std::vector<bool>& barrier_before) {
+  std::ostringstream os;
+  std::set<uint64_t> unique;
+  size_t barriers = 0;
+  for (size_t i = 0; i < s.code.size(); ++i) {
+    unique.insert(s.code[i].hash);
+    barriers += barrier_before[i] ? 1 : 0;
+  }
+  os << "meganeura plan: " << s.code.size() << " dispatches, " << unique.size() << " distinct kernels, " << barriers
+     << " barriers\n";
+  auto value_name = [&](const Binding& b) -> std::string {
+    switch (b.kind) {
+      case Binding::Value: {
+        const Node& n = s.graph.node(b.node);
+        return node_label(s.graph, b.node) + " " + dtype_name(n.dtype) + shape_str(n.shape);
+      }
+      case Binding::Moment: return node_label(s.graph, b.node) + ".moment" + std::to_string(b.moment);
+      case Binding::Hyper: return "hyper(lr,step)";
+    }
+    return "?";
+  };
+  for (size_t i = 0; i < s.code.size(); ++i) {
+    const GeneratedKernel& k = s.code[i];
+    if (barrier_before[i]) os << "  -- barrier --\n";
+    os << "  #" << i << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x" << k.grid[1]
+       << "x" << k.grid[2] << "\n";
+    for (const Binding& b : k.bindings)
+      os << "      " << (b.write ? "out " : "in  ") << value_name(b) << " (" << b.bytes << " B)\n";
+  }
+  MemorySummary m = s.plan.summary();
+  os << "memory: parameters " << m.parameters << " B, gradients " << m.gradients << " B, optimizer state "
+     << m.optimizer_state << " B, activations " << m.activations << " B, inputs " << m.inputs << " B, outputs "
+     << m.outputs << " B\n";
+  return os.str();
+}
+
+}  // namespace meganeura

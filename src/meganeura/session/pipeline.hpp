@@ -1,0 +1,58 @@
+#pragma once
+// The compiler's device-free half: Graph -> (compiled Graph, KernelGraph, MemoryPlan, GLSL kernels).
+// session/pipeline.cpp lists the passes in order; Session construction adds the device half.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meganeura/codegen/codegen.hpp"
+#include "meganeura/plan/plan.hpp"
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/schedule/schedule.hpp"
+#include "meganeura/session/session.hpp"
+
+namespace meganeura {
+
+struct CompiledStep {
+  Graph graph;                                        // differentiated and rewritten
+  OptimizeReport report;
+  std::vector<NodeId> outputs;                        // the user's outputs in `graph`
+  std::vector<std::pair<NodeId, NodeId>> param_grads; // (parameter, gradient) in `graph`, training only
+  KernelGraph kernels;
+  MemoryPlan plan;
+  std::vector<GeneratedKernel> code;                  // one per kernel, same order
+  bool fuse = true;
+};
+
+// Kernels already created on one device, by content hash. Sessions that share a device may share one
+// cache, so an identical kernel is compiled and turned into a pipeline once (lavapipe JIT-compiles every
+// pipeline, which dominates building many small sessions).
+struct KernelCache {
+  const runtime::Device* device = nullptr;  // set on first use; a cache never crosses devices
+  std::map<uint64_t, runtime::KernelId> kernels;
+};
+
+// Extra knobs for tests; sessions use the defaults.
+struct CompileOptions {
+  bool fuse = true;                // off: one kernel per node (fused vs unfused parity)
+  KernelCache* cache = nullptr;    // shared across sessions on the same device; null: per session
+};
+
+// Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output
+// that depends on no input or parameter, an op no archetype runs), naming the node.
+CompiledStep compile_step(const Graph& g, const SessionConfig& config, const runtime::DeviceCaps& caps,
+                          const CompileOptions& options = {});
+
+// MEGANEURA_DUMP_PLAN's text: each dispatch with label, archetype, grid, bindings with byte sizes, and
+// the barriers between them; then the memory plan.
+std::string plan_text(const CompiledStep& step, const std::vector<bool>& barrier_before);
+
+// Whether kernel i needs a barrier before it, from the byte ranges each kernel reads and writes.
+std::vector<bool> plan_barriers(const CompiledStep& step);
+
+// Build with compile options (tests).
+Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
+                   const CompileOptions& options);
+
+}  // namespace meganeura

@@ -1,0 +1,380 @@
+// The device half of a session: buffers from the memory plan, shaders compiled and deduplicated by
+// content hash, one command list recorded once and replayed by step().
+#include "meganeura/session/session.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/session/pipeline.hpp"
+#include "meganeura/shader/shader.hpp"
+
+namespace meganeura {
+
+class SessionImpl {
+ public:
+  SessionConfig config;
+  CompiledStep step;
+  std::shared_ptr<runtime::Device> device;
+  std::vector<runtime::Buffer> owned;       // buffers to free
+  std::vector<runtime::Buffer> slot_buffer; // per plan slot
+  std::vector<runtime::KernelId> kernel_of; // per dispatch
+  std::unique_ptr<runtime::CommandList> list;
+  std::vector<bool> barrier_before;
+  float learning_rate = 0.0f;
+  uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
+
+  ~SessionImpl() {
+    if (!device) return;
+    try {
+      device->wait();
+    } catch (...) {
+    }
+    list.reset();
+    for (const runtime::Buffer& b : owned) device->free(b);
+  }
+
+  const Node& find_leaf(const std::string& fn, const std::string& name, Op op) const {
+    const Graph& g = step.graph;
+    const std::vector<NodeId>& leaves = op == Op::Input ? g.inputs() : g.parameters();
+    for (NodeId n : leaves)
+      if (g.node(n).prov.name == name) return g.node(n);
+    std::string known;
+    for (NodeId n : leaves) known += (known.empty() ? "" : ", ") + g.node(n).prov.name;
+    throw SessionError("[Session::" + fn + "] expected the name of " + (op == Op::Input ? "an input" : "a parameter") +
+                       " (" + (known.empty() ? "none" : known) + "), got '" + name + "'");
+  }
+  NodeId leaf_id(const std::string& fn, const std::string& name, Op op) const {
+    const Graph& g = step.graph;
+    const Node& n = find_leaf(fn, name, op);
+    for (NodeId id : op == Op::Input ? g.inputs() : g.parameters())
+      if (&g.node(id) == &n) return id;
+    throw SessionError("[Session::" + fn + "] internal: leaf lost");
+  }
+
+  const runtime::Buffer& buffer_of(NodeId n) const { return slot_buffer.at(step.plan.slot(step.kernels, n)); }
+
+  void upload_value(const std::string& fn, NodeId n, const void* data, size_t count, DType given) {
+    const Node& nd = step.graph.node(n);
+    size_t want = size_t(numel(nd.shape));
+    if (count != want)
+      throw SessionError("[Session::" + fn + "] expected " + std::to_string(want) + " values for '" + nd.prov.name +
+                         "' of shape " + shape_str(nd.shape) + ", got " + std::to_string(count));
+    bool int_node = nd.dtype == DType::I32 || nd.dtype == DType::U32;
+    if (int_node != (given == DType::I32))
+      throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" + nd.prov.name +
+                         "', got " + dtype_name(given));
+    device->upload(buffer_of(n), data, count * 4);
+  }
+
+  std::vector<float> download_value(NodeId n) {
+    const Node& nd = step.graph.node(kernels_storage(n));
+    size_t count = size_t(numel(step.graph.node(n).shape));
+    device->wait();
+    if (nd.dtype == DType::F32) {
+      std::vector<float> out(count);
+      if (count) device->download(buffer_of(n), out.data(), count * 4);
+      return out;
+    }
+    std::vector<int32_t> raw(count);
+    if (count) device->download(buffer_of(n), raw.data(), count * 4);
+    std::vector<float> out(count);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = nd.dtype == DType::U32 ? float(uint32_t(raw[i])) : float(raw[i]);
+    return out;
+  }
+  NodeId kernels_storage(NodeId n) const { return step.kernels.storage_of(n); }
+};
+
+namespace {
+
+void allocate(SessionImpl& s) {
+  const MemoryPlan& plan = s.step.plan;
+  runtime::Device& dev = *s.device;
+  const uint64_t align = std::max<uint64_t>(dev.caps().min_storage_buffer_offset_alignment, 16);
+  auto align_up = [&](uint64_t v) { return (v + align - 1) / align * align; };
+  s.slot_buffer.resize(plan.slots.size());
+  // Two allocations per session: the persistent arena (zeroed once: parameters default to zero and
+  // optimizer moments must start there) and the activation arena that the plan aliases.
+  uint64_t persistent_bytes = 0;
+  for (const Slot& sl : plan.slots)
+    if (sl.kind != StorageKind::Activation) persistent_bytes += align_up(sl.bytes);
+  runtime::Buffer persistent, arena;
+  if (persistent_bytes > 0) {
+    persistent = dev.alloc(persistent_bytes);
+    s.owned.push_back(persistent);
+    dev.fill_zero(persistent);
+  }
+  if (plan.arena_bytes > 0) {
+    arena = dev.alloc(plan.arena_bytes);
+    s.owned.push_back(arena);
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot& sl = plan.slots[i];
+    if (sl.kind == StorageKind::Activation) {
+      s.slot_buffer[i] = runtime::slice(arena, sl.offset, sl.bytes);
+    } else {
+      s.slot_buffer[i] = runtime::slice(persistent, offset, sl.bytes);
+      offset += align_up(sl.bytes);
+    }
+  }
+  // Constants carry their data from the graph.
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot& sl = plan.slots[i];
+    if (sl.kind != StorageKind::Constant) continue;
+    const std::vector<float>& data = s.step.graph.constant_data(sl.node);
+    if (!data.empty()) dev.upload(s.slot_buffer[i], data.data(), data.size() * 4);
+  }
+  if (plan.hyper) {
+    s.learning_rate = float(s.config.optimizer.learning_rate);
+    uint32_t block[4] = {0, 0, 0, 0};
+    std::memcpy(&block[0], &s.learning_rate, 4);
+    dev.upload(s.slot_buffer[*plan.hyper], block, sizeof block);
+  }
+}
+
+runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
+  switch (b.kind) {
+    case Binding::Value: return s.buffer_of(b.node);
+    case Binding::Moment: return s.slot_buffer.at(s.step.plan.moments.at({b.node, b.moment}));
+    case Binding::Hyper: return s.slot_buffer.at(*s.step.plan.hyper);
+  }
+  return {};
+}
+
+void compile_kernels(SessionImpl& s, KernelCache* shared) {
+  KernelCache local;
+  KernelCache& cache = shared ? *shared : local;
+  if (!cache.device) cache.device = s.device.get();
+  if (cache.device != s.device.get())
+    throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
+  std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
+  shader::CompileOptions co;
+  co.cache_dir = s.config.cache_dir;
+  co.device_key = s.device->caps().fingerprint();
+  for (const GeneratedKernel& k : s.step.code) {
+    auto it = by_hash.find(k.hash);
+    if (it != by_hash.end()) {
+      s.kernel_of.push_back(it->second);
+      continue;
+    }
+    shader::ShaderSource src;
+    src.label = k.label;
+    src.glsl = k.glsl;
+    shader::CompileResult r = shader::compile_glsl(src, co);
+    runtime::KernelDesc d;
+    d.label = k.label;
+    d.spirv = std::move(r.spirv);
+    d.num_buffers = uint32_t(k.bindings.size());
+    d.spec_constants = k.spec_constants;
+    runtime::KernelId id = s.device->create_kernel(d);
+    by_hash[k.hash] = id;
+    s.kernel_of.push_back(id);
+  }
+}
+
+void record(SessionImpl& s) {
+  s.barrier_before = plan_barriers(s.step);
+  s.list = s.device->record();
+  for (size_t i = 0; i < s.step.code.size(); ++i) {
+    const GeneratedKernel& k = s.step.code[i];
+    if (s.barrier_before[i]) s.list->barrier();
+    std::vector<runtime::Buffer> bufs;
+    for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
+    s.list->dispatch(s.kernel_of[i], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
+  }
+  // Host reads after wait() and the next step's first kernel see every write of this one.
+  s.list->barrier();
+  s.list->finish();
+}
+
+void dump_plan(const SessionImpl& s) {
+  if (s.config.dump_plan.empty()) return;
+  std::string text = plan_text(s.step, s.barrier_before);
+  if (s.config.dump_plan == "-") {
+    std::fputs(text.c_str(), stderr);
+    return;
+  }
+  std::ofstream f(s.config.dump_plan, std::ios::app);
+  if (!f) throw ConfigError("[build] expected MEGANEURA_DUMP_PLAN to name a writable file, got '" + s.config.dump_plan + "'");
+  f << text;
+}
+
+}  // namespace
+
+Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
+                   const CompileOptions& options) {
+  auto impl = std::make_unique<SessionImpl>();
+  impl->config = config;
+  if (!config.training) impl->config.optimizer.kind = OptimizerKind::None;
+  if (!device) {
+    runtime::DeviceOptions o;
+    o.device_id = config.device_id;
+    o.validation = config.validation;
+    o.host_visible = config.host_visible;
+    device = runtime::open_device(o);
+  }
+  impl->step = compile_step(g, impl->config, device->caps(), options);
+  impl->device = std::move(device);
+  allocate(*impl);
+  compile_kernels(*impl, options.cache);
+  record(*impl);
+  dump_plan(*impl);
+  return Session(std::move(impl));
+}
+
+Session build(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device) {
+  return build_with(g, config, std::move(device), {});
+}
+Session build(const Graph& g, const SessionConfig& config) { return build_with(g, config, nullptr, {}); }
+
+Session build_session(const Graph& g) { return build(g, SessionConfig::from_env()); }
+
+Session build_inference_session(const Graph& g) {
+  SessionConfig c = SessionConfig::from_env();
+  c.training = false;
+  c.optimizer.kind = OptimizerKind::None;
+  return build(g, c);
+}
+
+Session::Session(std::unique_ptr<SessionImpl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+void Session::set_input(const std::string& name, std::span<const float> data) {
+  NodeId n = impl_->leaf_id("set_input", name, Op::Input);
+  impl_->upload_value("set_input", n, data.data(), data.size(), DType::F32);
+}
+void Session::set_input(const std::string& name, std::span<const int32_t> data) {
+  NodeId n = impl_->leaf_id("set_input", name, Op::Input);
+  impl_->upload_value("set_input", n, data.data(), data.size(), DType::I32);
+}
+void Session::set_parameter(const std::string& name, std::span<const float> data) {
+  NodeId n = impl_->leaf_id("set_parameter", name, Op::Parameter);
+  impl_->upload_value("set_parameter", n, data.data(), data.size(), DType::F32);
+}
+std::vector<float> Session::read_parameter(const std::string& name) {
+  return impl_->download_value(impl_->leaf_id("read_parameter", name, Op::Parameter));
+}
+std::vector<float> Session::read_output(size_t index) {
+  const auto& outs = impl_->step.outputs;
+  if (index >= outs.size())
+    throw SessionError("[Session::read_output] expected an output index below " + std::to_string(outs.size()) +
+                       ", got " + std::to_string(index));
+  return impl_->download_value(outs[index]);
+}
+std::vector<float> Session::read_output(const std::string& name) {
+  const Graph& g = impl_->step.graph;
+  std::string known;
+  for (NodeId o : impl_->step.outputs) {
+    if (g.node(o).prov.name == name) return impl_->download_value(o);
+    known += (known.empty() ? "" : ", ") + node_label(g, o);
+  }
+  throw SessionError("[Session::read_output] expected the name of an output (" + known + "), got '" + name + "'");
+}
+std::vector<float> Session::read_node_by_name(const std::string& name) {
+  const Graph& g = impl_->step.graph;
+  auto n = g.find(name);
+  if (!n) throw SessionError("[Session::read_node_by_name] expected the name of a node, got '" + name + "'");
+  if (!impl_->step.plan.slot_of.count(impl_->step.kernels.storage_of(*n)))
+    throw SessionError("[Session::read_node_by_name] expected a materialised node, got '" + name +
+                       "' which was fused into a kernel (build with SessionConfig::debug() to keep every node)");
+  return impl_->download_value(*n);
+}
+void Session::set_learning_rate(double lr) {
+  if (!impl_->step.plan.hyper)
+    throw SessionError("[Session::set_learning_rate] expected a training session with an optimizer, got one without");
+  float f = float(lr);
+  impl_->learning_rate = f;
+  impl_->device->upload(impl_->slot_buffer[*impl_->step.plan.hyper], &f, 4);
+}
+
+std::vector<float> Session::read_gradient(const std::string& parameter) {
+  NodeId p = impl_->leaf_id("read_gradient", parameter, Op::Parameter);
+  for (auto [param, grad] : impl_->step.param_grads)
+    if (param == p) return impl_->download_value(grad);
+  throw SessionError("[Session::read_gradient] expected a training session, got one without gradients");
+}
+
+namespace {
+const char* moment_slot_name(OptimizerKind k, uint32_t m) {
+  if (k == OptimizerKind::Sgd) return "momentum";
+  return m == 0 ? "m" : "v";
+}
+}  // namespace
+
+std::vector<OptimizerStateInfo> Session::optimizer_state() const {
+  std::vector<OptimizerStateInfo> out;
+  const CompiledStep& s = impl_->step;
+  for (const auto& [key, slot] : s.plan.moments) {
+    (void)slot;
+    const Node& p = s.graph.node(key.first);
+    out.push_back({std::string("optim.") + moment_slot_name(impl_->config.optimizer.kind, key.second) + "/" + p.prov.name,
+                   p.shape});
+  }
+  return out;
+}
+
+namespace {
+size_t moment_slot(const SessionImpl& impl, const std::string& fn, const std::string& name) {
+  const CompiledStep& s = impl.step;
+  std::string known;
+  for (const auto& [key, slot] : s.plan.moments) {
+    std::string n = std::string("optim.") + moment_slot_name(impl.config.optimizer.kind, key.second) + "/" +
+                    s.graph.node(key.first).prov.name;
+    if (n == name) return slot;
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  throw SessionError("[Session::" + fn + "] expected an optimizer state name (" + (known.empty() ? "none" : known) +
+                     "), got '" + name + "'");
+}
+}  // namespace
+
+std::vector<float> Session::read_optimizer_state(const std::string& name) {
+  size_t slot = moment_slot(*impl_, "read_optimizer_state", name);
+  size_t count = impl_->step.plan.slots[slot].bytes / 4;
+  std::vector<float> out(count);
+  impl_->device->wait();
+  impl_->device->download(impl_->slot_buffer[slot], out.data(), count * 4);
+  return out;
+}
+
+void Session::set_optimizer_state(const std::string& name, std::span<const float> data) {
+  size_t slot = moment_slot(*impl_, "set_optimizer_state", name);
+  size_t count = impl_->step.plan.slots[slot].bytes / 4;
+  if (data.size() != count)
+    throw SessionError("[Session::set_optimizer_state] expected " + std::to_string(count) + " values for '" + name +
+                       "', got " + std::to_string(data.size()));
+  impl_->device->upload(impl_->slot_buffer[slot], data.data(), count * 4);
+}
+
+uint64_t Session::optimizer_step() const { return impl_->steps; }
+
+void Session::set_optimizer_step(uint64_t step) {
+  if (step > UINT32_MAX)
+    throw SessionError("[Session::set_optimizer_step] expected a step count below 2^32, got " + std::to_string(step));
+  impl_->steps = step;
+  if (!impl_->step.plan.hyper) return;
+  uint32_t v = uint32_t(step);
+  impl_->device->upload(impl_->slot_buffer[*impl_->step.plan.hyper], &v, 4, 4);
+}
+
+void Session::step() {
+  impl_->device->submit(*impl_->list);
+  if (impl_->step.plan.hyper) ++impl_->steps;
+}
+void Session::wait() { impl_->device->wait(); }
+
+MemorySummary Session::memory_summary() const { return impl_->step.plan.summary(); }
+const OptimizeReport& Session::report() const { return impl_->step.report; }
+const Graph& Session::graph() const { return impl_->step.graph; }
+const runtime::DeviceCaps& Session::caps() const { return impl_->device->caps(); }
+const SessionConfig& Session::config() const { return impl_->config; }
+
+}  // namespace meganeura

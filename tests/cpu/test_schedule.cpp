@@ -1,0 +1,235 @@
+// Scheduling into archetypes: kernel counts and the fusion rules, device-free.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "meganeura/autodiff/autodiff.hpp"
+#include "meganeura/schedule/schedule.hpp"
+
+using namespace meganeura;
+
+namespace {
+
+struct Mlp {
+  Graph g;
+  NodeId x, labels, w1, w2, h, logits, loss;
+  Mlp() {
+    x = g.input("x", {32, 784});
+    labels = g.input("labels", {32, 10});
+    w1 = g.parameter("w1", {784, 128});
+    h = g.relu(g.matmul(x, w1));
+    w2 = g.parameter("w2", {128, 10});
+    logits = g.matmul(h, w2);
+    loss = g.cross_entropy_loss(logits, labels);
+    g.set_outputs({loss});
+  }
+};
+
+std::vector<Archetype> archetypes(const KernelGraph& kg) {
+  std::vector<Archetype> a;
+  for (const Kernel& k : kg.kernels) a.push_back(k.arch);
+  return a;
+}
+
+const Kernel& kernel_writing(const KernelGraph& kg, NodeId n) {
+  for (const Kernel& k : kg.kernels)
+    if (k.root == n) return k;
+  throw std::runtime_error("no kernel writes node " + std::to_string(n.v));
+}
+
+}  // namespace
+
+TEST(Schedule, MlpForwardIsThreeKernels) {
+  // x·w1 with relu as its epilogue (the matmul has one consumer in a forward graph), h·w2, and the
+  // cross-entropy row reduction that also takes the batch mean: 3 dispatches.
+  Mlp m;
+  KernelGraph kg = schedule(m.g, {m.loss});
+  ASSERT_EQ(kg.kernels.size(), 3u) << kg.to_text(m.g);
+  EXPECT_EQ(archetypes(kg), (std::vector<Archetype>{Archetype::MatMul, Archetype::MatMul, Archetype::RowReduce}));
+  EXPECT_EQ(kernel_writing(kg, m.h).core, m.g.node(m.h).inputs[0]);
+  // Levels follow dependencies: each kernel needs the previous one.
+  EXPECT_EQ(kg.kernels[0].level, 0);
+  EXPECT_EQ(kg.kernels[1].level, 1);
+  EXPECT_EQ(kg.kernels[2].level, 2);
+}
+
+TEST(Schedule, MlpTrainingStepIsAtMostTenKernels) {
+  // Bound: 10 dispatches for the whole step.
+  //   forward: x·w1 (its result feeds relu *and* relu's backward mask, so it is stored and relu is a
+  //            pointwise kernel), h·w2, cross-entropy                                          = 4
+  //   backward: softmax(logits) with the (p - targets)·scale epilogue (one row kernel), hᵀ·dlogits,
+  //            dlogits·w2ᵀ with the relu mask as epilogue, xᵀ·dh                               = 4
+  //   update: one fused SGD kernel per parameter                                               = 2
+  Mlp m;
+  Graph t = differentiate(m.g, m.loss);
+  std::vector<NodeId> roots{m.loss};
+  std::vector<std::pair<NodeId, NodeId>> pg;
+  for (NodeId p : t.parameters()) {
+    roots.push_back(*t.gradient(p));
+    pg.push_back({p, *t.gradient(p)});
+  }
+  KernelGraph kg = schedule(t, roots);
+  append_optimizer(kg, t, pg, false);
+  EXPECT_LE(kg.kernels.size(), 10u) << kg.to_text(t);
+  EXPECT_EQ(kg.count(Archetype::MatMul), 5u) << kg.to_text(t);
+  EXPECT_EQ(kg.count(Archetype::Optimizer), 2u);
+  EXPECT_EQ(kg.count(Archetype::Counter), 0u);  // plain SGD needs no step count
+  // No kernel recomputes a node another kernel computes.
+  std::vector<NodeId> computed;
+  for (const Kernel& k : kg.kernels) {
+    if (k.arch == Archetype::Optimizer) continue;
+    std::vector<NodeId> mine(k.epilogue);
+    mine.insert(mine.end(), k.prologue.begin(), k.prologue.end());
+    if (k.core.valid()) mine.push_back(k.core);
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    for (NodeId n : mine) {
+      EXPECT_EQ(std::count(computed.begin(), computed.end(), n), 0) << "node " << n.v << " computed twice";
+      computed.push_back(n);
+    }
+  }
+}
+
+TEST(Schedule, PointwiseChainIsOneKernelWithFillsInlined) {
+  Graph g;
+  NodeId x = g.input("x", {4, 5});
+  NodeId b = g.input("b", {5});
+  NodeId y = g.add(g.mul(g.exp(x), g.scalar(2.0)), b);  // broadcasting b inside the same dispatch
+  NodeId z = g.tanh(g.sub(y, g.fill(1.0, {4, 5})));
+  KernelGraph kg = schedule(g, {z});
+  ASSERT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+  EXPECT_EQ(kg.kernels[0].arch, Archetype::Pointwise);
+  EXPECT_EQ(kg.kernels[0].reads, (std::vector<NodeId>{x, b}));  // no buffer for either Fill
+}
+
+TEST(Schedule, MultiUseProducerIsStored) {
+  Graph g;
+  NodeId x = g.input("x", {8});
+  NodeId y = g.exp(x);
+  NodeId a = g.mul(y, g.scalar(2.0));
+  NodeId c = g.log(y);
+  KernelGraph kg = schedule(g, {a, c});
+  EXPECT_EQ(kg.kernels.size(), 3u) << kg.to_text(g);
+  EXPECT_EQ(kernel_writing(kg, a).reads, std::vector<NodeId>{y});
+}
+
+TEST(Schedule, UsesInsideOneKernelStillFuse) {
+  // y feeds two nodes of the same kernel: computed once, into a local.
+  Graph g;
+  NodeId x = g.input("x", {8});
+  NodeId y = g.exp(x);
+  NodeId z = g.add(y, g.sin(y));
+  KernelGraph kg = schedule(g, {z});
+  EXPECT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+}
+
+TEST(Schedule, OutputIsNeverFusedAway) {
+  Graph g;
+  NodeId x = g.input("x", {8});
+  NodeId y = g.exp(x);
+  NodeId z = g.mul(y, y);
+  KernelGraph kg = schedule(g, {y, z});
+  ASSERT_EQ(kg.kernels.size(), 2u);
+  EXPECT_EQ(kernel_writing(kg, z).reads, std::vector<NodeId>{y});
+}
+
+TEST(Schedule, MatmulEpilogueTakesBiasAndActivation) {
+  Graph g;
+  NodeId x = g.input("x", {3, 6});
+  NodeId w = g.parameter("w", {6, 4});
+  NodeId b = g.parameter("b", {4});
+  NodeId y = g.relu(g.add(g.matmul(x, w), b));
+  KernelGraph kg = schedule(g, {y});
+  ASSERT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+  EXPECT_EQ(kg.kernels[0].arch, Archetype::MatMul);
+  EXPECT_EQ(kg.kernels[0].reads, (std::vector<NodeId>{x, w, b}));
+}
+
+TEST(Schedule, ReductionTakesPrologueAndEpilogue) {
+  Graph g;
+  NodeId x = g.input("x", {4, 16});
+  NodeId ss = g.sqrt(g.sum(g.square(x), {1}));  // prologue square, epilogue sqrt
+  KernelGraph kg = schedule(g, {ss});
+  ASSERT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+  EXPECT_EQ(kg.kernels[0].arch, Archetype::RowReduce);
+  EXPECT_EQ(kg.kernels[0].prologue.size(), 1u);
+  EXPECT_EQ(kg.kernels[0].reads, std::vector<NodeId>{x});
+}
+
+TEST(Schedule, SoftmaxMinusTargetIsOneRowKernel) {
+  Graph g;
+  NodeId z = g.input("z", {4, 10});
+  NodeId t = g.input("t", {4, 10});
+  NodeId d = g.mul(g.sub(g.softmax(z), t), g.scalar(0.25));
+  KernelGraph kg = schedule(g, {d});
+  ASSERT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+  EXPECT_EQ(kg.kernels[0].arch, Archetype::RowReduce);
+}
+
+TEST(Schedule, TwoCoresNeverShareAKernel) {
+  Graph g;
+  NodeId a = g.input("a", {4, 4});
+  NodeId p = g.matmul(a, a);
+  NodeId q = g.matmul(a, a, true, false);
+  NodeId r = g.add(p, q);
+  KernelGraph kg = schedule(g, {r});
+  EXPECT_EQ(kg.kernels.size(), 2u) << kg.to_text(g);
+  EXPECT_EQ(kg.count(Archetype::MatMul), 2u);
+}
+
+TEST(Schedule, ReshapeIsAnAliasOfStoredSource) {
+  Graph g;
+  NodeId x = g.input("x", {4, 6});
+  NodeId e = g.exp(x);
+  NodeId r = g.reshape(e, {24});
+  NodeId y = g.relu(r);
+  KernelGraph kg = schedule(g, {y});
+  EXPECT_EQ(kg.kernels.size(), 2u) << kg.to_text(g);
+  EXPECT_EQ(kg.storage_of(r), e);
+  EXPECT_EQ(kernel_writing(kg, y).reads, std::vector<NodeId>{r});
+}
+
+TEST(Schedule, UnfusedIsOneKernelPerNode) {
+  Graph g;
+  NodeId x = g.input("x", {4, 6});
+  NodeId y = g.sum(g.relu(g.exp(x)), {1});
+  ScheduleOptions o;
+  o.fuse = false;
+  KernelGraph kg = schedule(g, {y}, o);
+  EXPECT_EQ(kg.kernels.size(), 3u);
+}
+
+TEST(Schedule, UnsupportedDtypeNamesNodeAndLine) {
+  Graph g;
+  NodeId x = g.input("x", {4});
+  NodeId h = g.named(g.cast(x, DType::F16), "half_x");
+  try {
+    schedule(g, {h});
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("half_x"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_schedule.cpp"), std::string::npos) << m;
+    EXPECT_NE(m.find("f16"), std::string::npos) << m;
+  }
+}
+
+TEST(Schedule, OptimizerKernelsComeLast) {
+  Mlp m;
+  Graph t = differentiate(m.g, m.loss);
+  std::vector<NodeId> roots{m.loss};
+  std::vector<std::pair<NodeId, NodeId>> pg;
+  for (NodeId p : t.parameters()) {
+    roots.push_back(*t.gradient(p));
+    pg.push_back({p, *t.gradient(p)});
+  }
+  KernelGraph kg = schedule(t, roots);
+  size_t before = kg.kernels.size();
+  append_optimizer(kg, t, pg, true);
+  ASSERT_EQ(kg.kernels.size(), before + 3);
+  int top = 0;
+  for (size_t i = 0; i < before; ++i) top = std::max(top, kg.kernels[i].level);
+  EXPECT_GT(kg.kernels[before].level, top);
+  EXPECT_EQ(kg.kernels.back().arch, Archetype::Counter);
+  EXPECT_GT(kg.kernels.back().level, kg.kernels[before].level);
+}
