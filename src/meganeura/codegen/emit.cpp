@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "meganeura/ops/ops.hpp"
 
@@ -158,9 +159,12 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
   } else {
     bool needs_coords = false;
     std::string stmts;
+    // Locals are numbered by position, not node id, so equal kernels of different graphs are equal text.
+    std::map<NodeId, std::string> local;
+    for (NodeId n : used) local[n] = "v" + std::to_string(local.size());
     for (NodeId n : used) {  // ascending ids: topological
       const Node& nd = g.node(n);
-      std::string v = "v" + std::to_string(n.v);
+      const std::string& v = local[n];
       if (nd.op == Op::Fill) {
         stmts += "  float " + v + " = " + float_lit(nd.attrs.reals.at(0)) + ";\n";
         continue;
@@ -169,7 +173,7 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
       for (NodeId i : nd.inputs) {
         const Node& in = g.node(i);
         if (i == core) operands.push_back("core");
-        else if (used.count(i)) operands.push_back("v" + std::to_string(i.v));
+        else if (used.count(i)) operands.push_back(local[i]);
         else if (in.op == Op::Fill) operands.push_back(float_lit(in.attrs.reals.at(0)));
         else {
           std::string off = in.shape == space ? "ix" : broadcast_offset(in.shape, space);
@@ -183,7 +187,7 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
                          " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + ")");
       stmts += "  float " + v + " = " + ops::expand_glsl(d, nd, operands) + ";\n";
     }
-    body = (needs_coords ? decompose(space) : "") + stmts + "  return v" + std::to_string(top.v) + ";\n";
+    body = (needs_coords ? decompose(space) : "") + stmts + "  return " + local[top] + ";\n";
   }
   decls += sig + " {\n" + body + "}\n";
   return name;
@@ -196,7 +200,8 @@ std::string Emitter::operand_fn(size_t operand) {
 
 std::string Emitter::finish(const std::string& local_size_decl, const std::string& main_body) {
   std::string s = "#version 450\n";
-  s += "// " + std::string(archetype_name(k.arch)) + ": " + k.label + "\n";
+  // No label in the source: kernels that differ only in node names must hash (and compile) as one.
+  s += "// " + std::string(archetype_name(k.arch)) + "\n";
   s += "#define MN_SUBGROUP_SIZE " + std::to_string(caps.subgroup_size) + "\n";
   s += "#define MN_MAX_SHARED_BYTES " + std::to_string(caps.max_shared_memory) + "\n";
   s += local_size_decl;

@@ -1,0 +1,88 @@
+// The device-free pass list: compile_step on the README MLP, the dump-plan text and barrier placement.
+#include <gtest/gtest.h>
+
+#include "meganeura/session/pipeline.hpp"
+
+using namespace meganeura;
+
+namespace {
+
+runtime::DeviceCaps fake_caps() {
+  runtime::DeviceCaps c;
+  c.name = "test";
+  c.subgroup_size = 8;
+  c.max_shared_memory = 32768;
+  c.min_storage_buffer_offset_alignment = 64;
+  c.max_workgroup_count[0] = c.max_workgroup_count[1] = c.max_workgroup_count[2] = 65535;
+  return c;
+}
+
+Graph mlp() {
+  Graph g;
+  auto x = g.input("x", {32, 784});
+  auto labels = g.input("labels", {32, 10});
+  auto w1 = g.parameter("w1", {784, 128});
+  auto h = g.named(g.relu(g.matmul(x, w1)), "h");
+  auto w2 = g.parameter("w2", {128, 10});
+  auto logits = g.named(g.matmul(h, w2), "logits");
+  g.set_outputs({g.named(g.cross_entropy_loss(logits, labels), "loss")});
+  return g;
+}
+
+}  // namespace
+
+TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
+  SessionConfig c;
+  c.rewrite = RewriteMode::Greedy;
+  CompiledStep s = compile_step(mlp(), c, fake_caps());
+  ASSERT_EQ(s.code.size(), s.kernels.kernels.size());
+  EXPECT_LE(s.code.size(), 10u);
+  std::vector<bool> barriers = plan_barriers(s);
+  std::string text = plan_text(s, barriers);
+  EXPECT_NE(text.find("pointwise [h]"), std::string::npos) << text;     // labels carry the user's names
+  EXPECT_NE(text.find("row-reduce [loss]"), std::string::npos) << text;
+  EXPECT_NE(text.find("optimizer [update w1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("in  x f32[32,784] (100352 B)"), std::string::npos) << text;
+  EXPECT_NE(text.find("-- barrier --"), std::string::npos) << text;
+  EXPECT_NE(text.find("grid "), std::string::npos) << text;
+  // A barrier sits between every producer and its consumer, and never within a level of independent
+  // kernels whose memory is disjoint.
+  EXPECT_TRUE(barriers[0]);
+  for (size_t i = 1; i < s.kernels.kernels.size(); ++i)
+    if (s.kernels.kernels[i].level == s.kernels.kernels[i - 1].level && s.kernels.kernels[i].arch != Archetype::Optimizer)
+      EXPECT_FALSE(barriers[i]) << "kernel " << i << "\n" << text;
+  size_t levels = size_t(s.kernels.kernels.back().level) + 1;
+  size_t count = size_t(std::count(barriers.begin(), barriers.end(), true));
+  EXPECT_EQ(count, levels) << text;
+}
+
+TEST(Pipeline, InferenceStepHasNoUpdatesAndNoGradients) {
+  SessionConfig c;
+  c.training = false;
+  c.optimizer.kind = OptimizerKind::None;
+  CompiledStep s = compile_step(mlp(), c, fake_caps());
+  EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 0u);
+  EXPECT_TRUE(s.param_grads.empty());
+  EXPECT_EQ(s.plan.summary().gradients, 0u);
+  EXPECT_FALSE(s.plan.hyper.has_value());
+}
+
+TEST(Pipeline, EqualKernelsShareAHash) {
+  Graph g;
+  NodeId a = g.input("a", {8, 8});
+  NodeId b = g.input("b", {8, 8});
+  g.set_outputs({g.exp(a), g.exp(b)});
+  SessionConfig c;
+  c.training = false;
+  c.rewrite = RewriteMode::Off;
+  CompiledStep s = compile_step(g, c, fake_caps());
+  ASSERT_EQ(s.code.size(), 2u);
+  EXPECT_EQ(s.code[0].hash, s.code[1].hash);  // same shapes and expression: one shader
+}
+
+TEST(Pipeline, NoOutputsIsAGraphError) {
+  Graph g;
+  g.input("x", {2});
+  SessionConfig c;
+  EXPECT_THROW(compile_step(g, c, fake_caps()), GraphError);
+}
