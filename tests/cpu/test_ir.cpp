@@ -60,6 +60,18 @@ TEST(Ir, EqualStructureIsOneNode) {
   EXPECT_NE(g.parameter("p", {2}), g.parameter("q", {2}));
 }
 
+TEST(Ir, ReductionAxesAreStoredCanonical) {
+  Graph g;
+  auto x = g.input("x", {2, 3, 4});
+  EXPECT_EQ(g.sum(x, {-1}), g.sum(x, {2}));
+  EXPECT_EQ(g.sum(x), g.sum(x, {0, 1, 2}));
+  EXPECT_EQ(g.mean(x, {2, 0}, true), g.mean(x, {0, -1}, true));
+  EXPECT_EQ(g.node(g.max(x, {-2, 0})).attrs.axes, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(g.softmax(x, -1), g.softmax(x, 2));
+  EXPECT_EQ(g.node(g.log_softmax(x)).attrs.axes, std::vector<int64_t>{2});
+  EXPECT_EQ(g.node(g.argmax(x, -3)).attrs.axes, std::vector<int64_t>{0});
+}
+
 TEST(Ir, DuplicateLeafNameIsAGraphError) {
   Graph g;
   g.parameter("w", {2});

@@ -1,5 +1,6 @@
 #include "meganeura/ir/graph.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -59,6 +60,22 @@ Attrs with_reduction(Reduction r) {
   Attrs a;
   a.reduction = r;
   return a;
+}
+
+// Axes as stored: non-negative and sorted, "all" spelled out, so equal reductions intern to one node and
+// consumers never re-normalise. Out-of-range axes are kept as given for the shape rule to report.
+std::vector<int64_t> canonical_axes(const Shape& s, std::vector<int64_t> axes) {
+  int64_t r = int64_t(s.size());
+  if (axes.empty()) {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    return axes;
+  }
+  for (int64_t a : axes)
+    if (a < -r || a >= r) return axes;
+  for (int64_t& a : axes)
+    if (a < 0) a += r;
+  std::sort(axes.begin(), axes.end());
+  return axes;
 }
 
 [[noreturn]] void builder_fail(const char* op, const std::string& expected, const std::string& got,
@@ -310,14 +327,14 @@ NodeId Graph::matmul(NodeId a, NodeId b, bool transpose_a, bool transpose_b, Loc
 
 // ---- reductions -------------------------------------------------------------------------------------------
 
-NodeId Graph::sum(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Sum, {x}, with_axes(std::move(axes), keepdim), at(loc)); }
-NodeId Graph::mean(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Mean, {x}, with_axes(std::move(axes), keepdim), at(loc)); }
-NodeId Graph::max(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Max, {x}, with_axes(std::move(axes), keepdim), at(loc)); }
-NodeId Graph::min(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Min, {x}, with_axes(std::move(axes), keepdim), at(loc)); }
-NodeId Graph::variance(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Variance, {x}, with_axes(std::move(axes), keepdim), at(loc)); }
-NodeId Graph::argmax(NodeId x, int64_t axis, bool keepdim, Loc loc) { return make(Op::ArgMax, {x}, with_axes({axis}, keepdim), at(loc)); }
-NodeId Graph::softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::Softmax, {x}, with_axes({axis}), at(loc)); }
-NodeId Graph::log_softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::LogSoftmax, {x}, with_axes({axis}), at(loc)); }
+NodeId Graph::sum(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Sum, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
+NodeId Graph::mean(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Mean, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
+NodeId Graph::max(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Max, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
+NodeId Graph::min(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Min, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
+NodeId Graph::variance(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Variance, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
+NodeId Graph::argmax(NodeId x, int64_t axis, bool keepdim, Loc loc) { return make(Op::ArgMax, {x}, with_axes(canonical_axes(node(x).shape, {axis}), keepdim), at(loc)); }
+NodeId Graph::softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::Softmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc)); }
+NodeId Graph::log_softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::LogSoftmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc)); }
 
 // ---- losses -----------------------------------------------------------------------------------------------
 

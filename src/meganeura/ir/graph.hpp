@@ -165,7 +165,8 @@ class Graph {
   // matmul: [.., M, K] x [.., K, N], batch dims broadcast; transposes are attributes, never materialised
   NodeId matmul(NodeId a, NodeId b, bool transpose_a = false, bool transpose_b = false, Loc loc = Loc::current());
 
-  // reductions; empty axes = all axes; negative axes count from the end
+  // reductions; empty axes = all axes; negative axes count from the end. Nodes store the axes canonical
+  // (non-negative, sorted, "all" spelled out), so sum(x, {-1}) and sum(x, {1}) are one node.
   NodeId sum(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
   NodeId mean(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());
   NodeId max(NodeId x, std::vector<int64_t> axes = {}, bool keepdim = false, Loc loc = Loc::current());

@@ -131,7 +131,7 @@ Shape ce_keep(const Shape& logits) {
 // Targets are probabilities (rows sum to 1), so d/dlogits = softmax - targets: no one-hot, no ones matrix.
 std::vector<NodeId> vjp_ce(VjpCtx& c) {
   Graph& g = c.g;
-  const Shape& zs = c.in_shape(0);
+  const Shape zs = c.in_shape(0);
   NodeId scale = scale_for(c, ce_keep(zs), double(numel(rows_of(zs))));
   NodeId gz, gt;
   if (c.needs(0)) gz = g.mul(g.sub(g.softmax(c.in(0), -1), c.in(1)), scale);
@@ -144,7 +144,7 @@ std::vector<NodeId> vjp_ce(VjpCtx& c) {
 std::vector<NodeId> vjp_ce_index(VjpCtx& c) {
   if (!c.needs(0)) return {NodeId{}, NodeId{}};
   Graph& g = c.g;
-  const Shape& zs = c.in_shape(0);
+  const Shape zs = c.in_shape(0);
   int64_t C = zs.back();
   std::vector<float> idx(static_cast<size_t>(C));
   for (int64_t j = 0; j < C; ++j) idx[size_t(j)] = float(j);
