@@ -77,6 +77,11 @@ TEST(Ir, DuplicateLeafNameIsAGraphError) {
   g.parameter("w", {2});
   EXPECT_THROW(g.parameter("w", {3}), GraphError);
   EXPECT_THROW(g.input("w", {3}), GraphError);
+  // Leaves keep their names, and no other node takes one.
+  auto x = g.input("x", {2});
+  EXPECT_THROW(g.named(NodeId{0}, "v"), GraphError);
+  EXPECT_THROW(g.named(g.relu(x), "x"), GraphError);
+  EXPECT_EQ(g.named(x, "x"), x);
 }
 
 TEST(Ir, ProvenanceRecordsTheUsersLineAndName) {

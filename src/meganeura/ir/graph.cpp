@@ -212,8 +212,19 @@ NodeId Graph::fill(double value, Shape shape, DType dtype, Loc loc) {
 // ---- names, outputs, gradients ----------------------------------------------------------------------------
 
 NodeId Graph::named(NodeId x, const std::string& name) {
-  node(x);
+  const Node& n = node(x);
   if (name.empty()) throw GraphError("[Graph::named] expected a non-empty name, got \"\"");
+  // Inputs and parameters are fed and found by the name they were made with; it never changes hands.
+  if ((n.op == Op::Input || n.op == Op::Parameter) && n.prov.name != name)
+    throw GraphError("[Graph::named] expected a node that is not an input or parameter, got " +
+                     std::string(op_name(n.op)) + " '" + n.prov.name + "' (renamed to '" + name + "')");
+  auto it = names_.find(name);
+  if (it != names_.end() && it->second != x) {
+    Op other = nodes_[it->second.v].op;
+    if (other == Op::Input || other == Op::Parameter)
+      throw GraphError("[Graph::named] expected a name not taken by an input or parameter, got '" + name +
+                       "' for node %" + std::to_string(x.v));
+  }
   nodes_[x.v].prov.name = name;
   names_[name] = x;
   return x;
