@@ -25,6 +25,7 @@ Graph mlp_like(NodeId* w1_out = nullptr, NodeId* grad_out = nullptr) {
   NodeId loss = g.named(g.mean(g.neg(g.sum(g.mul(t, g.log(g.softmax(z))), {-1}))), "loss");
   NodeId grad = g.named(g.mul(g.sub(w1, g.fill(0.0, {8, 6})), g.neg(g.neg(g.scalar(0.5)))), "grad/w1");
   g.set_gradient(w1, grad);
+  g.alias(z, "logits");  // a second name for an unnamed node: only find() knows it
   g.set_outputs({loss, g.exp(g.neg(g.neg(a)))});
   if (w1_out) *w1_out = w1;
   if (grad_out) *grad_out = grad;
@@ -52,7 +53,7 @@ TEST_P(Drivers, RootsAreMappedAndNamesKept) {
     EXPECT_EQ(r.graph.node(r.graph.parameters()[i]).prov.name, g.node(g.parameters()[i]).prov.name);
   ASSERT_TRUE(r.graph.gradient(r.map(w1)).has_value());
   EXPECT_EQ(*r.graph.gradient(r.map(w1)), r.map(grad));
-  for (const char* name : {"loss", "hidden", "grad/w1", "x", "w1"}) {
+  for (const char* name : {"loss", "hidden", "grad/w1", "x", "w1", "logits"}) {
     auto id = r.graph.find(name);
     ASSERT_TRUE(id.has_value()) << name;
     EXPECT_EQ(*id, r.map(*g.find(name))) << name;
@@ -144,6 +145,15 @@ TEST_P(Drivers, DifferentiatedGraphKeepsGradients) {
   for (NodeId p : {w1, b1, w2}) {
     ASSERT_TRUE(r.graph.gradient(r.map(p)).has_value());
     EXPECT_EQ(*r.graph.gradient(r.map(p)), r.map(*g.gradient(p)));
+    // autodiff names gradients (by alias when the node already had a name); every name survives
+    std::string name = "grad/" + g.node(p).prov.name;
+    ASSERT_TRUE(r.graph.find(name).has_value()) << name;
+    EXPECT_EQ(*r.graph.find(name), r.map(*g.gradient(p))) << name;
+  }
+  for (const auto& [name, id] : g.names()) {
+    if (r.mapping.count(id)) {
+      EXPECT_EQ(r.graph.find(name), r.map(id)) << name;
+    }
   }
   EXPECT_EQ(r.graph.node(r.graph.outputs()[0]).op, Op::CrossEntropy);
   EXPECT_LT(live_count(r.graph), live_count(g));

@@ -242,6 +242,12 @@ std::optional<NodeId> Graph::find(const std::string& name) const {
   return it->second;
 }
 
+std::vector<std::pair<std::string, NodeId>> Graph::names() const {
+  std::vector<std::pair<std::string, NodeId>> r(names_.begin(), names_.end());
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
 void Graph::set_outputs(std::vector<NodeId> outputs) {
   for (NodeId o : outputs) node(o);
   outputs_ = std::move(outputs);

@@ -240,6 +240,8 @@ class Graph {
   const std::vector<NodeId>& parameters() const { return parameters_; }
   const std::vector<NodeId>& inputs() const { return inputs_; }
   std::optional<NodeId> find(const std::string& name) const;  // by node name
+  // Every name find() knows (node names and aliases), sorted by name: rewrites carry them to a new graph.
+  std::vector<std::pair<std::string, NodeId>> names() const;
   const std::vector<float>& constant_data(NodeId id) const;
 
   // gradients added by autodiff: grad of a parameter (or an input that asked for one) by handle

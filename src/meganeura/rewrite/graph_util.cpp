@@ -57,4 +57,11 @@ NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<Node
   return r;
 }
 
+void carry_names(const Graph& from, const std::vector<NodeId>& map, Graph& to) {
+  for (const auto& [name, id] : from.names()) {
+    NodeId target = map[id.v];
+    if (target.valid() && to.find(name) != target) to.alias(target, name);
+  }
+}
+
 }  // namespace meganeura::rw

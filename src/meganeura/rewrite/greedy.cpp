@@ -120,6 +120,7 @@ void pass(const Graph& g, const std::vector<NodeId>& origin, State& st, std::vec
     if (cur != built && !n.prov.name.empty()) d.alias(cur, n.prov.name);
     map[i] = cur;
   }
+  carry_names(g, map, d);
   std::vector<NodeId> outs;
   for (NodeId o : g.outputs()) outs.push_back(map[o.v]);
   d.set_outputs(outs);

@@ -224,11 +224,7 @@ DriverResult run_saturate(const Graph& g, const std::vector<Rule>& rules, const 
   out.map.assign(g.size(), NodeId{});
   for (uint32_t i = 0; i < g.size(); ++i)
     if (eg.loaded(NodeId{i})) out.map[i] = built[eg.class_of_input(NodeId{i})];
-  // a name follows its value: a rewritten named node's name finds the value that replaced it
-  for (uint32_t i = 0; i < g.size(); ++i) {
-    const std::string& name = g.node(NodeId{i}).prov.name;
-    if (!name.empty() && out.map[i].valid() && !d.find(name)) d.alias(out.map[i], name);
-  }
+  carry_names(g, out.map, d);
 
   // rules that only pick between equal-cost spellings run greedily on the extracted graph
   std::vector<Rule> canonical;
