@@ -48,9 +48,11 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   // A barrier sits between every producer and its consumer, and never within a level of independent
   // kernels whose memory is disjoint.
   EXPECT_TRUE(barriers[0]);
-  for (size_t i = 1; i < s.kernels.kernels.size(); ++i)
-    if (s.kernels.kernels[i].level == s.kernels.kernels[i - 1].level && s.kernels.kernels[i].arch != Archetype::Optimizer)
+  for (size_t i = 1; i < s.kernels.kernels.size(); ++i) {
+    if (s.kernels.kernels[i].level == s.kernels.kernels[i - 1].level && s.kernels.kernels[i].arch != Archetype::Optimizer) {
       EXPECT_FALSE(barriers[i]) << "kernel " << i << "\n" << text;
+    }
+  }
   size_t levels = size_t(s.kernels.kernels.back().level) + 1;
   size_t count = size_t(std::count(barriers.begin(), barriers.end(), true));
   EXPECT_EQ(count, levels) << text;

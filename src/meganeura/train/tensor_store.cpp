@@ -12,33 +12,14 @@ static_assert(std::endian::native == std::endian::little, "checkpoint bytes assu
 
 const char* role_name(TensorRole r) { return r == TensorRole::Parameter ? "parameter" : "optimizer state"; }
 
-size_t element_bytes(DType t) {
-  switch (t) {
-    case DType::F16: case DType::BF16: return 2;
-    case DType::F32: case DType::I32: case DType::U32: return 4;
-  }
-  return 0;
-}
-
-static const char* dtype_text(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::U32: return "u32";
-  }
-  return "?";
-}
-
 uint64_t TensorInfo::byte_size() const {
-  uint64_t n = element_bytes(dtype);
+  uint64_t n = dtype_size(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d < 0 ? 0 : d);
   return n;
 }
 
 std::string describe(const TensorInfo& t) {
-  std::string s = std::string(role_name(t.role)) + " '" + t.name + "' " + dtype_text(t.dtype) + "[";
+  std::string s = std::string(role_name(t.role)) + " '" + t.name + "' " + dtype_name(t.dtype) + "[";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (i) s += ", ";
     s += std::to_string(t.shape[i]);

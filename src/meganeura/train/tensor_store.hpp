@@ -23,7 +23,6 @@ struct TensorInfo {
   friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
 };
 
-size_t element_bytes(DType t);
 std::string describe(const TensorInfo& t);  // "parameter 'w1' f32[784, 128]"
 
 // A holder of named logical tensors. tensors() is both what a save writes and what a restore requires:
