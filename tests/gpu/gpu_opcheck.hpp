@@ -1,0 +1,199 @@
+#pragma once
+// GPU checks shared by the op tests (include after gpu_fixture.hpp's GpuTest is in scope).
+//
+//   session_config(training)    the environment's config with a per-process shader cache
+//   shared_device()             the fixture's device, borrowed by sessions
+//   check_forward_gpu(g, ...)   g's outputs on the GPU vs the float64 CPU reference
+//   check_op_gpu(label, build, specs, tol)
+//       places an op mid-graph exactly as tests/cpu/gradcheck.hpp's gradcheck_op does (differentiable
+//       operand i = x_i * w_i + c_i with w_i a parameter, loss = sum(y * r) with a random r), compiles it
+//       into a forward+backward session (no optimizer) and checks
+//         1. the op's value y and every gradient d loss / d w_i against the CPU reference of the same
+//            differentiated graph (|gpu - ref| <= atol + rtol |ref|);
+//         2. a gradcheck through the compiled GPU session: for each w_i, the central difference of the
+//            GPU's own loss along a random ±1 direction d vs <gpu grad_i, d>.
+//   Integer operands (labels, indices) come from InputSpec::values or are floored random values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "../cpu/gradcheck.hpp"
+#include "gpu_fixture.hpp"
+#include "meganeura/autodiff/autodiff.hpp"
+#include "meganeura/reference/interpreter.hpp"
+
+namespace meganeura::test {
+
+inline std::shared_ptr<runtime::Device> shared_device() {
+  // The fixture owns the device for the whole process; sessions borrow it.
+  return std::shared_ptr<runtime::Device>(&gpu_device(), [](runtime::Device*) {});
+}
+
+inline SessionConfig session_config(bool training) {
+  SessionConfig c = gpu_config();
+  static const std::string cache = [] {
+    auto dir = std::filesystem::temp_directory_path() / ("meganeura-test-gpu-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    return dir.string();
+  }();
+  c.cache_dir = cache;  // fresh per process: results never depend on an earlier run
+  c.training = training;
+  c.dump_plan.clear();
+  c.optimizer.kind = OptimizerKind::None;
+  return c;
+}
+
+struct GpuTolerance {
+  double atol = 1e-5, rtol = 1e-4;   // GPU vs float64 reference (values and gradients)
+  double fd_eps = 1e-3;              // step of the GPU finite difference (w_i are near 1)
+  double fd_rtol = 2e-2;             // |fd - <g,d>| <= fd_rtol * sum_i |g_i d_i| + fd_atol
+  double fd_atol = 1e-3;
+  bool finite_difference = true;     // off for ops whose value is piecewise constant near the sample
+};
+
+inline ::testing::AssertionResult close_to(const std::vector<float>& got, const HostTensor& want, double atol,
+                                           double rtol, const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " values from the GPU, reference has "
+                                         << want.size();
+  size_t bad = 0;
+  std::ostringstream os;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double tol = atol + rtol * std::fabs(want[i]);
+    if (!(std::fabs(double(got[i]) - want[i]) <= tol) && bad++ < 5)
+      os << "\n  " << what << "[" << i << "]: gpu " << got[i] << " vs reference " << want[i];
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " values of " << what << " differ:" << os.str();
+}
+
+inline void feed(Session& s, const Graph& g, NodeId leaf, const HostTensor& t) {
+  const Node& nd = g.node(leaf);
+  if (nd.dtype == DType::I32) {
+    std::vector<int32_t> v(t.data.begin(), t.data.end());
+    s.set_input(nd.prov.name, v);
+  } else if (nd.op == Op::Parameter) {
+    std::vector<float> v(t.data.begin(), t.data.end());
+    s.set_parameter(nd.prov.name, v);
+  } else {
+    std::vector<float> v(t.data.begin(), t.data.end());
+    s.set_input(nd.prov.name, v);
+  }
+}
+
+inline void feed_all(Session& s, const Graph& g, const reference::Feeds& feeds) {
+  for (NodeId n : g.inputs()) feed(s, g, n, feeds.at(g.node(n).prov.name));
+  for (NodeId n : g.parameters()) feed(s, g, n, feeds.at(g.node(n).prov.name));
+}
+
+// g's outputs on the GPU (inference session) vs the CPU reference, with the given feeds.
+inline ::testing::AssertionResult check_forward_gpu(const Graph& g, const reference::Feeds& feeds,
+                                                    const std::string& what, double atol = 1e-5,
+                                                    double rtol = 1e-4) {
+  Session s = build(g, session_config(false), shared_device());
+  feed_all(s, g, feeds);
+  s.run();
+  auto want = reference::evaluate_outputs(g, feeds);
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto r = close_to(s.read_output(i), want[i], atol, rtol, what + " output " + std::to_string(i));
+    if (!r) return r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult check_op_gpu(const std::string& label, const testing::OpBuilder& build_op,
+                                               const std::vector<testing::InputSpec>& specs, GpuTolerance tol = {},
+                                               uint64_t seed = 1) {
+  using testing::random_tensor;
+  std::mt19937_64 rng(seed);
+  Graph g;
+  reference::Feeds feeds;
+  std::vector<NodeId> operands, params;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const testing::InputSpec& s = specs[i];
+    std::string n = std::to_string(i);
+    if (!s.differentiable) {
+      NodeId x = g.input("in" + n, s.shape, s.dtype);
+      feeds["in" + n] = s.values ? s.values(rng) : random_tensor(s.shape, rng, s.lo, s.hi);
+      if (s.dtype == DType::I32 && !s.values)
+        for (double& v : feeds["in" + n].data) v = std::floor(v);
+      operands.push_back(x);
+      continue;
+    }
+    NodeId x = g.input("x" + n, s.shape, s.dtype);
+    NodeId w = g.parameter("w" + n, s.shape, s.dtype);
+    NodeId c = g.input("c" + n, s.shape, s.dtype);
+    double mid = 0.5 * (s.lo + s.hi), half = 0.5 * (s.hi - s.lo);
+    feeds["x" + n] = random_tensor(s.shape, rng, mid - 0.9 * half, mid + 0.9 * half);
+    feeds["w" + n] = random_tensor(s.shape, rng, 0.95, 1.05);
+    feeds["c" + n] = random_tensor(s.shape, rng, -0.02 * half, 0.02 * half);
+    operands.push_back(g.add(g.mul(x, w), c));
+    params.push_back(w);
+  }
+  NodeId y = build_op(g, operands);
+  y = g.named(y, "y");
+  NodeId r = g.input("r", g.node(y).shape, g.node(y).dtype);
+  feeds["r"] = random_tensor(g.node(y).shape, rng, -1.0, 1.0);
+  NodeId loss = g.sum(g.mul(y, r));
+  g.set_outputs({loss, y});
+
+  // 1. values and gradients against the reference of the differentiated graph
+  Graph dg = differentiate(g, loss, params);
+  std::vector<NodeId> want_nodes{loss, y};
+  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
+  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
+
+  SessionConfig tc = session_config(!params.empty());
+  Session s = build(g, tc, shared_device());
+  feed_all(s, g, feeds);
+  s.run();
+  auto r1 = close_to(s.read_output(1), want[1], tol.atol, tol.rtol, label + " value");
+  if (!r1) return r1;
+  std::vector<std::vector<float>> grads;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const std::string& pname = g.node(params[k]).prov.name;
+    grads.push_back(s.read_gradient(pname));
+    auto rk = close_to(grads.back(), want[2 + k], tol.atol, tol.rtol, label + " d loss/d " + pname);
+    if (!rk) return rk;
+  }
+  if (params.empty() || !tol.finite_difference) return ::testing::AssertionSuccess();
+
+  // 2. finite differences of the GPU's own forward pass
+  Session f = build(g, session_config(false), shared_device());
+  feed_all(f, g, feeds);
+  for (size_t k = 0; k < params.size(); ++k) {
+    const std::string& pname = g.node(params[k]).prov.name;
+    const HostTensor& w = feeds.at(pname);
+    std::vector<float> d(w.size());
+    std::bernoulli_distribution coin(0.5);
+    double dot = 0, scale = 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      d[i] = coin(rng) ? 1.0f : -1.0f;
+      dot += double(grads[k][i]) * d[i];
+      scale += std::fabs(double(grads[k][i]));
+    }
+    auto loss_at = [&](double sign) {
+      std::vector<float> v(w.size());
+      for (size_t i = 0; i < v.size(); ++i) v[i] = float(w[i] + sign * tol.fd_eps * d[i]);
+      f.set_parameter(pname, v);
+      f.run();
+      return double(f.read_output(0).at(0));
+    };
+    double fd = (loss_at(1) - loss_at(-1)) / (2 * tol.fd_eps);
+    std::vector<float> orig(w.data.begin(), w.data.end());
+    f.set_parameter(pname, orig);
+    if (!(std::fabs(fd - dot) <= tol.fd_rtol * scale + tol.fd_atol))
+      return ::testing::AssertionFailure() << label << ": GPU finite difference of the loss along a ±1 direction in "
+                                           << pname << " is " << fd << ", GPU gradient gives " << dot
+                                           << " (sum |g| = " << scale << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace meganeura::test
