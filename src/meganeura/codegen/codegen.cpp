@@ -26,6 +26,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
     switch (k.arch) {
       case Archetype::Pointwise: codegen::emit_pointwise(e); break;
       case Archetype::MatMul: codegen::emit_matmul(e); break;
+      case Archetype::Conv: codegen::emit_conv(e); break;
       case Archetype::RowReduce: codegen::emit_reduce(e); break;
       case Archetype::Copy: case Archetype::Gather: case Archetype::Scatter: codegen::emit_movement(e); break;
       case Archetype::Optimizer: codegen::emit_optimizer(e); break;

@@ -55,8 +55,12 @@ std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtim
 // Archetype templates; each fills e.out (glsl, grid, spec constants).
 void emit_pointwise(Emitter& e);
 void emit_matmul(Emitter& e);
+void emit_conv(Emitter& e);      // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWeight
 void emit_reduce(Emitter& e);
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
+// window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
+// output coordinates c0..c3 of node `c`.
+std::string window_core(Emitter& e, const Node& c);
 void emit_optimizer(Emitter& e);
 void emit_counter(Emitter& e);
 

@@ -116,6 +116,10 @@ void emit_movement(Emitter& e) {
       f += "  return a;\n";
       break;
     }
+    case Op::MaxPool2d: case Op::MaxPool2dGrad: case Op::AvgPool2d: case Op::AvgPool2dGrad:
+    case Op::UpsampleNearest:
+      f += window_core(e, c);
+      break;
     default:
       throw GraphError("[codegen] expected a movement op, got " + std::string(op_name(c.op)) + " at node '" +
                        node_label(e.g, e.k.core) + "'");

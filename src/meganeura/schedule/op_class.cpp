@@ -11,6 +11,7 @@ const char* archetype_name(Archetype a) {
     case Archetype::Pointwise: return "pointwise";
     case Archetype::RowReduce: return "row-reduce";
     case Archetype::MatMul: return "matmul";
+    case Archetype::Conv: return "conv";
     case Archetype::Gather: return "gather";
     case Archetype::Scatter: return "scatter";
     case Archetype::Copy: return "copy";
@@ -35,6 +36,8 @@ OpClass op_class(Op op) {
       return OpClass::Pointwise;
     case Op::MatMul:
       return OpClass::MatMul;
+    case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight:
+      return OpClass::Conv;
     case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: case Op::Variance: case Op::ArgMax:
     case Op::Softmax: case Op::LogSoftmax:
     case Op::CrossEntropy: case Op::CrossEntropyIndex: case Op::MseLoss: case Op::L1Loss: case Op::BceWithLogits:
@@ -42,6 +45,7 @@ OpClass op_class(Op op) {
     case Op::Reshape:
       return OpClass::Alias;
     case Op::Permute: case Op::Slice: case Op::Concat: case Op::BroadcastTo: case Op::Pad:
+    case Op::MaxPool2d: case Op::MaxPool2dGrad: case Op::AvgPool2d: case Op::AvgPool2dGrad: case Op::UpsampleNearest:
       return OpClass::Copy;
     case Op::Gather:
       return OpClass::Gather;

@@ -161,8 +161,8 @@ struct Builder {
         (r == Epi ? K.epilogue : K.prologue).push_back(p);
         push_inputs(p);
       } else if (r == Epi && !K.core.valid() &&
-                 (c == OpClass::Reduce || c == OpClass::MatMul || c == OpClass::Copy || c == OpClass::Gather ||
-                  c == OpClass::Scatter) &&
+                 (c == OpClass::Reduce || c == OpClass::MatMul || c == OpClass::Conv || c == OpClass::Copy ||
+                  c == OpClass::Gather || c == OpClass::Scatter) &&
                  pn.shape == g.node(K.root).shape) {
         K.core = p;
         owner[p.v] = k;
@@ -179,6 +179,7 @@ struct Builder {
     switch (c) {
       case OpClass::Reduce: return Archetype::RowReduce;
       case OpClass::MatMul: return Archetype::MatMul;
+      case OpClass::Conv: return Archetype::Conv;
       case OpClass::Gather: return Archetype::Gather;
       case OpClass::Scatter: return Archetype::Scatter;
       case OpClass::Copy: return Archetype::Copy;

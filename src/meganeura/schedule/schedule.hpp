@@ -14,16 +14,18 @@ enum class Archetype : uint8_t {
   Pointwise,  // an elementwise DAG with broadcasting, one thread per output element
   RowReduce,  // a workgroup per output row: reductions, softmax, losses (prologue and epilogue fused)
   MatMul,     // tiled through shared memory, GEMV for small M; transposes by attribute; batched
+  Conv,       // conv2d and both gradients as implicit GEMMs tiled through shared memory, one GEMM per group
   Gather,     // rows of a table by index
   Scatter,    // scatter-add of rows by index (deterministic: each output element scans the indices)
-  Copy,       // permute, slice, concat, pad, broadcast: one thread per output element
+  Copy,       // permute, slice, concat, pad, broadcast, pooling windows (and their gradients), nearest
+              // upsampling: one thread per output element
   Optimizer,  // the fused parameter update over the persistent arena
   Counter,    // bumps the step counter of the hyper-parameter block once per step
 };
 const char* archetype_name(Archetype a);
 
 // How the scheduler treats an op.
-enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Gather, Scatter, Copy, Alias, Unsupported };
+enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Unsupported };
 OpClass op_class(Op op);
 
 struct Kernel {
