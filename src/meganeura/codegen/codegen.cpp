@@ -28,7 +28,15 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
       case Archetype::MatMul: codegen::emit_matmul(e); break;
       case Archetype::Conv: codegen::emit_conv(e); break;
       case Archetype::RowReduce: codegen::emit_reduce(e); break;
-      case Archetype::Copy: case Archetype::Gather: case Archetype::Scatter: codegen::emit_movement(e); break;
+      case Archetype::Scatter:
+        if (codegen::scatter_atomic(e)) {  // atomics accumulate into the root: a dispatch clears it first
+          codegen::Emitter z(g, kg, k, caps, options);
+          codegen::emit_clear(z);
+          out.push_back(std::move(z.out));
+        }
+        codegen::emit_movement(e);
+        break;
+      case Archetype::Copy: case Archetype::Gather: codegen::emit_movement(e); break;
       case Archetype::Optimizer: codegen::emit_optimizer(e); break;
       case Archetype::Counter: codegen::emit_counter(e); break;
     }

@@ -37,6 +37,7 @@ struct CodegenOptions {
   uint32_t workgroup = 64;     // threads of pointwise and reduction kernels (power of two)
   uint32_t matmul_tile = 16;   // square output tile of the scalar matmul
   uint32_t gemv_max_m = 8;     // matmuls with M at most this take the GEMV path
+  bool deterministic_scatter = false;  // scatter-add by scanning the indices even where float atomics exist
 };
 
 std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, const runtime::DeviceCaps& caps,

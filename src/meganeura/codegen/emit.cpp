@@ -199,7 +199,7 @@ std::string Emitter::operand_fn(size_t operand) {
 }
 
 std::string Emitter::finish(const std::string& local_size_decl, const std::string& main_body) {
-  std::string s = "#version 450\n";
+  std::string s = "#version 450\n" + extensions;
   // No label in the source: kernels that differ only in node names must hash (and compile) as one.
   s += "// " + std::string(archetype_name(k.arch)) + "\n";
   s += "#define MN_SUBGROUP_SIZE " + std::to_string(caps.subgroup_size) + "\n";

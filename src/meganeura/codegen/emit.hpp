@@ -22,6 +22,7 @@ struct Emitter {
   const CodegenOptions& opt;
   GeneratedKernel out;
   std::string decls;  // functions and buffers, in order of emission
+  std::string extensions;  // #extension lines
   int fn_counter = 0;
 
   Emitter(const Graph& g, const KernelGraph& kg, const Kernel& k, const runtime::DeviceCaps& caps,
@@ -61,6 +62,10 @@ void emit_movement(Emitter& e);  // Copy, Gather, Scatter
 // window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
 // output coordinates c0..c3 of node `c`.
 std::string window_core(Emitter& e, const Node& c);
+// Whether this Scatter kernel adds with float atomics (device support, not forced deterministic); it then
+// needs emit_clear's dispatch (zeroes the root) before it.
+bool scatter_atomic(const Emitter& e);
+void emit_clear(Emitter& e);
 void emit_optimizer(Emitter& e);
 void emit_counter(Emitter& e);
 

@@ -1,8 +1,10 @@
 // Copy / transpose / gather / scatter: one thread per output element; the core value is a load from a
 // computed source index, then the epilogue.
 #include <algorithm>
+#include <cmath>
 
 #include "meganeura/codegen/emit.hpp"
+#include "meganeura/ops/dropout_hash.hpp"
 
 namespace meganeura::codegen {
 
@@ -26,12 +28,49 @@ int64_t slice_start(int64_t start, int64_t step, int64_t dim) {
 
 }  // namespace
 
+bool scatter_atomic(const Emitter& e) {
+  return e.k.arch == Archetype::Scatter && e.caps.shader_float_atomic_add && !e.opt.deterministic_scatter;
+}
+
+void emit_clear(Emitter& e) {
+  int64_t n = numel(e.g.node(e.k.root).shape);
+  e.out.label = "clear " + e.k.label;
+  std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n  " +
+                     e.store(e.k.root, "i", "0.0") + "\n";
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", body);
+}
+
+namespace {
+
+// Scatter-add with float atomics: one thread per value element adds it into its row of the (cleared) root.
+// The order of the additions is the device's, so the result may differ in the last bits between runs.
+void emit_scatter_atomic(Emitter& e) {
+  const Node& c = e.g.node(e.k.core);
+  int64_t n = numel(e.g.node(c.inputs[1]).shape), D = c.shape.at(1), rows = c.shape.at(0);
+  e.extensions += "#extension GL_EXT_shader_atomic_float : require\n";
+  uint32_t out = e.bind_value(e.k.root, true);
+  std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
+  body += "  int row = int(" + e.load(c.inputs[0], "i / " + uint_lit(D)) + ");\n";
+  // an index outside the table adds nothing (the reference rejects it as a DataError)
+  body += "  if (row < 0 || row >= " + std::to_string(rows) + ") return;\n";
+  body += "  atomicAdd(b" + std::to_string(out) + ".d[uint(row) * " + uint_lit(D) + " + i % " + uint_lit(D) + "], " +
+          e.load(c.inputs[1], "i") + ");\n";
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", body);
+}
+
+}  // namespace
+
 void emit_movement(Emitter& e) {
+  if (scatter_atomic(e)) return emit_scatter_atomic(e);
   const Node& c = e.g.node(e.k.core);
   const Shape& os = c.shape;
   size_t rank = os.size();
   std::string f = "float core_at(uint ix) {\n";
-  if (!(c.op == Op::Gather || c.op == Op::ScatterAdd)) f += coords(os);
+  if (!(c.op == Op::Gather || c.op == Op::ScatterAdd || c.op == Op::Dropout)) f += coords(os);
   switch (c.op) {
     case Op::Permute: {
       const Shape& is = e.g.node(c.inputs[0]).shape;
@@ -95,6 +134,33 @@ void emit_movement(Emitter& e) {
         f += "  if (c" + std::to_string(ax) + " < " + uint_lit(begin) + ") return " + e.load(in, off) + ";\n";
       }
       f += "  return 0.0;\n";
+      break;
+    }
+    case Op::Rope: {
+      // rotate-half pairs (x[i], x[i + D/2]) by angle (offset + s) * theta^(-2i/D); the inverse rotation
+      // (the VJP) negates the sine. Frequencies are baked as float literals computed in double.
+      int64_t D = os.at(rank - 1), half = D / 2;
+      const double theta = c.attrs.reals.at(0);
+      std::string freqs;
+      for (int64_t i = 0; i < half; ++i)
+        freqs += (i ? ", " : "") + float_lit(std::pow(theta, -2.0 * double(i) / double(D)));
+      e.decls += "const float rope_freq[" + std::to_string(half) + "] = float[](" + freqs + ");\n";
+      std::string H = uint_lit(half);
+      f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
+      f += "  float ang = float(c" + std::to_string(rank - 2) + " + " + uint_lit(c.attrs.ints.at(0)) + ") * rope_freq[j];\n";
+      f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
+      f += "  float a = " + e.load(c.inputs[0], "base + j") + ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
+      f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
+      break;
+    }
+    case Op::Dropout: {
+      // the mask of ops/dropout_hash.hpp, bit for bit; keys and threshold are literals of this kernel
+      const double p = c.attrs.reals.at(0);
+      ops::DropoutKeys k = ops::dropout_keys(c.attrs.seed);
+      e.decls += ops::dropout_glsl();
+      f += "  if (!mn_dropout_keep(" + uint_lit(k.k1) + ", " + uint_lit(k.k2) + ", ix, " +
+           uint_lit(ops::dropout_threshold(p)) + ")) return 0.0;\n";
+      f += "  return " + e.load(c.inputs[0], "ix") + " * " + float_lit(1.0 / (1.0 - p)) + ";\n";
       break;
     }
     case Op::Gather: {

@@ -79,6 +79,8 @@ void emit_reduce(Emitter& e) {
   Op op = core.op;
   // Reduced axes of operand 0.
   std::vector<int64_t> red_axes;
+  Shape vs = xs;  // the shape whose axes red_axes/kept name (a view of x for group norm)
+  bool norm = op == Op::LayerNorm || op == Op::RmsNorm || op == Op::BatchNorm || op == Op::GroupNorm;
   bool per_row_loss = op == Op::CrossEntropy || op == Op::CrossEntropyIndex;
   bool elem_loss = op == Op::MseLoss || op == Op::L1Loss || op == Op::BceWithLogits;
   bool loss = per_row_loss || elem_loss;
@@ -87,6 +89,16 @@ void emit_reduce(Emitter& e) {
     red_axes = {norm_axis(core.attrs.axes.at(0), rank)};
   } else if (per_row_loss || (elem_loss && !reduce_rows)) {
     if (rank > 0) red_axes = {int64_t(rank) - 1};
+  } else if (norm) {
+    // statistic groups: rows of the last axis (layer/rms), channels (batch) or contiguous (sample, group)
+    // blocks, seen as rows of a [N*G, rest] view (group)
+    if (op == Op::GroupNorm) vs = {xs[0] * core.attrs.ints.at(0), numel(xs) / (xs[0] * core.attrs.ints.at(0))};
+    if (op == Op::BatchNorm) {
+      for (size_t d = 0; d < rank; ++d)
+        if (d != 1) red_axes.push_back(int64_t(d));
+    } else {
+      red_axes = {int64_t(vs.size()) - 1};
+    }
   } else if (elem_loss || core.attrs.axes.empty()) {
     for (size_t d = 0; d < rank; ++d) red_axes.push_back(int64_t(d));
   } else {
@@ -95,17 +107,17 @@ void emit_reduce(Emitter& e) {
   std::sort(red_axes.begin(), red_axes.end());
   red_axes.erase(std::unique(red_axes.begin(), red_axes.end()), red_axes.end());
   std::vector<int64_t> kept;
-  for (size_t d = 0; d < rank; ++d)
+  for (size_t d = 0; d < vs.size(); ++d)
     if (!std::binary_search(red_axes.begin(), red_axes.end(), int64_t(d))) kept.push_back(int64_t(d));
   int64_t C = 1, R = 1;
-  for (int64_t d : red_axes) C *= xs[size_t(d)];
-  for (int64_t d : kept) R *= xs[size_t(d)];
+  for (int64_t d : red_axes) C *= vs[size_t(d)];
+  for (int64_t d : kept) R *= vs[size_t(d)];
 
   e.decls += kTree;
-  e.decls += offset_fn("row_base", xs, kept);
-  e.decls += offset_fn("row_off", xs, red_axes);
+  e.decls += offset_fn("row_base", vs, kept);
+  e.decls += offset_fn("row_off", vs, red_axes);
   std::string X = e.operand_fn(0);
-  std::string T = core.inputs.size() > 1 && op != Op::CrossEntropyIndex ? e.operand_fn(1) : "";
+  std::string T = core.inputs.size() > 1 && op != Op::CrossEntropyIndex && !norm ? e.operand_fn(1) : "";
   const Shape& os = core.shape;
   std::string epi = e.region_fn(e.k.root, e.k.epilogue, e.g.node(e.k.root).shape, e.k.core);
   auto write = [&](const std::string& idx, const std::string& v) {
@@ -185,6 +197,27 @@ void emit_reduce(Emitter& e) {
         row += "  float a = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f), y = " + T + "(f); a += " + f + "; }\n";
         row += "  float l = wg_sum(a);\n  float w = " + float_lit(double(C)) + ";\n";
       }
+      break;
+    }
+    case Op::LayerNorm: case Op::RmsNorm: case Op::BatchNorm: case Op::GroupNorm: {
+      // two passes for the statistics (mean, then the centred sum of squares), a third writes the result
+      bool centre = op != Op::RmsNorm, running = op == Op::BatchNorm && !core.attrs.flag_a;
+      std::string n = float_lit(double(C));
+      if (running) {
+        row += "  float mu = " + e.operand_fn(3) + "(o);\n  float var = " + e.operand_fn(4) + "(o);\n";
+      } else {
+        row += "  float mu = 0.0;\n";
+        if (centre) row += "  float a = 0.0;\n  " + loop + " a += " + X + "(base + row_off(r));\n  mu = wg_sum(a) / " + n + ";\n";
+        row += "  float q = 0.0;\n  " + loop + " { float d = " + X + "(base + row_off(r)) - mu; q += d * d; }\n";
+        row += "  float var = wg_sum(q) / " + n + ";\n";
+      }
+      row += "  float rstd = 1.0 / sqrt(var + " + float_lit(core.attrs.reals.at(0)) + ");\n";
+      // the affine channel of element f (r: position in the row, o: the row)
+      std::string ch = op == Op::BatchNorm ? "o" : op == Op::GroupNorm
+          ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1]) : "r";
+      std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
+      if (op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
+      row += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", y) + "\n  }\n";
       break;
     }
     default:

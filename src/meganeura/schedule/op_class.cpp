@@ -41,11 +41,13 @@ OpClass op_class(Op op) {
     case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: case Op::Variance: case Op::ArgMax:
     case Op::Softmax: case Op::LogSoftmax:
     case Op::CrossEntropy: case Op::CrossEntropyIndex: case Op::MseLoss: case Op::L1Loss: case Op::BceWithLogits:
+    case Op::LayerNorm: case Op::RmsNorm: case Op::BatchNorm: case Op::GroupNorm:
       return OpClass::Reduce;
     case Op::Reshape:
       return OpClass::Alias;
     case Op::Permute: case Op::Slice: case Op::Concat: case Op::BroadcastTo: case Op::Pad:
     case Op::MaxPool2d: case Op::MaxPool2dGrad: case Op::AvgPool2d: case Op::AvgPool2dGrad: case Op::UpsampleNearest:
+    case Op::Rope: case Op::Dropout:  // they need the element's index, which pointwise expressions lack
       return OpClass::Copy;
     case Op::Gather:
       return OpClass::Gather;

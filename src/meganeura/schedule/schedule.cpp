@@ -161,8 +161,9 @@ struct Builder {
         (r == Epi ? K.epilogue : K.prologue).push_back(p);
         push_inputs(p);
       } else if (r == Epi && !K.core.valid() &&
+                 // a scatter stays its kernel's root: with float atomics it adds into the stored result
                  (c == OpClass::Reduce || c == OpClass::MatMul || c == OpClass::Conv || c == OpClass::Copy ||
-                  c == OpClass::Gather || c == OpClass::Scatter) &&
+                  c == OpClass::Gather) &&
                  pn.shape == g.node(K.root).shape) {
         K.core = p;
         owner[p.v] = k;

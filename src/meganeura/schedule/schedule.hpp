@@ -12,13 +12,14 @@ namespace meganeura {
 
 enum class Archetype : uint8_t {
   Pointwise,  // an elementwise DAG with broadcasting, one thread per output element
-  RowReduce,  // a workgroup per output row: reductions, softmax, losses (prologue and epilogue fused)
+  RowReduce,  // a workgroup per output row: reductions, softmax, losses, norms (prologue and epilogue fused)
   MatMul,     // tiled through shared memory, GEMV for small M; transposes by attribute; batched
   Conv,       // conv2d and both gradients as implicit GEMMs tiled through shared memory, one GEMM per group
   Gather,     // rows of a table by index
-  Scatter,    // scatter-add of rows by index (deterministic: each output element scans the indices)
-  Copy,       // permute, slice, concat, pad, broadcast, pooling windows (and their gradients), nearest
-              // upsampling: one thread per output element
+  Scatter,    // scatter-add of rows by index: float atomics where the device has them, else each output element
+              // scans the indices (deterministic); always its kernel's root (no epilogue)
+  Copy,       // permute, slice, concat, pad, broadcast, rope, dropout, pooling windows (and their gradients),
+              // nearest upsampling: one thread per output element
   Optimizer,  // the fused parameter update over the persistent arena
   Counter,    // bumps the step counter of the hyper-parameter block once per step
 };

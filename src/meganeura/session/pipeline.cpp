@@ -112,9 +112,10 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
 }
 
 std::vector<GeneratedKernel> pass_codegen(const CompiledStep& s, const SessionConfig& config,
-                                          const runtime::DeviceCaps& caps) {
+                                          const runtime::DeviceCaps& caps, const CompileOptions& options) {
   CodegenOptions co;
   co.optimizer = config.optimizer;
+  co.deterministic_scatter = options.deterministic_scatter;
   return generate(s.graph, s.kernels, caps, co);
 }
 
@@ -132,7 +133,7 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   s.kernels = pass_schedule(s, config, options);
   pass_optimizer(s, config);
   s.plan = pass_plan_memory(s, config, caps);
-  s.code = pass_codegen(s, config, caps);
+  s.code = pass_codegen(s, config, caps, options);
   s.report.kernels = s.kernels.kernels.size();
   return s;
 }

@@ -21,7 +21,8 @@ struct CompiledStep {
   std::vector<std::pair<NodeId, NodeId>> param_grads; // (parameter, gradient) in `graph`, training only
   KernelGraph kernels;
   MemoryPlan plan;
-  std::vector<GeneratedKernel> code;                  // one per kernel, same order
+  std::vector<GeneratedKernel> code;                  // one per kernel, same order, plus a clearing
+                                                      // dispatch before each scatter-add made with atomics
   bool fuse = true;
 };
 
@@ -37,6 +38,7 @@ struct KernelCache {
 struct CompileOptions {
   bool fuse = true;                // off: one kernel per node (fused vs unfused parity)
   KernelCache* cache = nullptr;    // shared across sessions on the same device; null: per session
+  bool deterministic_scatter = false;  // scatter-add without float atomics even where the device has them
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output
