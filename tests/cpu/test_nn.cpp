@@ -163,6 +163,25 @@ TEST(Nn, EmbeddingAndNorms) {
   EXPECT_EQ(g.node(t).prov.name, "tok");
 }
 
+TEST(Nn, PoolingLayersShapesAndNames) {
+  Graph g;
+  Context c(g, 1);
+  auto s = c.scope("blk");
+  MaxPool2d mp(c, "pool", 2);
+  AvgPool2d ap(c, "avg", 3, 2, 1);
+  NodeId x = g.input("img", {2, 3, 9, 8});
+  NodeId y = mp(x);
+  EXPECT_EQ(shape_of(g, y), (Shape{2, 3, 4, 4}));
+  EXPECT_EQ(g.node(y).prov.name, "blk.pool");
+  EXPECT_EQ(g.node(y).op, Op::MaxPool2d);
+  NodeId z = ap(x);
+  EXPECT_EQ(shape_of(g, z), (Shape{2, 3, 5, 4}));
+  EXPECT_EQ(g.node(z).prov.name, "blk.avg");
+  EXPECT_TRUE(c.weights().empty());
+  EXPECT_THROW(MaxPool2d(c, "bad", 0), ShapeError);
+  EXPECT_THROW(AvgPool2d(c, "bad", 2, 1, -1), ShapeError);
+}
+
 TEST(Nn, ConfigurationErrors) {
   Graph g;
   Context c(g);

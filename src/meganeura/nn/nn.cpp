@@ -170,6 +170,25 @@ NodeId Conv2d::operator()(NodeId x) const {
   return name_output(y);
 }
 
+// ---------------------------------------------------------------------------------------------- pooling
+MaxPool2d::MaxPool2d(Context& c, const std::string& name, int64_t kernel_, int64_t stride_, int64_t padding_)
+    : Layer(c, name), kernel(kernel_), stride(stride_ > 0 ? stride_ : kernel_), padding(padding_) {
+  check_positive("nn::MaxPool2d", name_, {kernel, stride, padding + 1});
+}
+
+NodeId MaxPool2d::operator()(NodeId x) const {
+  return name_output(ctx_->graph().max_pool2d(x, {kernel, kernel}, {stride, stride}, {padding, padding}));
+}
+
+AvgPool2d::AvgPool2d(Context& c, const std::string& name, int64_t kernel_, int64_t stride_, int64_t padding_)
+    : Layer(c, name), kernel(kernel_), stride(stride_ > 0 ? stride_ : kernel_), padding(padding_) {
+  check_positive("nn::AvgPool2d", name_, {kernel, stride, padding + 1});
+}
+
+NodeId AvgPool2d::operator()(NodeId x) const {
+  return name_output(ctx_->graph().avg_pool2d(x, {kernel, kernel}, {stride, stride}, {padding, padding}));
+}
+
 // ---------------------------------------------------------------------------------------------- norms
 BatchNorm2d::BatchNorm2d(Context& c, const std::string& name, int64_t channels, bool training_, double eps_)
     : Layer(c, name), training(training_), eps(eps_) {

@@ -121,6 +121,22 @@ class Conv2d : public Layer {
   int64_t stride, padding, dilation, groups;
 };
 
+// Square-window pooling over NCHW (no parameters; the layer names its output). stride 0 means stride = kernel.
+class MaxPool2d : public Layer {
+ public:
+  MaxPool2d(Context& c, const std::string& name, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+  NodeId operator()(NodeId x) const;
+  int64_t kernel, stride, padding;
+};
+
+// Padded cells count in the divisor (torch's count_include_pad default).
+class AvgPool2d : public Layer {
+ public:
+  AvgPool2d(Context& c, const std::string& name, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+  NodeId operator()(NodeId x) const;
+  int64_t kernel, stride, padding;
+};
+
 // Training mode normalises by batch statistics; evaluation mode by the running statistics, which are graph
 // inputs named <name>.running_mean / <name>.running_var (the trainer owns their update).
 class BatchNorm2d : public Layer {
