@@ -279,14 +279,16 @@ TEST_F(OpsGpu, MovementWithDeterministicScatter) {
 // ------------------------------------------------------------------------------------------ norms
 TEST_F(OpsGpu, Norms) {
   std::vector<Case> cases;
-  for (Shape x : {Shape{3, 5, 7}, Shape{1, 13}, Shape{33, 65}}) {
+  // [13]: x and the weights share a shape, so the weights' producers may fuse as a prologue too
+  for (Shape x : {Shape{3, 5, 7}, Shape{1, 13}, Shape{33, 65}, Shape{13}}) {
     const int64_t d = x.back();
     cases.push_back({"layer_norm " + shape_str(x),
                      [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2], 1e-5); }, {{x}, {{d}}, {{d}}}});
     cases.push_back({"rms_norm " + shape_str(x), [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1], 1e-6); },
                      {{x}, {{d}}}});
   }
-  for (Shape x : {Shape{4, 3, 5}, Shape{2, 3, 3, 5}, Shape{5, 4}}) {
+  // [5,3,17]: 85 elements per channel, more than a workgroup's threads
+  for (Shape x : {Shape{4, 3, 5}, Shape{2, 3, 3, 5}, Shape{5, 4}, Shape{5, 3, 17}}) {
     const int64_t c = x[1];
     cases.push_back({"batch_norm train " + shape_str(x),
                      [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 1e-5); },
@@ -300,6 +302,8 @@ TEST_F(OpsGpu, Norms) {
                    {{{2, 6, 5}}, {{6}}, {{6}}}});
   cases.push_back({"group_norm [3,4,2,3] g2", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); },
                    {{{3, 4, 2, 3}}, {{4}}, {{4}}}});
+  cases.push_back({"group_norm [2,4,33] g2 (66 per group)",
+                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); }, {{{2, 4, 33}}, {{4}}, {{4}}}});
   cases.push_back({"group_norm [2,4,3] g4", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 4); },
                    {{{2, 4, 3}}, {{4}}, {{4}}}});
   run(cases);
@@ -310,6 +314,8 @@ TEST_F(OpsGpu, Rope) {
   run({
       {"rope [2,3,5,8] offset 3", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 3); }, {{{2, 3, 5, 8}}}},
       {"rope [7,6] offset 0", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 0); }, {{{7, 6}}}},
+      {"rope [1,2,3,64] offset 1000", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 1000); },
+       {{{1, 2, 3, 64}}}},
       {"rope [3,13,2] theta 500 offset 17", [](Graph& g, auto& v) { return g.rope(v[0], 500.0, 17); },
        {{{3, 13, 2}}}},
   });
