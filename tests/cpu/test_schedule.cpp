@@ -233,3 +233,35 @@ TEST(Schedule, OptimizerKernelsComeLast) {
   EXPECT_EQ(kg.kernels.back().arch, Archetype::Counter);
   EXPECT_GT(kg.kernels.back().level, kg.kernels[before].level);
 }
+
+TEST(Schedule, NormsAreOneRowReductionWithTheirProducersAndConsumersFused) {
+  // rms_norm(x + residual) * 2: the residual add is the norm's prologue, the scaling its epilogue.
+  Graph g;
+  NodeId x = g.input("x", {4, 33});
+  NodeId res = g.input("res", {4, 33});
+  NodeId w = g.parameter("w", {33});
+  NodeId y = g.mul(g.rms_norm(g.add(x, res), w), g.scalar(2.0));
+  g.set_outputs({y});
+  KernelGraph kg = schedule(g, {y});
+  ASSERT_EQ(kg.kernels.size(), 1u) << kg.to_text(g);
+  EXPECT_EQ(kg.kernels[0].arch, Archetype::RowReduce);
+  EXPECT_EQ(kg.kernels[0].prologue.size(), 1u);
+  for (Op op : {Op::LayerNorm, Op::BatchNorm, Op::GroupNorm}) EXPECT_EQ(op_class(op), OpClass::Reduce);
+}
+
+TEST(Schedule, RopeAndDropoutAreCopyKernelsAndAScatterIsAlwaysARoot) {
+  Graph g;
+  NodeId q = g.input("q", {1, 2, 5, 8});
+  NodeId y = g.add(g.rope(g.dropout(q, 0.1, 3), 10000.0, 4), g.scalar(1.0));
+  NodeId idx = g.input("idx", {6}, DType::I32);
+  NodeId v = g.input("v", {6, 3});
+  NodeId s = g.relu(g.scatter_add(idx, v, 4));
+  g.set_outputs({y, s});
+  KernelGraph kg = schedule(g, {y, s});
+  // dropout, rope (+1 fused as its epilogue), scatter-add, relu
+  ASSERT_EQ(kg.kernels.size(), 4u) << kg.to_text(g);
+  EXPECT_EQ(kg.count(Archetype::Copy), 2u);
+  EXPECT_EQ(kernel_writing(kg, y).arch, Archetype::Copy);
+  EXPECT_EQ(kernel_writing(kg, g.node(s).inputs[0]).arch, Archetype::Scatter);
+  EXPECT_EQ(kernel_writing(kg, s).arch, Archetype::Pointwise);
+}
