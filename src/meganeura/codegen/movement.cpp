@@ -62,15 +62,43 @@ void emit_scatter_atomic(Emitter& e) {
   e.finish("layout(local_size_x_id = 0) in;\n", body);
 }
 
+// Deterministic scatter-add: a workgroup per output row scans the indices a workgroup-wide chunk at a time;
+// a chunk holding the row's index (rare) is walked in order and its value rows are added, each thread
+// owning some columns. Additions happen in ascending index order, as in the CPU reference; the cost is
+// rows * n comparisons plus the matched rows, not rows * D * n.
+void emit_scatter_rows(Emitter& e) {
+  const Node& c = e.g.node(e.k.core);
+  int64_t n = numel(e.g.node(c.inputs[0]).shape), D = c.shape.at(1), rows = c.shape.at(0);
+  uint32_t out = e.bind_value(e.k.root, true);
+  std::string o = "b" + std::to_string(out) + ".d[r * " + uint_lit(D) + " + d]";
+  e.decls += "shared uint hit[gl_WorkGroupSize.x];\nshared uint hits;\n";
+  std::string b = "  uint r = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, t = gl_LocalInvocationID.x;\n";
+  b += "  if (r >= " + uint_lit(rows) + ") return;\n";  // uniform in the workgroup
+  b += "  for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o + " = 0.0;\n";
+  b += "  for (uint base = 0u; base < " + uint_lit(n) + "; base += gl_WorkGroupSize.x) {\n";
+  b += "    if (t == 0u) hits = 0u;\n    barrier();\n";
+  b += "    uint i = base + t;\n";
+  b += "    hit[t] = i < " + uint_lit(n) + " && int(" + e.load(c.inputs[0], "min(i, " + uint_lit(n - 1) + ")") +
+       ") == int(r) ? 1u : 0u;\n";
+  b += "    if (hit[t] != 0u) atomicAdd(hits, 1u);\n    barrier();\n";
+  b += "    if (hits != 0u)\n      for (uint j = 0u; j < gl_WorkGroupSize.x; ++j)\n        if (hit[j] != 0u)\n";
+  b += "          for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o + " += " +
+       e.load(c.inputs[1], "(base + j) * " + uint_lit(D) + " + d") + ";\n";
+  b += "    barrier();\n  }\n";
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = element_grid(rows, 1, e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", b);
+}
+
 }  // namespace
 
 void emit_movement(Emitter& e) {
-  if (scatter_atomic(e)) return emit_scatter_atomic(e);
+  if (e.k.arch == Archetype::Scatter) return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
   const Node& c = e.g.node(e.k.core);
   const Shape& os = c.shape;
   size_t rank = os.size();
   std::string f = "float core_at(uint ix) {\n";
-  if (!(c.op == Op::Gather || c.op == Op::ScatterAdd || c.op == Op::Dropout)) f += coords(os);
+  if (!(c.op == Op::Gather || c.op == Op::Dropout)) f += coords(os);
   switch (c.op) {
     case Op::Permute: {
       const Shape& is = e.g.node(c.inputs[0]).shape;
@@ -171,15 +199,6 @@ void emit_movement(Emitter& e) {
       // An index outside the table reads zero rather than out of bounds.
       f += "  if (row < 0 || row >= " + std::to_string(V) + ") return 0.0;\n";
       f += "  return " + e.load(c.inputs[0], "uint(row) * " + uint_lit(D) + " + d") + ";\n";
-      break;
-    }
-    case Op::ScatterAdd: {
-      int64_t n = numel(e.g.node(c.inputs[0]).shape);
-      int64_t D = os.at(os.size() - 1);
-      f += "  uint r = ix / " + uint_lit(D) + ", d = ix % " + uint_lit(D) + ";\n  float a = 0.0;\n";
-      f += "  for (uint i = 0u; i < " + uint_lit(n) + "; ++i)\n";
-      f += "    if (int(" + e.load(c.inputs[0], "i") + ") == int(r)) a += " + e.load(c.inputs[1], "i * " + uint_lit(D) + " + d") + ";\n";
-      f += "  return a;\n";
       break;
     }
     case Op::MaxPool2d: case Op::MaxPool2dGrad: case Op::AvgPool2d: case Op::AvgPool2dGrad:

@@ -16,8 +16,8 @@ enum class Archetype : uint8_t {
   MatMul,     // tiled through shared memory, GEMV for small M; transposes by attribute; batched
   Conv,       // conv2d and both gradients as implicit GEMMs tiled through shared memory, one GEMM per group
   Gather,     // rows of a table by index
-  Scatter,    // scatter-add of rows by index: float atomics where the device has them, else each output element
-              // scans the indices (deterministic); always its kernel's root (no epilogue)
+  Scatter,    // scatter-add of rows by index: float atomics where the device has them, else a workgroup per
+              // output row scans the indices (deterministic); always its kernel's root (no epilogue)
   Copy,       // permute, slice, concat, pad, broadcast, rope, dropout, pooling windows (and their gradients),
               // nearest upsampling: one thread per output element
   Optimizer,  // the fused parameter update over the persistent arena
