@@ -319,6 +319,7 @@ TEST_F(OpsGpu, Rope) {
       {"rope [7,6] offset 0", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 0); }, {{{7, 6}}}},
       {"rope [1,2,3,64] offset 1000", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 1000); },
        {{{1, 2, 3, 64}}}},
+      {"rope [2,5,4] offset -3", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -3); }, {{{2, 5, 4}}}},
       {"rope [3,13,2] theta 500 offset 17", [](Graph& g, auto& v) { return g.rope(v[0], 500.0, 17); },
        {{{3, 13, 2}}}},
   });

@@ -175,7 +175,8 @@ void emit_movement(Emitter& e) {
       e.decls += "const float rope_freq[" + std::to_string(half) + "] = float[](" + freqs + ");\n";
       std::string H = uint_lit(half);
       f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
-      f += "  float ang = float(c" + std::to_string(rank - 2) + " + " + uint_lit(c.attrs.ints.at(0)) + ") * rope_freq[j];\n";
+      f += "  float ang = float(int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) +
+           ")) * rope_freq[j];\n";
       f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
       f += "  float a = " + e.load(c.inputs[0], "base + j") + ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
       f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
