@@ -4,7 +4,8 @@
 //   session_config(training)    the environment's config with a per-process shader cache
 //   shared_device()             the fixture's device, borrowed by sessions
 //   check_forward_gpu(g, ...)   g's outputs on the GPU vs the float64 CPU reference
-//   check_op_gpu(label, build, specs, tol)
+//   build_gpu(g, training, options)  a session on the shared device with a process-wide kernel cache
+//   check_op_gpu(label, build, specs, tol, seed, options)
 //       places an op mid-graph exactly as tests/cpu/gradcheck.hpp's gradcheck_op does (differentiable
 //       operand i = x_i * w_i + c_i with w_i a parameter, loss = sum(y * r) with a random r), compiles it
 //       into a forward+backward session (no optimizer) and checks
@@ -13,7 +14,8 @@
 //         2. a gradcheck through the compiled GPU session: for each w_i, the central difference of the
 //            GPU's own loss along a random ±1 direction d vs <gpu grad_i, d>.
 //       The forward-only session used for 2 is checked against the reference too (it fuses differently).
-//   Integer operands (labels, indices) come from InputSpec::values or are floored random values.
+//   Integer operands (labels, indices) come from InputSpec::values or are floored random values. Feeds are
+//   rounded to f32 before the reference sees them, so both sides compute on the same inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
