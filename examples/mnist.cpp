@@ -28,7 +28,6 @@ struct Options {
   int64_t warmup = 0;
   double clip = 0;
   int accum = 1;
-  bool host_update = false;
   std::string data = kDefaultMnistDir;
   std::string model = "mlp";
   uint64_t seed = 0;
@@ -41,7 +40,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: mnist [--epochs N] [--batch N] [--optimizer sgd|adam|adamw|laprop] [--lr X] [--momentum X]\n"
                "             [--weight-decay X] [--schedule constant|step|cosine] [--warmup N] [--clip X]\n"
-               "             [--accum N] [--host-update] [--model mlp|cnn] [--data DIR] [--seed N] [--limit N]\n"
+               "             [--accum N] [--model mlp|cnn] [--data DIR] [--seed N] [--limit N]\n"
                "             [--history FILE.json|.csv|.svg] [--save FILE.ckpt] [--json]\n");
 }
 
@@ -63,7 +62,6 @@ Options parse(int argc, char** argv) {
     else if (a == "--warmup") o.warmup = std::stoll(value());
     else if (a == "--clip") o.clip = std::stod(value());
     else if (a == "--accum") o.accum = std::stoi(value());
-    else if (a == "--host-update") o.host_update = true;
     else if (a == "--model") o.model = value();
     else if (a == "--data") o.data = value();
     else if (a == "--seed") o.seed = std::stoull(value());
@@ -87,10 +85,8 @@ Options parse(int argc, char** argv) {
 NodeId build_model(Graph& g, const std::string& model, int64_t batch) {
   const NodeId x = g.input("x", {batch, 784});
   if (model == "mlp") {
-    const NodeId w1 = g.parameter("w1", {784, 128});
-    const NodeId h = g.relu(g.matmul(x, w1));
-    const NodeId w2 = g.parameter("w2", {128, 10});
-    return g.named(g.matmul(h, w2), "logits");
+    const NodeId h = g.relu(g.add(g.matmul(x, g.parameter("w1", {784, 128})), g.parameter("b1", {128})));
+    return g.named(g.add(g.matmul(h, g.parameter("w2", {128, 10})), g.parameter("b2", {10})), "logits");
   }
   NodeId t = g.reshape(x, {batch, 1, 28, 28});
   t = g.add(g.conv2d(t, g.parameter("conv1.weight", {32, 1, 3, 3}), {1, 1}, {1, 1}),
@@ -129,20 +125,17 @@ int run(const Options& o) {
   opt.learning_rate = o.lr > 0 ? o.lr : (opt.kind == OptimizerKind::Sgd ? 0.1 : 1e-3);
   opt.momentum = o.momentum;
   opt.weight_decay = o.weight_decay;
+  opt.clip_grad_norm = o.clip;
+  opt.grad_accumulation = o.accum;
   SessionConfig cfg = SessionConfig::from_env();
   cfg.training = true;
   cfg.optimizer = opt;
-  const bool host = o.host_update || o.clip > 0 || o.accum > 1;
-  if (host) cfg.optimizer.kind = OptimizerKind::None;  // gradients only; the Trainer updates on the host
 
   TrainConfig tc;
   tc.epochs = o.epochs;
   tc.batch_size = o.batch;
-  tc.optimizer = opt;
   tc.schedule.kind = parse_schedule(o.schedule);
   tc.schedule.warmup_steps = o.warmup;
-  tc.clip_grad_norm = o.clip;
-  tc.grad_accumulation = o.accum;
   tc.seed = o.seed;
   tc.log_interval = 200;
 

@@ -1,6 +1,8 @@
 // The device-free pass list: compile_step on the README MLP, the dump-plan text and barrier placement.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
@@ -37,8 +39,10 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   CompiledStep s = compile_step(mlp(), c, fake_caps());
   ASSERT_EQ(s.code.size(), s.kernels.kernels.size());
   EXPECT_LE(s.code.size(), 10u);
-  std::vector<bool> barriers = plan_barriers(s);
-  std::string text = plan_text(s, barriers);
+  std::vector<size_t> kernels = step_kernels(s, true);
+  ASSERT_EQ(kernels.size(), s.code.size());
+  std::vector<bool> barriers = plan_barriers(s, kernels);
+  std::string text = plan_text(s);
   EXPECT_NE(text.find("pointwise [h]"), std::string::npos) << text;     // labels carry the user's names
   EXPECT_NE(text.find("row-reduce [loss]"), std::string::npos) << text;
   EXPECT_NE(text.find("optimizer [update w1]"), std::string::npos) << text;
@@ -67,6 +71,76 @@ TEST(Pipeline, InferenceStepHasNoUpdatesAndNoGradients) {
   EXPECT_TRUE(s.param_grads.empty());
   EXPECT_EQ(s.plan.summary().gradients, 0u);
   EXPECT_FALSE(s.plan.hyper.has_value());
+}
+
+TEST(Pipeline, ClippingAndAccumulationAreKernelsOfTheRecordedStep) {
+  SessionConfig c;
+  c.optimizer.kind = OptimizerKind::Adam;
+  c.optimizer.clip_grad_norm = 1.0;
+  c.optimizer.grad_accumulation = 3;
+  CompiledStep s = compile_step(mlp(), c, fake_caps());
+  EXPECT_EQ(s.kernels.count(Archetype::Accumulate), 2u);
+  EXPECT_EQ(s.kernels.count(Archetype::GradNorm), 1u);
+  EXPECT_EQ(s.kernels.count(Archetype::ClipScale), 1u);
+  EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 2u);
+  ASSERT_TRUE(accumulates(s));
+  // The accumulate-only list has the forward and backward kernels plus one accumulate per parameter; the
+  // update list has everything else.
+  std::set<Archetype> accumulate_list, update_list;
+  for (size_t i : step_kernels(s, false)) accumulate_list.insert(s.kernels.kernels[i].arch);
+  for (size_t i : step_kernels(s, true)) update_list.insert(s.kernels.kernels[i].arch);
+  EXPECT_EQ(step_kernels(s, false).size() + 5, step_kernels(s, true).size() + 2);
+  EXPECT_TRUE(accumulate_list.count(Archetype::Accumulate));
+  for (Archetype a : {Archetype::GradNorm, Archetype::ClipScale, Archetype::Optimizer, Archetype::Counter}) {
+    EXPECT_FALSE(accumulate_list.count(a)) << archetype_name(a);
+    EXPECT_TRUE(update_list.count(a)) << archetype_name(a);
+  }
+  EXPECT_FALSE(update_list.count(Archetype::Accumulate));
+  // Accumulators are gradient-sized and count as gradients; the norm's partial sums live in the hyper block.
+  const uint64_t params = (784 * 128 + 128 * 10) * 4;
+  EXPECT_EQ(s.plan.summary().gradients, 2 * params);
+  EXPECT_EQ(s.plan.summary().optimizer_state, 2 * params);
+  ASSERT_TRUE(s.plan.hyper.has_value());
+  EXPECT_GT(s.plan.slots[*s.plan.hyper].bytes, 16u);
+  const std::string text = plan_text(s);
+  EXPECT_NE(text.find("accumulate-only step"), std::string::npos) << text;
+  EXPECT_NE(text.find("grad-norm [gradient norm]"), std::string::npos) << text;
+  // The norm is complete before the clip factor is computed, and the factor before any update reads it.
+  std::vector<size_t> ks = step_kernels(s, true);
+  std::vector<bool> barriers = plan_barriers(s, ks);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    Archetype a = s.kernels.kernels[ks[i]].arch;
+    if (a == Archetype::GradNorm || a == Archetype::ClipScale || a == Archetype::Counter) {
+      EXPECT_TRUE(barriers[i]) << i;
+    }
+  }
+
+  SessionConfig plain;
+  CompiledStep p = compile_step(mlp(), plain, fake_caps());
+  EXPECT_FALSE(accumulates(p));
+  EXPECT_EQ(p.kernels.count(Archetype::GradNorm), 0u);
+  EXPECT_EQ(p.plan.summary().gradients, params);
+}
+
+TEST(Pipeline, BadClippingOrAccumulationSettingsAreConfigErrors) {
+  auto fails = [](SessionConfig c, const std::string& needle) {
+    try {
+      compile_step(mlp(), c, fake_caps());
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  SessionConfig c;
+  c.optimizer.clip_grad_norm = -1;
+  fails(c, "clip_grad_norm >= 0");
+  c = {};
+  c.optimizer.grad_accumulation = 0;
+  fails(c, "grad_accumulation >= 1");
+  c = {};
+  c.optimizer.kind = OptimizerKind::None;
+  c.optimizer.grad_accumulation = 2;
+  fails(c, "OptimizerKind::None");
 }
 
 TEST(Pipeline, EqualKernelsShareAHash) {

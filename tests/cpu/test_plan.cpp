@@ -129,7 +129,7 @@ TEST(Plan, TrainingPlanSizesPersistentKinds) {
   const uint64_t params = (784 * 128 + 128 * 10) * 4;
   for (uint32_t moments : {0u, 1u, 2u}) {
     po.moments_per_parameter = moments;
-    po.hyper = true;
+    po.hyper_bytes = 32;
     MemorySummary s = plan_memory(t, kg, po).summary();
     EXPECT_EQ(s.parameters, params);
     EXPECT_EQ(s.gradients, params);

@@ -69,7 +69,7 @@ TEST(Schedule, MlpTrainingStepIsAtMostTenKernels) {
     pg.push_back({p, *t.gradient(p)});
   }
   KernelGraph kg = schedule(t, roots);
-  append_optimizer(kg, t, pg, false);
+  append_optimizer(kg, t, pg, {});
   EXPECT_LE(kg.kernels.size(), 10u) << kg.to_text(t);
   EXPECT_EQ(kg.count(Archetype::MatMul), 5u) << kg.to_text(t);
   EXPECT_EQ(kg.count(Archetype::Optimizer), 2u);
@@ -225,7 +225,7 @@ TEST(Schedule, OptimizerKernelsComeLast) {
   }
   KernelGraph kg = schedule(t, roots);
   size_t before = kg.kernels.size();
-  append_optimizer(kg, t, pg, true);
+  append_optimizer(kg, t, pg, {.needs_step = true});
   ASSERT_EQ(kg.kernels.size(), before + 3);
   int top = 0;
   for (size_t i = 0; i < before; ++i) top = std::max(top, kg.kernels[i].level);

@@ -6,7 +6,9 @@ Run by Debian's /usr/bin/python3 (python3-torch). Usage: make_reference.py OUT.j
 Every case holds float64 inputs (values representable in float32, so an f32 graph input holds them
 exactly), an upstream gradient dL/dout (so the gradients are those of an op placed mid-graph, with the
 incoming gradient chained), the forward output and the gradient of every differentiable input, all
-computed by torch in float64. The "mlp" entry holds 20 SGD steps of the README example.
+computed by torch in float64. The "mlp" entry holds 20 SGD steps of the README example; "optimizers" holds
+20 updates of every update rule (with weight decay, clipping and accumulation) for
+test_optimizers_torch.cpp, which runs them through a GPU session.
 """
 import json
 import math
@@ -455,6 +457,82 @@ def mlp():
     return entry
 
 
+# ---------------------------------------------------------------- optimizers, 20 updates each
+def laprop_step(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0):
+    """LaProp is not in torch: the update of Ziyin, Wang & Ueda 2020 (arXiv:2002.04839, Algorithm 1) with
+    bias correction, written here from the paper's formula, plus decoupled weight decay as in AdamW:
+        n_t = b2 n + (1 - b2) g^2;  m_t = b1 m + (1 - b1) g / (sqrt(n_t / (1 - b2^t)) + eps)
+        p  <- p (1 - lr wd) - lr m_t / (1 - b1^t)"""
+    state["t"] = state.get("t", 0) + 1
+    t = state["t"]
+    with torch.no_grad():
+        for i, (p, g) in enumerate(zip(params, grads)):
+            m, n = state.setdefault(i, (torch.zeros_like(p), torch.zeros_like(p)))
+            n = b2 * n + (1 - b2) * g * g
+            m = b1 * m + (1 - b1) * g / ((n / (1 - b2 ** t)).sqrt() + eps)
+            state[i] = (m, n)
+            p.mul_(1 - lr * wd)
+            p.sub_(lr * m / (1 - b1 ** t))
+
+
+def optimizers():
+    """Each update rule on a 5-8-3 tanh MLP with biases and a cross-entropy loss, 20 updates, each on its own
+    batch of 8 rows; "accumulation" 2 means torch accumulates two 4-row halves (loss/2 each, as
+    accumulation does), clip means torch.nn.utils.clip_grad_norm_ before the step."""
+    gen = torch.Generator().manual_seed(99)
+    B, IN, HID, OUT, STEPS = 8, 5, 8, 3, 20
+    xs = f32(torch.randn(STEPS, B, IN, generator=gen))
+    ys = torch.randint(0, OUT, (STEPS, B), generator=gen)
+    init = {"w1": f32(torch.randn(IN, HID, generator=gen) * 0.5), "b1": f32(torch.randn(HID, generator=gen) * 0.1),
+            "w2": f32(torch.randn(HID, OUT, generator=gen) * 0.5), "b2": f32(torch.randn(OUT, generator=gen) * 0.1)}
+    names = list(init)
+    O = torch.optim
+    cases = [
+        ("sgd", "sgd", dict(lr=0.1), lambda ps: O.SGD(ps, lr=0.1)),
+        ("sgd_momentum_wd", "sgd", dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+         lambda ps: O.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01)),
+        ("sgd_nesterov", "sgd", dict(lr=0.05, momentum=0.9, nesterov=True),
+         lambda ps: O.SGD(ps, lr=0.05, momentum=0.9, nesterov=True)),
+        ("adam_wd", "adam", dict(lr=0.01, weight_decay=0.01), lambda ps: O.Adam(ps, lr=0.01, weight_decay=0.01)),
+        ("adamw", "adamw", dict(lr=0.01, weight_decay=0.1), lambda ps: O.AdamW(ps, lr=0.01, weight_decay=0.1)),
+        ("laprop_wd", "laprop", dict(lr=0.01, weight_decay=0.01), None),
+        ("sgd_clip", "sgd", dict(lr=0.1, clip=0.7), lambda ps: O.SGD(ps, lr=0.1)),
+        ("adam_clip", "adam", dict(lr=0.01, clip=0.7), lambda ps: O.Adam(ps, lr=0.01)),
+        ("sgd_momentum_accumulation", "sgd", dict(lr=0.1, momentum=0.9, accumulation=2),
+         lambda ps: O.SGD(ps, lr=0.1, momentum=0.9)),
+        ("adamw_clip_accumulation", "adamw", dict(lr=0.01, weight_decay=0.1, clip=0.7, accumulation=2),
+         lambda ps: O.AdamW(ps, lr=0.01, weight_decay=0.1)),
+    ]
+    out = {"x": xs.reshape(-1).tolist(), "labels": ys.double().reshape(-1).tolist(), "steps": STEPS, "batch": B,
+           "in": IN, "hidden": HID, "out": OUT,
+           "init": {n: {"shape": list(t.shape), "data": t.reshape(-1).tolist()} for n, t in init.items()},
+           "cases": []}
+    for name, kind, cfg, make in cases:
+        P = {n: t.clone().requires_grad_(True) for n, t in init.items()}
+        params = [P[n] for n in names]
+        opt = make(params) if make else None
+        state = {}
+        k = cfg.get("accumulation", 1)
+        clipped = 0
+        for t in range(STEPS):
+            for p in params:
+                p.grad = None
+            for part in range(k):
+                rows = slice(part * B // k, (part + 1) * B // k)
+                z = torch.tanh(xs[t, rows] @ P["w1"] + P["b1"]) @ P["w2"] + P["b2"]
+                (F.cross_entropy(z, ys[t, rows]) / k).backward()
+            if "clip" in cfg:
+                norm = torch.nn.utils.clip_grad_norm_(params, cfg["clip"])
+                clipped += int(norm.item() > cfg["clip"])
+            if opt:
+                opt.step()
+            else:
+                laprop_step(params, [p.grad for p in params], state, cfg["lr"], wd=cfg.get("weight_decay", 0.0))
+        out["cases"].append({"name": name, "optimizer": kind, "config": cfg, "clipped_steps": clipped,
+                             "final": {n: P[n].detach().reshape(-1).tolist() for n in names}})
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: make_reference.py OUT.json\n")
@@ -470,6 +548,7 @@ def main():
     attention_cases()
     doc = {"torch_version": torch.__version__, "cases": CASES, "mlp": mlp(),
            "transformer_block": transformer_block(), "cnn": cnn()}
+    doc["optimizers"] = optimizers()
     with open(sys.argv[1], "w") as f:
         json.dump(doc, f)
 

@@ -16,47 +16,18 @@
 #include <unistd.h>
 
 #include "meganeura/autodiff/autodiff.hpp"
+#include "oracle/oracle.hpp"
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/reference/interpreter.hpp"
 
 using namespace meganeura;
 using json = nlohmann::json;
+using test::oracle;
 
 namespace {
 
 constexpr double kRelTol = 1e-6;
-
-// Runs the script when its output is missing or older than the script, so that the tests of one build share
-// one run. ctest may start several of these test processes at once: each writes its own file and renames it
-// into place, so no process ever reads a half-written file.
-const json& oracle() {
-  static const json doc = [] {
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::path(MEGANEURA_BINARY_DIR) / "oracle";
-    fs::create_directories(dir);
-    const fs::path script = fs::path(MEGANEURA_SOURCE_DIR) / "tests/oracle/make_reference.py";
-    const fs::path out = dir / "torch_reference.json";
-    std::error_code ec;
-    if (!fs::exists(out) || fs::last_write_time(out, ec) < fs::last_write_time(script)) {
-      const std::string tag = std::to_string(::getpid());
-      const fs::path tmp = dir / ("torch_reference." + tag + ".json");
-      const fs::path err_path = dir / ("stderr." + tag + ".txt");
-      const std::string cmd = "/usr/bin/python3 " + script.string() + " " + tmp.string() + " 2>" + err_path.string();
-      const int rc = std::system(cmd.c_str());
-      std::ifstream err(err_path);
-      const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-      fs::remove(err_path, ec);
-      if (rc != 0)
-        throw std::runtime_error("make_reference.py failed (exit " + std::to_string(rc) +
-                                 "); is python3-torch installed for /usr/bin/python3?\n" + text);
-      fs::rename(tmp, out);
-    }
-    std::ifstream in(out);
-    return json::parse(in);
-  }();
-  return doc;
-}
 
 HostTensor tensor_of(const json& shape, const json& data) {
   return HostTensor(shape.get<Shape>(), data.get<std::vector<double>>());

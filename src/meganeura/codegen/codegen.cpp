@@ -39,6 +39,9 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
       case Archetype::Copy: case Archetype::Gather: codegen::emit_movement(e); break;
       case Archetype::Optimizer: codegen::emit_optimizer(e); break;
       case Archetype::Counter: codegen::emit_counter(e); break;
+      case Archetype::Accumulate: codegen::emit_accumulate(e); break;
+      case Archetype::GradNorm: codegen::emit_grad_norm(e); break;
+      case Archetype::ClipScale: codegen::emit_clip_scale(e); break;
     }
     out.push_back(std::move(e.out));
   }

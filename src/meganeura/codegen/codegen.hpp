@@ -15,8 +15,8 @@ namespace meganeura {
 
 // What a shader binding refers to; the session maps it to a buffer of the memory plan.
 struct Binding {
-  enum Kind : uint8_t { Value, Moment, Hyper } kind = Value;
-  NodeId node;          // Value: the storage node; Moment: the parameter
+  enum Kind : uint8_t { Value, Moment, Accumulator, Hyper } kind = Value;
+  NodeId node;          // Value: the storage node; Moment, Accumulator: the parameter
   uint32_t moment = 0;
   bool write = false;
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
@@ -46,6 +46,14 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
 namespace codegen {
 // Moment buffers per parameter the optimizer needs: none for plain SGD, one for momentum, two for Adam-family.
 uint32_t moments_for(const OptimizerConfig& o);
+// The hyper-parameter block, written by the host and the update kernels (GLSL in emit.cpp):
+//   float lr; uint step; float clip_scale; float c1, c2; 3 floats unused; float partial[partials]
+// with c1 = 1 - beta1^step and c2 = 1 - beta2^step kept by recurrence (no cancellation in 1 - pow).
+constexpr uint64_t kHyperHead = 32;
+inline uint64_t hyper_bytes(uint32_t partials) { return kHyperHead + 4 * uint64_t(partials); }
+// Workgroups of the GradNorm kernel over `elements` gradient values: one partial sum each, stored after
+// the hyper-parameter block's head.
+uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup);
 }  // namespace codegen
 
 // FNV-1a over the bytes; stable across runs and platforms (no pointer or container order involved).

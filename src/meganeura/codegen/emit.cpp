@@ -76,12 +76,34 @@ uint32_t Emitter::bind_moment(NodeId param, uint32_t m) {
   return uint32_t(out.bindings.size() - 1);
 }
 
-uint32_t Emitter::bind_hyper() {
-  for (size_t i = 0; i < out.bindings.size(); ++i)
-    if (out.bindings[i].kind == Binding::Hyper) return uint32_t(i);
+uint32_t Emitter::bind_accumulator(NodeId param, bool write) {
+  for (size_t i = 0; i < out.bindings.size(); ++i) {
+    Binding& b = out.bindings[i];
+    if (b.kind == Binding::Accumulator && b.node == param) {
+      b.write = b.write || write;
+      return uint32_t(i);
+    }
+  }
+  Binding b;
+  b.kind = Binding::Accumulator;
+  b.node = param;
+  b.write = write;
+  b.bytes = uint64_t(numel(g.node(param).shape)) * 4;
+  out.bindings.push_back(b);
+  return uint32_t(out.bindings.size() - 1);
+}
+
+uint32_t Emitter::bind_hyper(bool write) {
+  for (size_t i = 0; i < out.bindings.size(); ++i) {
+    Binding& b = out.bindings[i];
+    if (b.kind != Binding::Hyper) continue;
+    b.write = b.write || write;
+    return uint32_t(i);
+  }
   Binding b;
   b.kind = Binding::Hyper;
-  b.bytes = 8;
+  b.write = write;
+  b.bytes = kHyperHead;
   out.bindings.push_back(b);
   return uint32_t(out.bindings.size() - 1);
 }
@@ -210,7 +232,8 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
     std::string idx = std::to_string(i);
     std::string qual = b.write ? "" : "readonly ";
     if (b.kind == Binding::Hyper) {
-      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx + " { float lr; uint step; } hyper;\n";
+      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx +
+           " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; } hyper;\n";
       continue;
     }
     std::string ty = "float";

@@ -31,7 +31,8 @@ struct Emitter {
   // Binding index of a value's storage (shared between a value and its Reshape aliases).
   uint32_t bind_value(NodeId n, bool write);
   uint32_t bind_moment(NodeId param, uint32_t m);
-  uint32_t bind_hyper();
+  uint32_t bind_accumulator(NodeId param, bool write);
+  uint32_t bind_hyper(bool write = false);
   // "b3.d[<offset>]" as a float expression, for a materialised value.
   std::string load(NodeId n, const std::string& offset);
   // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype.
@@ -68,5 +69,8 @@ bool scatter_atomic(const Emitter& e);
 void emit_clear(Emitter& e);
 void emit_optimizer(Emitter& e);
 void emit_counter(Emitter& e);
+void emit_accumulate(Emitter& e);
+void emit_grad_norm(Emitter& e);
+void emit_clip_scale(Emitter& e);
 
 }  // namespace meganeura::codegen

@@ -1,21 +1,75 @@
-// The parameter update, one thread per element, reading the learning rate and step count from the
-// hyper-parameter block so that changing them needs no re-recording.
+// The parameter update and what feeds it, one thread per element, reading the learning rate, step count
+// and clipping factor from the hyper-parameter block so that changing them needs no re-recording:
+//   Accumulate  acc += grad                        (the accumulate-only list, gradient accumulation)
+//   GradNorm    partial[w] = Σ g² over a chunk     (clipping; g is the mean accumulated gradient)
+//   ClipScale   clip_scale = min(1, c / (√Σ partial + 1e-6))
+//   Optimizer   p ← update(p, g · clip_scale); acc ← 0
+#include <algorithm>
+
 #include "meganeura/codegen/emit.hpp"
 
 namespace meganeura::codegen {
+
+namespace {
+
+bool accumulates(const OptimizerConfig& o) { return o.grad_accumulation > 1; }
+
+// The gradient an update uses at element `j` of parameter `p`: the mean over the accumulated micro-batches
+// (the accumulator plus this step's gradient), or this step's gradient.
+std::string effective_gradient(Emitter& e, NodeId p, NodeId grad, const std::string& j) {
+  const OptimizerConfig& o = e.opt.optimizer;
+  std::string g = "b" + std::to_string(e.bind_value(grad, false)) + ".d[" + j + "]";
+  if (!accumulates(o)) return g;
+  std::string a = "b" + std::to_string(e.bind_accumulator(p, false)) + ".d[" + j + "]";
+  return "((" + a + " + " + g + ") * " + float_lit(1.0 / o.grad_accumulation) + ")";
+}
+
+int64_t total_elements(const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads) {
+  int64_t n = 0;
+  for (auto [p, gr] : param_grads) n += numel(g.node(p).shape);
+  return n;
+}
+
+// The bias correction 1 - beta^t of this step from the previous one: 1 - b^t = (1 - b) + b (1 - b^(t-1)), with
+// 1 - b rounded once on the host. Every term is positive, so unlike 1 - pow(b, t) in float (for b = 0.999,
+// a relative error near 1e-4 at t = 1) it stays accurate to a few ulp.
+std::string correction(double beta, int which) {
+  return "(" + float_lit(1.0 - beta) + " + " + float_lit(beta) + " * hyper.c" + std::to_string(which) + ")";
+}
+
+const char* kSum = R"(shared float red[gl_WorkGroupSize.x];
+float wg_sum(float v) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = v;
+  barrier();
+  for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  return red[0];
+}
+)";
+
+}  // namespace
+
+uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup) {
+  // Enough groups to fill a large GPU, few enough that one workgroup sums the partials quickly.
+  const int64_t per_group = int64_t(workgroup) * 16;
+  return uint32_t(std::clamp<int64_t>((elements + per_group - 1) / per_group, 1, 1024));
+}
 
 void emit_optimizer(Emitter& e) {
   const OptimizerConfig& o = e.opt.optimizer;
   NodeId p = e.k.root;
   int64_t n = numel(e.g.node(p).shape);
   uint32_t bp = e.bind_value(p, true);
-  uint32_t bg = e.bind_value(e.k.grad, false);
-  uint32_t bh = e.bind_hyper();
+  e.bind_hyper();
   std::string P = "b" + std::to_string(bp) + ".d[i]";
-  std::string G = "b" + std::to_string(bg) + ".d[i]";
   std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
-  b += "  float lr = hyper.lr;\n  float t = float(hyper.step + 1u);\n  float p = " + P + ";\n  float g = " + G + ";\n";
-  (void)bh;
+  b += "  float lr = hyper.lr;\n  float p = " + P + ";\n";
+  b += "  float g = " + effective_gradient(e, p, e.k.grad, "i") + ";\n";
+  if (accumulates(o)) b += "  b" + std::to_string(e.bind_accumulator(p, true)) + ".d[i] = 0.0;\n";
+  if (o.clip_grad_norm > 0) b += "  g *= hyper.clip_scale;\n";
   std::string wd = float_lit(o.weight_decay);
   switch (o.kind) {
     case OptimizerKind::Sgd: {
@@ -39,7 +93,7 @@ void emit_optimizer(Emitter& e) {
       b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g;\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  float mh = m / (1.0 - pow(" + b1 + ", t));\n  float vh = v / (1.0 - pow(" + b2 + ", t));\n";
+      b += "  float mh = m / " + correction(o.beta1, 1) + ";\n  float vh = v / " + correction(o.beta2, 2) + ";\n";
       b += "  " + P + " = p - lr * mh / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
       break;
     }
@@ -50,10 +104,10 @@ void emit_optimizer(Emitter& e) {
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
-      b += "  float vh = v / (1.0 - pow(" + b2 + ", t));\n";
+      b += "  float vh = v / " + correction(o.beta2, 2) + ";\n";
       b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  " + P + " = p - lr * m / (1.0 - pow(" + b1 + ", t));\n";
+      b += "  " + P + " = p - lr * m / " + correction(o.beta1, 1) + ";\n";
       break;
     }
     case OptimizerKind::None:
@@ -64,10 +118,68 @@ void emit_optimizer(Emitter& e) {
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
 
-void emit_counter(Emitter& e) {
-  e.bind_hyper();
+void emit_accumulate(Emitter& e) {
+  NodeId p = e.k.root;
+  int64_t n = numel(e.g.node(p).shape);
+  std::string A = "b" + std::to_string(e.bind_accumulator(p, true)) + ".d[i]";
+  std::string G = "b" + std::to_string(e.bind_value(e.k.grad, false)) + ".d[i]";
+  std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
+  b += "  " + A + " += " + G + ";\n";
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", b);
+}
+
+// Every gradient laid end to end; workgroup w sums the squares of chunk w (a fixed partition and a fixed
+// tree, so the norm is reproducible). Each parameter's loop runs only where it meets the chunk.
+void emit_grad_norm(Emitter& e) {
+  const int64_t total = total_elements(e.g, e.k.param_grads);
+  const uint32_t groups = grad_norm_groups(total, e.opt.workgroup);
+  const int64_t wg = e.opt.workgroup;
+  const int64_t chunk = ((total + groups - 1) / groups + wg - 1) / wg * wg;
+  std::string b = "  uint lo = gl_WorkGroupID.x * " + uint_lit(chunk) + ", hi = lo + " + uint_lit(chunk) + ";\n";
+  b += "  float s = 0.0;\n";
+  int64_t off = 0;
+  for (auto [p, gr] : e.k.param_grads) {
+    const int64_t n = numel(e.g.node(p).shape);
+    const std::string OFF = uint_lit(off), END = uint_lit(off + n);
+    b += "  for (uint i = max(lo, " + OFF + ") + gl_LocalInvocationID.x; i < min(hi, " + END +
+         "); i += gl_WorkGroupSize.x) {\n";
+    b += "    float g = " + effective_gradient(e, p, gr, "i - " + OFF) + ";\n    s += g * g;\n  }\n";
+    off += n;
+  }
+  b += "  s = wg_sum(s);\n  if (gl_LocalInvocationID.x == 0u) hyper.partial[gl_WorkGroupID.x] = s;\n";
+  e.out.bindings[e.bind_hyper(true)].bytes = hyper_bytes(groups);
+  e.decls += kSum;
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.grid = {groups, 1, 1};
+  e.finish("layout(local_size_x_id = 0) in;\n", b);
+}
+
+void emit_clip_scale(Emitter& e) {
+  int64_t total = 0;
+  for (const Kernel& k : e.kg.kernels)
+    if (k.arch == Archetype::GradNorm) total = total_elements(e.g, k.param_grads);
+  const uint32_t groups = grad_norm_groups(total, e.opt.workgroup);
+  std::string b = "  float s = 0.0;\n";
+  b += "  for (uint i = gl_LocalInvocationID.x; i < " + uint_lit(groups) + "; i += gl_WorkGroupSize.x) s += hyper.partial[i];\n";
+  b += "  s = wg_sum(s);\n";
+  // As torch.nn.utils.clip_grad_norm_: the factor is clamped to 1, so small gradients pass unchanged.
+  b += "  if (gl_LocalInvocationID.x == 0u) hyper.clip_scale = min(1.0, " + float_lit(e.opt.optimizer.clip_grad_norm) +
+       " / (sqrt(s) + 1e-6));\n";
+  e.out.bindings[e.bind_hyper(true)].bytes = hyper_bytes(groups);
+  e.decls += kSum;
+  e.out.spec_constants = {e.opt.workgroup};
   e.out.grid = {1, 1, 1};
-  e.finish("layout(local_size_x = 1) in;\n", "  hyper.step += 1u;\n");
+  e.finish("layout(local_size_x_id = 0) in;\n", b);
+}
+
+void emit_counter(Emitter& e) {
+  const OptimizerConfig& o = e.opt.optimizer;
+  e.bind_hyper(true);
+  e.out.grid = {1, 1, 1};
+  e.finish("layout(local_size_x = 1) in;\n", "  hyper.c1 = " + correction(o.beta1, 1) + ";\n  hyper.c2 = " +
+                                                    correction(o.beta2, 2) + ";\n  hyper.step += 1u;\n");
 }
 
 uint32_t moments_for(const OptimizerConfig& o) {

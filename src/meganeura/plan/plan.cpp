@@ -13,6 +13,7 @@ const char* storage_kind_name(StorageKind k) {
   switch (k) {
     case StorageKind::Parameter: return "parameter";
     case StorageKind::Gradient: return "gradient";
+    case StorageKind::Accumulator: return "accumulator";
     case StorageKind::OptimizerState: return "optimizer-state";
     case StorageKind::Activation: return "activation";
     case StorageKind::Input: return "input";
@@ -40,7 +41,7 @@ MemorySummary MemoryPlan::summary() const {
   for (const Slot& sl : slots) {
     switch (sl.kind) {
       case StorageKind::Parameter: s.parameters += sl.bytes; break;
-      case StorageKind::Gradient: s.gradients += sl.bytes; break;
+      case StorageKind::Gradient: case StorageKind::Accumulator: s.gradients += sl.bytes; break;
       case StorageKind::OptimizerState: s.optimizer_state += sl.bytes; break;
       case StorageKind::Activation: break;  // counted once, as the arena
       case StorageKind::Output: s.outputs += sl.bytes; break;
@@ -56,7 +57,7 @@ std::string MemoryPlan::to_text(const Graph& g) const {
   std::ostringstream os;
   for (const Slot& s : slots) {
     os << storage_kind_name(s.kind) << " ";
-    if (s.kind == StorageKind::Hyper) os << "lr,step";
+    if (s.kind == StorageKind::Hyper) os << "lr,step,clip";
     else os << node_label(g, s.node);
     if (s.kind == StorageKind::OptimizerState) os << ".m" << s.moment;
     os << " " << s.bytes << " B";
@@ -161,10 +162,19 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
       plan.moments[{p, m}] = add(s);
     }
   }
-  if (options.hyper) {
+  if (options.accumulators) {
+    for (auto [p, gr] : options.param_grads) {
+      Slot s;
+      s.kind = StorageKind::Accumulator;
+      s.node = p;
+      s.bytes = storage_bytes(g.node(p));
+      plan.accumulators[p] = add(s);
+    }
+  }
+  if (options.hyper_bytes > 0) {
     Slot s;
     s.kind = StorageKind::Hyper;
-    s.bytes = 16;
+    s.bytes = options.hyper_bytes;
     plan.hyper = add(s);
   }
   return plan;

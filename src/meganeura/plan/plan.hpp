@@ -15,12 +15,14 @@
 
 namespace meganeura {
 
-enum class StorageKind : uint8_t { Parameter, Gradient, OptimizerState, Activation, Input, Output, Constant, Hyper };
+enum class StorageKind : uint8_t {
+  Parameter, Gradient, Accumulator, OptimizerState, Activation, Input, Output, Constant, Hyper
+};
 const char* storage_kind_name(StorageKind k);
 
 struct Slot {
   StorageKind kind = StorageKind::Activation;
-  NodeId node;            // the value (the parameter, for optimizer state)
+  NodeId node;            // the value (the parameter, for optimizer state and accumulators)
   uint32_t moment = 0;    // optimizer state: which moment
   uint64_t bytes = 0;     // logical size
   uint64_t offset = 0;    // activations: offset in the arena
@@ -33,18 +35,20 @@ struct PlanOptions {
   std::vector<NodeId> outputs;        // user outputs: persistent and readable
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // gradients: persistent, next to their parameters
   uint32_t moments_per_parameter = 0; // 0 for plain SGD, 1 momentum, 2 Adam-family
-  bool hyper = false;                 // a small block with the learning rate and the step count
+  bool accumulators = false;          // a gradient-sized buffer per parameter (gradient accumulation)
+  uint64_t hyper_bytes = 0;           // the hyper-parameter block (codegen::hyper_bytes); 0: none
 };
 
 struct MemoryPlan {
   std::vector<Slot> slots;
   std::map<NodeId, size_t> slot_of;                       // storage node -> slot
   std::map<std::pair<NodeId, uint32_t>, size_t> moments;  // (parameter, moment) -> slot
+  std::map<NodeId, size_t> accumulators;                  // parameter -> slot
   std::optional<size_t> hyper;
   uint64_t arena_bytes = 0;
 
   size_t slot(const KernelGraph& kg, NodeId n) const;  // through Reshape aliases; throws if unplanned
-  MemorySummary summary() const;
+  MemorySummary summary() const;  // accumulators count as gradients
   std::string to_text(const Graph& g) const;
 };
 

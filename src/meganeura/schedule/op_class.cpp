@@ -17,6 +17,9 @@ const char* archetype_name(Archetype a) {
     case Archetype::Copy: return "copy";
     case Archetype::Optimizer: return "optimizer";
     case Archetype::Counter: return "counter";
+    case Archetype::Accumulate: return "accumulate";
+    case Archetype::GradNorm: return "grad-norm";
+    case Archetype::ClipScale: return "clip-scale";
   }
   return "?";
 }

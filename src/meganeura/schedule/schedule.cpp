@@ -311,27 +311,43 @@ KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const Sch
 }
 
 void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
-                      bool needs_step) {
+                      const UpdatePlan& plan) {
+  if (param_grads.empty()) return;
   int top = 0;
   for (const Kernel& k : kg.kernels) top = std::max(top, k.level);
   // After every kernel: a parameter may be read by a kernel its gradient does not depend on.
-  for (auto [p, gr] : param_grads) {
+  auto add = [&](Archetype arch, StepPart part, int level, std::string label) -> Kernel& {
     Kernel k;
-    k.arch = Archetype::Optimizer;
+    k.arch = arch;
+    k.part = part;
+    k.level = level;
+    k.label = std::move(label);
+    kg.kernels.push_back(std::move(k));
+    return kg.kernels.back();
+  };
+  if (plan.accumulate) {
+    for (auto [p, gr] : param_grads) {
+      Kernel& k = add(Archetype::Accumulate, StepPart::AccumulateOnly, top + 1, "accumulate " + node_label(g, p));
+      k.root = p;
+      k.grad = gr;
+      k.reads = {gr};
+    }
+  }
+  int level = top + 1;
+  if (plan.clip) {
+    Kernel& k = add(Archetype::GradNorm, StepPart::UpdateOnly, level++, "gradient norm");
+    k.param_grads = param_grads;
+    for (auto [p, gr] : param_grads) k.reads.push_back(gr);
+    std::sort(k.reads.begin(), k.reads.end());
+    add(Archetype::ClipScale, StepPart::UpdateOnly, level++, "clip scale");
+  }
+  for (auto [p, gr] : param_grads) {
+    Kernel& k = add(Archetype::Optimizer, StepPart::UpdateOnly, level, "update " + node_label(g, p));
     k.root = p;
     k.grad = gr;
     k.reads = {gr};
-    k.level = top + 1;
-    k.label = "update " + node_label(g, p);
-    kg.kernels.push_back(std::move(k));
   }
-  if (needs_step && !param_grads.empty()) {
-    Kernel k;
-    k.arch = Archetype::Counter;
-    k.level = top + 2;
-    k.label = "step counter";
-    kg.kernels.push_back(std::move(k));
-  }
+  if (plan.needs_step) add(Archetype::Counter, StepPart::UpdateOnly, level + 1, "step counter");
 }
 
 }  // namespace meganeura

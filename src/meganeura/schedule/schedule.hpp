@@ -22,6 +22,9 @@ enum class Archetype : uint8_t {
               // nearest upsampling: one thread per output element
   Optimizer,  // the fused parameter update over the persistent arena
   Counter,    // bumps the step counter of the hyper-parameter block once per step
+  Accumulate, // adds a gradient into its accumulation buffer (gradient accumulation)
+  GradNorm,   // partial sums of squares of every gradient, one per workgroup (clipping)
+  ClipScale,  // sums the partials and writes the clipping factor into the hyper-parameter block
 };
 const char* archetype_name(Archetype a);
 
@@ -29,14 +32,20 @@ const char* archetype_name(Archetype a);
 enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Unsupported };
 OpClass op_class(Op op);
 
+// Which recorded command list runs a kernel. With gradient accumulation a session records two: one that
+// only accumulates and one that updates; without it, only the update list exists.
+enum class StepPart : uint8_t { Every, AccumulateOnly, UpdateOnly };
+
 struct Kernel {
   Archetype arch = Archetype::Pointwise;
+  StepPart part = StepPart::Every;
   NodeId root;                   // the value this kernel writes (the parameter for Optimizer kernels)
   NodeId core;                   // matmul / reduction / movement node; invalid for a pointwise DAG
   std::vector<NodeId> epilogue;  // fused pointwise nodes evaluated at the root's index, ascending ids
   std::vector<NodeId> prologue;  // fused pointwise nodes evaluated at the core input's index, ascending
   std::vector<NodeId> reads;     // materialised values read (possibly Reshape aliases), ascending ids
-  NodeId grad;                   // Optimizer: the gradient read
+  NodeId grad;                   // Optimizer, Accumulate: the gradient read
+  std::vector<std::pair<NodeId, NodeId>> param_grads;  // GradNorm: every (parameter, gradient)
   int level = 0;                 // dependency depth; kernels of one level are mutually independent
   std::string label;             // names of the nodes it computes, for plans, errors and profiles
 
@@ -64,10 +73,17 @@ struct ScheduleOptions {
 // for an op no archetype can run yet.
 KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const ScheduleOptions& options = {});
 
-// Appends one Optimizer kernel per (parameter, gradient) pair after every other kernel, and a Counter
-// kernel when `needs_step` (bias-corrected optimizers read the step count on the GPU).
+struct UpdatePlan {
+  bool needs_step = false;  // bias-corrected optimizers read the step count on the GPU
+  bool clip = false;        // clipping by global gradient norm
+  bool accumulate = false;  // gradient accumulation over several steps
+};
+
+// Appends, after every other kernel: with accumulation, one AccumulateOnly kernel per parameter; with
+// clipping, GradNorm then ClipScale; one Optimizer kernel per (parameter, gradient) pair; a Counter when
+// needed. Everything but the accumulate kernels is UpdateOnly.
 void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
-                      bool needs_step);
+                      const UpdatePlan& plan);
 
 // "name" of a node for labels: its user name, else op#id.
 std::string node_label(const Graph& g, NodeId n);

@@ -3,6 +3,7 @@
 #include "meganeura/session/pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -45,6 +46,21 @@ void pass_verify(const Graph& g, const SessionConfig& config) {
   if (config.training && g.parameters().empty() && config.optimizer.kind != OptimizerKind::None)
     throw GraphError("[build_session] expected a graph with parameters to train, got none (use "
                      "build_inference_session for a graph without parameters)");
+}
+
+// The update rule's settings that change the compiled step.
+void pass_check_optimizer(const SessionConfig& config) {
+  if (!config.training) return;
+  const OptimizerConfig& o = config.optimizer;
+  if (!(o.clip_grad_norm >= 0) || std::isinf(o.clip_grad_norm))
+    throw ConfigError("[build_session] expected OptimizerConfig.clip_grad_norm >= 0 (0: off), got " +
+                      std::to_string(o.clip_grad_norm));
+  if (o.grad_accumulation < 1)
+    throw ConfigError("[build_session] expected OptimizerConfig.grad_accumulation >= 1, got " +
+                      std::to_string(o.grad_accumulation));
+  if (o.kind == OptimizerKind::None && (o.clip_grad_norm > 0 || o.grad_accumulation > 1))
+    throw ConfigError("[build_session] expected an optimizer with clip_grad_norm or grad_accumulation (both are "
+                      "part of the update), got OptimizerKind::None");
 }
 
 // autodiff: gradients of the first output (the loss) for every parameter, found later by handle.
@@ -92,12 +108,31 @@ KernelGraph pass_schedule(const CompiledStep& s, const SessionConfig& config, co
 }
 
 bool updates(const SessionConfig& c) { return c.training && c.optimizer.kind != OptimizerKind::None; }
+
+CodegenOptions codegen_options(const SessionConfig& config) {
+  CodegenOptions co;
+  co.optimizer = config.optimizer;
+  return co;
+}
 bool needs_step(const OptimizerConfig& o) { return o.kind != OptimizerKind::Sgd && o.kind != OptimizerKind::None; }
 
-// optimizer: fused update kernels over the persistent arena, after everything else.
+// optimizer: fused update kernels over the persistent arena, after everything else (plus the gradient
+// norm for clipping, and the accumulate-only kernels for gradient accumulation).
 void pass_optimizer(CompiledStep& s, const SessionConfig& config) {
   if (!updates(config)) return;
-  append_optimizer(s.kernels, s.graph, s.param_grads, needs_step(config.optimizer));
+  const OptimizerConfig& o = config.optimizer;
+  append_optimizer(s.kernels, s.graph, s.param_grads,
+                   {.needs_step = needs_step(o), .clip = o.clip_grad_norm > 0, .accumulate = o.grad_accumulation > 1});
+}
+
+uint32_t norm_partials(const CompiledStep& s, const CodegenOptions& co) {
+  for (const Kernel& k : s.kernels.kernels) {
+    if (k.arch != Archetype::GradNorm) continue;
+    int64_t n = 0;
+    for (auto [p, gr] : k.param_grads) n += numel(s.graph.node(p).shape);
+    return codegen::grad_norm_groups(n, co.workgroup);
+  }
+  return 0;
 }
 
 MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, const runtime::DeviceCaps& caps) {
@@ -107,14 +142,14 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
   po.outputs = s.outputs;
   po.param_grads = s.param_grads;
   po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
-  po.hyper = updates(config);
+  po.accumulators = updates(config) && config.optimizer.grad_accumulation > 1;
+  po.hyper_bytes = updates(config) ? codegen::hyper_bytes(norm_partials(s, codegen_options(config))) : 0;
   return plan_memory(s.graph, s.kernels, po);
 }
 
 std::vector<GeneratedKernel> pass_codegen(const CompiledStep& s, const SessionConfig& config,
                                           const runtime::DeviceCaps& caps, const CompileOptions& options) {
-  CodegenOptions co;
-  co.optimizer = config.optimizer;
+  CodegenOptions co = codegen_options(config);
   co.deterministic_scatter = options.deterministic_scatter;
   return generate(s.graph, s.kernels, caps, co);
 }
@@ -126,6 +161,7 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   CompiledStep s;
   s.fuse = options.fuse;
   pass_verify(g, config);
+  pass_check_optimizer(config);
   Graph differentiated = config.training ? pass_autodiff(g) : g;
   s.graph = pass_rewrite(differentiated, config, s.report);
   s.outputs = s.graph.outputs();
@@ -136,6 +172,21 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   s.code = pass_codegen(s, config, caps, options);
   s.report.kernels = s.kernels.kernels.size();
   return s;
+}
+
+std::vector<size_t> step_kernels(const CompiledStep& s, bool update) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.kernels.kernels.size(); ++i) {
+    StepPart part = s.kernels.kernels[i].part;
+    if (part == StepPart::Every || part == (update ? StepPart::UpdateOnly : StepPart::AccumulateOnly)) out.push_back(i);
+  }
+  return out;
+}
+
+bool accumulates(const CompiledStep& s) {
+  for (const Kernel& k : s.kernels.kernels)
+    if (k.part == StepPart::AccumulateOnly) return true;
+  return false;
 }
 
 namespace {
@@ -150,6 +201,7 @@ Range binding_range(const CompiledStep& s, const Binding& b) {
   switch (b.kind) {
     case Binding::Value: slot = s.plan.slot(s.kernels, b.node); break;
     case Binding::Moment: slot = s.plan.moments.at({b.node, b.moment}); break;
+    case Binding::Accumulator: slot = s.plan.accumulators.at(b.node); break;
     case Binding::Hyper: slot = *s.plan.hyper; break;
   }
   const Slot& sl = s.plan.slots[slot];
@@ -159,12 +211,12 @@ Range binding_range(const CompiledStep& s, const Binding& b) {
 
 }  // namespace
 
-std::vector<bool> plan_barriers(const CompiledStep& s) {
-  std::vector<bool> before(s.code.size(), false);
+std::vector<bool> plan_barriers(const CompiledStep& s, const std::vector<size_t>& kernels) {
+  std::vector<bool> before(kernels.size(), false);
   std::vector<Range> reads, writes;
-  for (size_t i = 0; i < s.code.size(); ++i) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
     std::vector<Range> r, w;
-    for (const Binding& b : s.code[i].bindings) (b.write ? w : r).push_back(binding_range(s, b));
+    for (const Binding& b : s.code[kernels[i]].bindings) (b.write ? w : r).push_back(binding_range(s, b));
     bool hazard = i == 0;  // the first kernel waits for the previous step and host uploads
     for (const Range& x : r)
       for (const Range& y : writes) hazard = hazard || x.overlaps(y);
@@ -184,15 +236,17 @@ std::vector<bool> plan_barriers(const CompiledStep& s) {
   return before;
 }
 
-std::string plan_text(const CompiledStep& s, const std::vector<bool>& barrier_before) {
-  std::ostringstream os;
+namespace {
+
+void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<size_t>& kernels, const char* title) {
+  const std::vector<bool> barrier_before = plan_barriers(s, kernels);
   std::set<uint64_t> unique;
   size_t barriers = 0;
-  for (size_t i = 0; i < s.code.size(); ++i) {
-    unique.insert(s.code[i].hash);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    unique.insert(s.code[kernels[i]].hash);
     barriers += barrier_before[i] ? 1 : 0;
   }
-  os << "meganeura plan: " << s.code.size() << " dispatches, " << unique.size() << " distinct kernels, " << barriers
+  os << title << ": " << kernels.size() << " dispatches, " << unique.size() << " distinct kernels, " << barriers
      << " barriers\n";
   auto value_name = [&](const Binding& b) -> std::string {
     switch (b.kind) {
@@ -201,18 +255,27 @@ std::string plan_text(const CompiledStep& s, const std::vector<bool>& barrier_be
         return node_label(s.graph, b.node) + " " + dtype_name(n.dtype) + shape_str(n.shape);
       }
       case Binding::Moment: return node_label(s.graph, b.node) + ".moment" + std::to_string(b.moment);
-      case Binding::Hyper: return "hyper(lr,step)";
+      case Binding::Accumulator: return node_label(s.graph, b.node) + ".accumulator";
+      case Binding::Hyper: return "hyper(lr,step,clip)";
     }
     return "?";
   };
-  for (size_t i = 0; i < s.code.size(); ++i) {
-    const GeneratedKernel& k = s.code[i];
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const GeneratedKernel& k = s.code[kernels[i]];
     if (barrier_before[i]) os << "  -- barrier --\n";
-    os << "  #" << i << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x" << k.grid[1]
-       << "x" << k.grid[2] << "\n";
+    os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
+       << k.grid[1] << "x" << k.grid[2] << "\n";
     for (const Binding& b : k.bindings)
       os << "      " << (b.write ? "out " : "in  ") << value_name(b) << " (" << b.bytes << " B)\n";
   }
+}
+
+}  // namespace
+
+std::string plan_text(const CompiledStep& s) {
+  std::ostringstream os;
+  list_text(os, s, step_kernels(s, true), "meganeura plan");
+  if (accumulates(s)) list_text(os, s, step_kernels(s, false), "accumulate-only step");
   MemorySummary m = s.plan.summary();
   os << "memory: parameters " << m.parameters << " B, gradients " << m.gradients << " B, optimizer state "
      << m.optimizer_state << " B, activations " << m.activations << " B, inputs " << m.inputs << " B, outputs "

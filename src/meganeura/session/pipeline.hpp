@@ -46,12 +46,17 @@ struct CompileOptions {
 CompiledStep compile_step(const Graph& g, const SessionConfig& config, const runtime::DeviceCaps& caps,
                           const CompileOptions& options = {});
 
-// MEGANEURA_DUMP_PLAN's text: each dispatch with label, archetype, grid, bindings with byte sizes, and
-// the barriers between them; then the memory plan.
-std::string plan_text(const CompiledStep& step, const std::vector<bool>& barrier_before);
+// The kernels one recorded command list runs, in order: the update step (every kernel but the
+// accumulate-only ones) or, with gradient accumulation, the accumulate-only step.
+std::vector<size_t> step_kernels(const CompiledStep& step, bool update);
+bool accumulates(const CompiledStep& step);  // the session records an accumulate-only list too
 
-// Whether kernel i needs a barrier before it, from the byte ranges each kernel reads and writes.
-std::vector<bool> plan_barriers(const CompiledStep& step);
+// Whether kernels[i] needs a barrier before it, from the byte ranges each kernel reads and writes.
+std::vector<bool> plan_barriers(const CompiledStep& step, const std::vector<size_t>& kernels);
+
+// MEGANEURA_DUMP_PLAN's text: for each recorded list, each dispatch with label, archetype, grid, bindings
+// with byte sizes, and the barriers between them; then the memory plan.
+std::string plan_text(const CompiledStep& step);
 
 // Build with compile options (tests).
 Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,

@@ -3,6 +3,7 @@
 #include "meganeura/session/session.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,10 +24,11 @@ class SessionImpl {
   std::vector<runtime::Buffer> owned;       // buffers to free
   std::vector<runtime::Buffer> slot_buffer; // per plan slot
   std::vector<runtime::KernelId> kernel_of; // per dispatch
-  std::unique_ptr<runtime::CommandList> list;
-  std::vector<bool> barrier_before;
+  std::unique_ptr<runtime::CommandList> list;             // the step that updates (every step without accumulation)
+  std::unique_ptr<runtime::CommandList> accumulate_list;  // gradient accumulation: the step that only accumulates
   float learning_rate = 0.0f;
   uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
+  int phase = 0;       // micro-steps accumulated since the last update
 
   ~SessionImpl() {
     if (!device) return;
@@ -35,6 +37,7 @@ class SessionImpl {
     } catch (...) {
     }
     list.reset();
+    accumulate_list.reset();
     for (const runtime::Buffer& b : owned) device->free(b);
   }
 
@@ -142,6 +145,7 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
   switch (b.kind) {
     case Binding::Value: return s.buffer_of(b.node);
     case Binding::Moment: return s.slot_buffer.at(s.step.plan.moments.at({b.node, b.moment}));
+    case Binding::Accumulator: return s.slot_buffer.at(s.step.plan.accumulators.at(b.node));
     case Binding::Hyper: return s.slot_buffer.at(*s.step.plan.hyper);
   }
   return {};
@@ -178,24 +182,30 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
   }
 }
 
-void record(SessionImpl& s) {
-  s.barrier_before = plan_barriers(s.step);
-  s.list = s.device->record();
-  for (size_t i = 0; i < s.step.code.size(); ++i) {
-    const GeneratedKernel& k = s.step.code[i];
-    if (s.barrier_before[i]) s.list->barrier();
+std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vector<size_t>& kernels) {
+  const std::vector<bool> barrier_before = plan_barriers(s.step, kernels);
+  std::unique_ptr<runtime::CommandList> list = s.device->record();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const GeneratedKernel& k = s.step.code[kernels[i]];
+    if (barrier_before[i]) list->barrier();
     std::vector<runtime::Buffer> bufs;
     for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
-    s.list->dispatch(s.kernel_of[i], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
+    list->dispatch(s.kernel_of[kernels[i]], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
   }
   // Host reads after wait() and the next step's first kernel see every write of this one.
-  s.list->barrier();
-  s.list->finish();
+  list->barrier();
+  list->finish();
+  return list;
+}
+
+void record(SessionImpl& s) {
+  s.list = record_list(s, step_kernels(s.step, true));
+  if (accumulates(s.step)) s.accumulate_list = record_list(s, step_kernels(s.step, false));
 }
 
 void dump_plan(const SessionImpl& s) {
   if (s.config.dump_plan.empty()) return;
-  std::string text = plan_text(s.step, s.barrier_before);
+  std::string text = plan_text(s.step);
   if (s.config.dump_plan == "-") {
     std::fputs(text.c_str(), stderr);
     return;
@@ -360,14 +370,27 @@ void Session::set_optimizer_step(uint64_t step) {
   if (step > UINT32_MAX)
     throw SessionError("[Session::set_optimizer_step] expected a step count below 2^32, got " + std::to_string(step));
   impl_->steps = step;
+  impl_->phase = 0;
+  for (const auto& [param, slot] : impl_->step.plan.accumulators) {
+    (void)param;
+    impl_->device->fill_zero(impl_->slot_buffer[slot]);
+  }
   if (!impl_->step.plan.hyper) return;
+  const runtime::Buffer& hyper = impl_->slot_buffer[*impl_->step.plan.hyper];
   uint32_t v = uint32_t(step);
-  impl_->device->upload(impl_->slot_buffer[*impl_->step.plan.hyper], &v, 4, 4);
+  impl_->device->upload(hyper, &v, 4, 4);
+  // The bias corrections 1 - beta^step that the update kernels continue by recurrence (codegen.hpp).
+  const OptimizerConfig& o = impl_->config.optimizer;
+  const float c[2] = {float(1.0 - std::pow(o.beta1, double(step))), float(1.0 - std::pow(o.beta2, double(step)))};
+  impl_->device->upload(hyper, c, sizeof c, 12);
 }
 
 void Session::step() {
-  impl_->device->submit(*impl_->list);
-  if (impl_->step.plan.hyper) ++impl_->steps;
+  SessionImpl& s = *impl_;
+  const bool update = !s.accumulate_list || s.phase + 1 >= s.config.optimizer.grad_accumulation;
+  s.device->submit(update ? *s.list : *s.accumulate_list);
+  s.phase = update ? 0 : s.phase + 1;
+  if (update && s.step.plan.hyper) ++s.steps;
 }
 void Session::wait() { impl_->device->wait(); }
 

@@ -27,6 +27,11 @@ struct OptimizerConfig {
   bool nesterov = false;  // SGD
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;
+  // Both run inside the recorded step. Clipping scales the (accumulated) gradients by
+  // min(1, clip_grad_norm / (‖g‖₂ + 1e-6)) over all parameters together, as torch.nn.utils.clip_grad_norm_.
+  // Accumulation: step() k-1 times only adds the gradients up; every k-th step() updates with their mean.
+  double clip_grad_norm = 0.0;  // > 0: clip by global norm
+  int grad_accumulation = 1;    // k micro-batches per update
 };
 
 // Everything that changes how a graph is compiled and run. from_env() is the only place in the library
@@ -95,9 +100,11 @@ class Session {
   std::vector<float> read_optimizer_state(const std::string& name);
   void set_optimizer_state(const std::string& name, std::span<const float> data);
   uint64_t optimizer_step() const;  // updates applied so far (Adam's bias-correction count)
-  void set_optimizer_step(uint64_t step);
+  void set_optimizer_step(uint64_t step);  // also drops a partly accumulated update
 
-  void step();  // submits the recorded step; returns at once
+  // Submits the recorded step; returns at once. With grad_accumulation k, every k-th call updates and the
+  // others only accumulate gradients.
+  void step();
   void wait();  // blocks until the step finished
   void run() { step(); wait(); }
 

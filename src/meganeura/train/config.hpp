@@ -1,7 +1,8 @@
 #pragma once
-// Everything that shapes a training run besides the graph and the data.
+// Everything that shapes a training run besides the graph, the data and the update rule. The update rule
+// (optimizer, learning rate, weight decay, clipping by global gradient norm, gradient accumulation) is
+// compiled into the step: SessionConfig::optimizer. Its learning rate is the schedule's base.
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "meganeura/session/session.hpp"
@@ -14,12 +15,7 @@ enum class ProgressMode : uint8_t { Auto, Bar, Lines, Off };  // Auto: a bar on 
 struct TrainConfig {
   int epochs = 10;
   int64_t batch_size = 32;  // checked against the loader and the graph's inputs
-  // The update rule and its base learning rate; weight decay is optimizer->weight_decay. Unset: the
-  // session's own fused optimizer. Set on a session built with OptimizerKind::None: applied on the host.
-  std::optional<OptimizerConfig> optimizer;
   LrSchedule schedule;
-  double clip_grad_norm = 0.0;  // > 0: scale gradients so their global L2 norm is at most this
-  int grad_accumulation = 1;    // micro-batches summed (averaged) into one update
   uint64_t seed = 0;            // drives Trainer::init_parameters (the loader has its own shuffle seed)
   int log_interval = 100;       // steps between history points and plain progress lines
   ProgressMode progress = ProgressMode::Auto;

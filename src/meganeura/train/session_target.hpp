@@ -20,7 +20,6 @@ class SessionTarget : public TrainTarget {
   void set_learning_rate(double lr) override { session_.set_learning_rate(lr); }
   std::vector<float> read_parameter(const std::string& name) override { return session_.read_parameter(name); }
   void set_parameter(const std::string& name, std::span<const float> v) override { session_.set_parameter(name, v); }
-  std::vector<float> read_gradient(const std::string& name) override { return session_.read_gradient(name); }
   std::vector<TensorInfo> optimizer_state() const override;
   std::vector<float> read_optimizer_state(const std::string& name) override {
     return session_.read_optimizer_state(name);

@@ -17,14 +17,15 @@ class TrainTarget {
   virtual std::vector<TensorInfo> inputs() const = 0;
   virtual std::vector<TensorInfo> parameters() const = 0;
   virtual void set_input(const std::string& name, const DataTensor& value) = 0;
-  virtual double run_step() = 0;  // forward, backward and (fused) update; returns the loss
-  // The update rule inside run_step, or None when run_step only computes gradients.
-  virtual OptimizerConfig fused_optimizer() const = 0;
+  // Forward, backward and the fused update (with gradient accumulation k, only every k-th call updates; the
+  // others add their gradients up); returns the loss.
+  virtual double run_step() = 0;
+  virtual OptimizerConfig fused_optimizer() const = 0;  // the update rule inside run_step
   virtual void set_learning_rate(double lr) = 0;
   virtual std::vector<float> read_parameter(const std::string& name) = 0;
   virtual void set_parameter(const std::string& name, std::span<const float> values) = 0;
-  virtual std::vector<float> read_gradient(const std::string& name) = 0;
-  // The fused optimizer's moment buffers and update count (empty / 0 without a fused optimizer).
+  // The fused optimizer's moment buffers (empty for plain SGD) and update count. set_optimizer_step also
+  // drops a partly accumulated update.
   virtual std::vector<TensorInfo> optimizer_state() const = 0;
   virtual std::vector<float> read_optimizer_state(const std::string& name) = 0;
   virtual void set_optimizer_state(const std::string& name, std::span<const float> values) = 0;

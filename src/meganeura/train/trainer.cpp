@@ -37,27 +37,12 @@ bool looks_like_norm_scale(const std::string& name) {
 Trainer::Trainer(std::unique_ptr<TrainTarget> target, TrainConfig config)
     : target_(std::move(target)), config_(std::move(config)) {
   if (!target_) throw ConfigError("[Trainer] expected a target, got null");
-  if (config_.grad_accumulation < 1)
-    throw ConfigError("[Trainer] expected grad_accumulation >= 1, got " + std::to_string(config_.grad_accumulation));
-  if (config_.clip_grad_norm < 0)
-    throw ConfigError("[Trainer] expected clip_grad_norm >= 0, got " + std::to_string(config_.clip_grad_norm));
-  const OptimizerConfig fused = target_->fused_optimizer();
-  if (fused.kind != OptimizerKind::None) {
-    if (config_.optimizer && config_.optimizer->kind != fused.kind)
-      throw ConfigError(std::string("[Trainer] expected TrainConfig.optimizer to match the session's fused ") +
-                        optimizer_name(fused.kind) + ", got " + optimizer_name(config_.optimizer->kind) +
-                        "; build the session with that optimizer, or with OptimizerKind::None for host updates");
-    if (config_.clip_grad_norm > 0 || config_.grad_accumulation > 1)
-      throw ConfigError("[Trainer] expected a session built with OptimizerKind::None for gradient clipping or "
-                        "accumulation (they run on the host between steps), got a session with a fused " +
-                        std::string(optimizer_name(fused.kind)) + " update");
-    optimizer_ = config_.optimizer ? *config_.optimizer : fused;
-  } else {
-    if (!config_.optimizer)
-      throw ConfigError("[Trainer] expected TrainConfig.optimizer for a session without a fused optimizer, got none");
-    optimizer_ = *config_.optimizer;
-    host_opt_ = std::make_unique<HostOptimizer>(optimizer_, target_->parameters());
-  }
+  optimizer_ = target_->fused_optimizer();
+  if (optimizer_.kind == OptimizerKind::None)
+    throw ConfigError("[Trainer] expected a session built with an optimizer (SessionConfig::optimizer), got "
+                      "OptimizerKind::None, which only computes gradients");
+  if (optimizer_.grad_accumulation < 1)
+    throw ConfigError("[Trainer] expected grad_accumulation >= 1, got " + std::to_string(optimizer_.grad_accumulation));
   lr_ = optimizer_.learning_rate;
 }
 
@@ -101,53 +86,19 @@ void Trainer::set_inputs(const Batch& b) {
   for (const TensorInfo& in : target_->inputs()) target_->set_input(in.name, b.at(in.name));
 }
 
-void Trainer::host_accumulate_and_update(double lr) {
-  const std::vector<TensorInfo> params = target_->parameters();
-  for (const TensorInfo& p : params) {
-    const std::vector<float> g = target_->read_gradient(p.name);
-    std::vector<double>& sum = grad_sum_[p.name];
-    if (sum.size() != g.size()) sum.assign(g.size(), 0.0);
-    for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
-  }
-  if (++micro_in_update_ < config_.grad_accumulation) return;
-  // Each micro-batch's loss is a mean, so the mean of the micro-gradients is the big batch's gradient.
-  const double inv = 1.0 / config_.grad_accumulation;
-  double sq = 0;
-  for (auto& [name, sum] : grad_sum_)
-    for (double& x : sum) {
-      x *= inv;
-      sq += x * x;
-    }
-  double scale = 1.0;
-  const double norm = std::sqrt(sq);
-  if (config_.clip_grad_norm > 0 && norm > config_.clip_grad_norm) scale = config_.clip_grad_norm / (norm + 1e-6);
-  host_opt_->begin_step();
-  for (const TensorInfo& p : params) {
-    std::vector<double>& sum = grad_sum_[p.name];
-    std::vector<float> g(sum.size());
-    for (size_t i = 0; i < sum.size(); ++i) g[i] = static_cast<float>(sum[i] * scale);
-    std::vector<float> w = target_->read_parameter(p.name);
-    host_opt_->update(p.name, w, g, lr);
-    target_->set_parameter(p.name, w);
-    std::fill(sum.begin(), sum.end(), 0.0);
-  }
-  micro_in_update_ = 0;
-  ++update_step_;
-}
-
 const History& Trainer::train(DataLoader& loader, int epochs) {
   if (epochs <= 0) epochs = config_.epochs;
   if (loader.batch_size() != config_.batch_size)
     throw ConfigError("[Trainer::train] expected a loader with TrainConfig.batch_size=" +
                       std::to_string(config_.batch_size) + ", got batch size " + std::to_string(loader.batch_size()));
   const int64_t full_batches = loader.dataset().size() / loader.batch_size();
-  const int64_t updates_per_epoch = full_batches / config_.grad_accumulation;
-  if (updates_per_epoch <= 0)
+  const int accumulation = optimizer_.grad_accumulation;
+  if (full_batches < accumulation)
     throw ConfigError("[Trainer::train] expected at least one update per epoch, got " + std::to_string(full_batches) +
-                      " full batches for grad_accumulation=" + std::to_string(config_.grad_accumulation));
+                      " full batches for grad_accumulation=" + std::to_string(accumulation));
   // The schedule spans the planned run (config.epochs), so that a run resumed from a checkpoint follows
-  // the same learning rates as one that was never interrupted.
-  const int64_t total_updates = updates_per_epoch * std::max(config_.epochs, epochs_done_ + epochs);
+  // the same learning rates as one that was never interrupted. Accumulation carries over epoch ends.
+  const int64_t total_updates = full_batches * std::max(config_.epochs, epochs_done_ + epochs) / accumulation;
   Progress progress(out_, config_.progress, config_.log_interval);
   stop_ = false;
   double applied_lr = -1;
@@ -162,15 +113,18 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
     while (auto batch = loader.next()) {
       if (batch->rows < loader.batch_size()) continue;  // a compiled step has a fixed batch size
       check_batch(*batch);
+      // The rate of the update this micro-batch contributes to; only the updating step reads it.
       lr_ = learning_rate_at(config_.schedule, optimizer_.learning_rate, update_step_, total_updates);
-      if (!host_opt_ && lr_ != applied_lr) {
+      if (lr_ != applied_lr) {
         target_->set_learning_rate(lr_);
         applied_lr = lr_;
       }
       set_inputs(*batch);
       const double loss = target_->run_step();
-      if (host_opt_) host_accumulate_and_update(lr_);
-      else ++update_step_;
+      if (++micro_in_update_ == accumulation) {
+        micro_in_update_ = 0;
+        ++update_step_;
+      }
       ++micro_step_;
       ++steps;
       ++interval_steps;
@@ -222,27 +176,25 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
 std::vector<TensorInfo> Trainer::tensors() const {
   std::vector<TensorInfo> out = target_->parameters();
   for (TensorInfo& t : out) t.role = TensorRole::Parameter;
-  const std::vector<TensorInfo> state = host_opt_ ? host_opt_->state() : target_->optimizer_state();
+  const std::vector<TensorInfo> state = target_->optimizer_state();
   out.insert(out.end(), state.begin(), state.end());
   return out;
 }
 
 std::vector<std::byte> Trainer::read(const TensorInfo& t) {
   if (t.role == TensorRole::Parameter) return to_bytes(target_->read_parameter(t.name));
-  if (host_opt_) return to_bytes(host_opt_->state_buffer(t.name));
   return to_bytes(target_->read_optimizer_state(t.name));
 }
 
 void Trainer::write(const TensorInfo& t, std::span<const std::byte> bytes) {
   const std::vector<float> v = to_floats(bytes);
   if (t.role == TensorRole::Parameter) target_->set_parameter(t.name, v);
-  else if (host_opt_) host_opt_->state_buffer(t.name) = v;
   else target_->set_optimizer_state(t.name, v);
 }
 
 std::map<std::string, std::string> Trainer::metadata() const {
   return {{"optimizer", optimizer_name(optimizer_.kind)},
-          {"optimizer_step", std::to_string(host_opt_ ? host_opt_->step() : target_->optimizer_step())},
+          {"optimizer_step", std::to_string(target_->optimizer_step())},
           {"update_step", std::to_string(update_step_)},
           {"epochs_done", std::to_string(epochs_done_)}};
 }
@@ -253,14 +205,11 @@ void Trainer::set_metadata(const std::map<std::string, std::string>& m) {
     if (it == m.end()) return std::nullopt;
     return std::stoull(it->second);
   };
-  if (auto s = get("optimizer_step")) {
-    if (host_opt_) host_opt_->set_step(*s);
-    else if (target_->fused_optimizer().kind != OptimizerKind::None) target_->set_optimizer_step(*s);
-  }
+  // Setting the step also drops a partly accumulated update on the target, so the count restarts here too.
+  target_->set_optimizer_step(get("optimizer_step").value_or(target_->optimizer_step()));
   if (auto u = get("update_step")) update_step_ = static_cast<int64_t>(*u);
   if (auto e = get("epochs_done")) epochs_done_ = static_cast<int>(*e);
   micro_in_update_ = 0;
-  for (auto& [name, sum] : grad_sum_) std::fill(sum.begin(), sum.end(), 0.0);
 }
 
 OptimizerKind parse_optimizer(const std::string& name) {

@@ -1,7 +1,7 @@
 #pragma once
 // Trainer: runs epochs of a loader through a TrainTarget (usually a compiled Session), with learning-rate
-// schedules, optional host-side clipping and accumulation, progress output, evaluation, callbacks, history
-// and checkpoints.
+// schedules, progress output, evaluation, callbacks, history and checkpoints. The update itself (clipping
+// and gradient accumulation included) runs inside the target's step.
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -15,13 +15,12 @@
 #include "meganeura/train/config.hpp"
 #include "meganeura/train/evaluate.hpp"
 #include "meganeura/train/history.hpp"
-#include "meganeura/train/host_optimizer.hpp"
 #include "meganeura/train/target.hpp"
 
 namespace meganeura {
 
 struct StepEvent {
-  int64_t step = 0;           // micro-steps since the Trainer was made
+  int64_t step = 0;           // steps (micro-batches) since the Trainer was made
   int epoch = 0;
   int64_t step_in_epoch = 0;
   double loss = 0;
@@ -30,8 +29,7 @@ struct StepEvent {
 
 class Trainer : public TensorStore {
  public:
-  // ConfigError when the config cannot be honoured by the target (clipping or accumulation with a fused
-  // optimizer, an optimizer kind different from the session's, no optimizer anywhere).
+  // ConfigError for a target without an optimizer (a session built with OptimizerKind::None).
   Trainer(std::unique_ptr<TrainTarget> target, TrainConfig config);
   Trainer(Session session, TrainConfig config);  // a training session; see session_target.cpp
   ~Trainer() override;
@@ -52,14 +50,13 @@ class Trainer : public TensorStore {
   const History& history() const { return history_; }
   const TrainConfig& config() const { return config_; }
   TrainTarget& target() { return *target_; }
-  bool host_update() const { return host_opt_ != nullptr; }
-  int64_t update_step() const { return update_step_; }
+  int64_t update_step() const { return update_step_; }  // updates applied (micro-batches / accumulation)
   double last_learning_rate() const { return lr_; }
 
   void save(const std::string& path, const SaveOptions& options = {}) { save_checkpoint(path, *this, options); }
   RestoreReport restore(const std::string& path) { return restore_checkpoint(path, *this); }
 
-  // TensorStore: parameters plus the optimizer's state (fused on the device, or the host optimizer's).
+  // TensorStore: parameters plus the optimizer's state.
   std::vector<TensorInfo> tensors() const override;
   std::vector<std::byte> read(const TensorInfo& t) override;
   void write(const TensorInfo& t, std::span<const std::byte> bytes) override;
@@ -69,14 +66,11 @@ class Trainer : public TensorStore {
  private:
   void check_batch(const Batch& b) const;
   void set_inputs(const Batch& b);
-  void host_accumulate_and_update(double lr);
 
   std::unique_ptr<TrainTarget> target_;
   TrainConfig config_;
-  OptimizerConfig optimizer_;  // the effective rule (fused or host)
-  std::unique_ptr<HostOptimizer> host_opt_;
-  std::map<std::string, std::vector<double>> grad_sum_;
-  int micro_in_update_ = 0;
+  OptimizerConfig optimizer_;  // the target's update rule
+  int micro_in_update_ = 0;    // micro-batches accumulated towards the next update
   int64_t micro_step_ = 0, update_step_ = 0;
   int epochs_done_ = 0;
   double lr_ = 0;
