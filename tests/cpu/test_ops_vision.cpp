@@ -74,6 +74,31 @@ TEST(OpsVision, Conv2dGradchecks) {
   }
 }
 
+// Large enough reductions split the weight gradient over batch slices (grouped view, summed partials).
+TEST(OpsVision, Conv2dWeightGradientSplitOverTheBatch) {
+  struct Case {
+    const char* label;
+    Shape x, w;
+    int64_t groups, want_groups;
+  };
+  for (const Case& c : {Case{"split4", {8, 3, 16, 16}, {5, 3, 3, 3}, 1, 4},
+                        Case{"split4_groups2", {4, 4, 25, 25}, {6, 2, 3, 3}, 2, 8}}) {
+    auto b = [&](Graph& g, const std::vector<NodeId>& v) {
+      return g.conv2d(v[0], v[1], {1, 1}, {c.groups == 1 ? 1 : 0, c.groups == 1 ? 1 : 0}, {1, 1}, c.groups);
+    };
+    Graph g;
+    NodeId x = g.input("x", c.x), w = g.parameter("w", c.w);
+    NodeId loss = g.sum(b(g, {x, w}));
+    Graph dg = differentiate(g, loss, {w});
+    int64_t groups = 0;
+    for (uint32_t i = 0; i < dg.size(); ++i)
+      if (dg.node(NodeId{i}).op == Op::Conv2dGradWeight) groups = dg.node(NodeId{i}).attrs.ints[6];
+    EXPECT_EQ(groups, c.want_groups) << c.label;
+    // x as a plain input: finite differences over every image would be slow, and dx is not split
+    EXPECT_TRUE(gradcheck_op(std::string("conv2d_") + c.label, b, {{c.x, -1, 1, false}, {c.w}})) << c.label;
+  }
+}
+
 TEST(OpsVision, ConvGradientOpsAreThemselvesDifferentiable) {
   // Conv2dGradInput(dy, w) and Conv2dGradWeight(x, dy) as ops in their own right (double backward)
   const std::vector<int64_t> base{2, 1, 1, 0, 1, 1, 1};

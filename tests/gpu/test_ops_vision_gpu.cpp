@@ -43,6 +43,9 @@ TEST_F(VisionGpu, Conv2dValueAndGradients) {
            ConvCase{"depthwise", {1, 4, 5, 6}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4},
            // several output tiles in every direction and several K slices: M = 429, N = 70, K = 36 / 630
            ConvCase{"tiles", {3, 4, 13, 11}, {70, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+           // the weight gradient split over 4 batch slices (test_ops_vision.cpp checks the split is taken)
+           ConvCase{"split", {8, 3, 16, 16}, {5, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+           ConvCase{"split_groups", {4, 4, 25, 25}, {6, 2, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 2},
        }) {
     auto b = [&](Graph& g, const std::vector<NodeId>& v) { return g.conv2d(v[0], v[1], c.s, c.p, c.d, c.groups); };
     EXPECT_TRUE(check_op_gpu(std::string("conv2d_") + c.label, b, {{c.x}, {c.w}}, tol));

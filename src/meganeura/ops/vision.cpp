@@ -11,6 +11,7 @@
 //   AvgPool2dGrad     {kh, kw, sh, sw, ph, pw, H, W}                  inputs {dy}     -> dx
 //   UpsampleNearest   {factor}                                        inputs {x}
 // The gradient ops carry the size they restore (H, W or KH, KW) because a strided forward loses it.
+#include <algorithm>
 #include <limits>
 
 #include "meganeura/ops/ops.hpp"
@@ -159,6 +160,34 @@ Attrs with_ints(std::vector<int64_t> ints) {
   return a;
 }
 
+// How many partial weight gradients to compute side by side: the weight gradient reduces over N·OH·OW,
+// usually far more than its few output tiles can spread over a GPU. Splitting the batch into P slices
+// gives P independent GEMMs of reduction length N/P·OH·OW each; P is the largest divisor of N that keeps
+// each slice's reduction at least 512 long and the partials at most 4M elements.
+int64_t weight_grad_splits(int64_t n, int64_t pixels, int64_t weight_elements) {
+  if (n * pixels < 2048) return 1;
+  for (int64_t p = std::min<int64_t>(n, 64); p > 1; --p)
+    if (n % p == 0 && (n / p) * pixels >= 512 && p * weight_elements <= (int64_t(1) << 22)) return p;
+  return 1;
+}
+
+// dw for x [N, C, H, W] and dy [N, Cout, OH, OW]. Split P ways without copying anything: viewing x as
+// [N/P, P·C, H, W] (image s·P + i's channels become group block i) and dy likewise, a convolution weight
+// gradient with P·groups groups computes, in group block i, the sum over images i, i + P, ...; its result
+// [P·Cout, C/g, KH, KW] viewed as [P, Cout, C/g, KH, KW] is summed over the P partials.
+NodeId conv_weight_grad(Graph& g, NodeId x, NodeId dy, const std::vector<int64_t>& attrs7, const Shape& w) {
+  const Shape xs = g.node(x).shape, ys = g.node(dy).shape;
+  auto ints = attrs7;
+  ints.insert(ints.end(), {w[2], w[3]});
+  const int64_t p = weight_grad_splits(xs[0], ys[2] * ys[3], numel(w));
+  if (p == 1) return g.make(Op::Conv2dGradWeight, {x, dy}, with_ints(ints), {});
+  ints[6] *= p;
+  const NodeId xv = g.reshape(x, {xs[0] / p, p * xs[1], xs[2], xs[3]});
+  const NodeId yv = g.reshape(dy, {ys[0] / p, p * ys[1], ys[2], ys[3]});
+  const NodeId parts = g.make(Op::Conv2dGradWeight, {xv, yv}, with_ints(ints), {});
+  return g.sum(g.reshape(parts, {p, w[0], w[1], w[2], w[3]}), {0});
+}
+
 std::vector<NodeId> conv2d_vjp(VjpCtx& c) {
   const auto& a = c.fwd.attrs.ints;
   const Shape x = c.in_shape(0), w = c.in_shape(1);
@@ -168,11 +197,7 @@ std::vector<NodeId> conv2d_vjp(VjpCtx& c) {
     ints.insert(ints.end(), {x[2], x[3]});
     dx = c.g.make(Op::Conv2dGradInput, {c.grad, c.in(1)}, with_ints(ints), {});
   }
-  if (c.needs(1)) {
-    auto ints = a;
-    ints.insert(ints.end(), {w[2], w[3]});
-    dw = c.g.make(Op::Conv2dGradWeight, {c.in(0), c.grad}, with_ints(ints), {});
-  }
+  if (c.needs(1)) dw = conv_weight_grad(c.g, c.in(0), c.grad, a, w);
   return {dx, dw};
 }
 
@@ -183,11 +208,7 @@ std::vector<NodeId> conv2d_grad_input_vjp(VjpCtx& c) {
   const Shape w = c.in_shape(1);
   NodeId ddy, dw;
   if (c.needs(0)) ddy = c.g.make(Op::Conv2d, {c.grad, c.in(1)}, with_ints(head(a, 7)), {});
-  if (c.needs(1)) {
-    auto ints = head(a, 7);
-    ints.insert(ints.end(), {w[2], w[3]});
-    dw = c.g.make(Op::Conv2dGradWeight, {c.grad, c.in(0)}, with_ints(ints), {});
-  }
+  if (c.needs(1)) dw = conv_weight_grad(c.g, c.grad, c.in(0), head(a, 7), w);
   return {ddy, dw};
 }
 
