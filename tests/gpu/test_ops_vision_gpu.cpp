@@ -38,6 +38,8 @@ TEST_F(VisionGpu, Conv2dValueAndGradients) {
   for (const ConvCase& c : {
            ConvCase{"odd", {2, 3, 7, 5}, {5, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
            ConvCase{"stride2_pad", {1, 2, 9, 8}, {4, 2, 3, 2}, {2, 2}, {1, 2}, {1, 1}, 1},
+           // stride 3 with dilation 2: one residue class of rows receives no tap at all (zeros in dx)
+           ConvCase{"stride3_dilation2", {2, 2, 8, 7}, {3, 2, 2, 3}, {3, 2}, {1, 0}, {2, 2}, 1},
            ConvCase{"dilation", {1, 3, 9, 7}, {2, 3, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 1},
            ConvCase{"groups3", {2, 6, 6, 5}, {9, 2, 3, 3}, {1, 2}, {1, 0}, {1, 1}, 3},
            ConvCase{"depthwise", {1, 4, 5, 6}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4},
