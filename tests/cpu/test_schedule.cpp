@@ -265,3 +265,33 @@ TEST(Schedule, RopeAndDropoutAreCopyKernelsAndAScatterIsAlwaysARoot) {
   EXPECT_EQ(kernel_writing(kg, g.node(s).inputs[0]).arch, Archetype::Scatter);
   EXPECT_EQ(kernel_writing(kg, s).arch, Archetype::Pointwise);
 }
+
+TEST(Schedule, CnnTrainingStepConvAndWindowKernels) {
+  // conv -> +bias -> relu -> max-pool, twice, then a linear layer. Conv kernels: two forward (bias as the
+  // epilogue), conv2's input gradient, two weight gradients (the conv's input x needs none) = 5. Window
+  // kernels: two max-pools and two max-pool gradients, each gradient with relu's backward mask fused as
+  // its epilogue = 4.
+  Graph g;
+  NodeId x = g.input("x", {2, 1, 8, 8});
+  NodeId t = x;
+  int64_t cin = 1;
+  for (int64_t cout : {4, 6}) {
+    NodeId w = g.parameter("w" + std::to_string(cout), {cout, cin, 3, 3});
+    NodeId b = g.parameter("b" + std::to_string(cout), {cout});
+    t = g.max_pool2d(g.relu(g.add(g.conv2d(t, w, {1, 1}, {1, 1}), g.reshape(b, {cout, 1, 1}))), {2, 2});
+    cin = cout;
+  }
+  NodeId logits = g.matmul(g.reshape(t, {2, 6 * 2 * 2}), g.parameter("fc", {24, 3}));
+  NodeId loss = g.sum(g.mul(logits, logits));
+  Graph d = differentiate(g, loss);
+  std::vector<NodeId> roots{loss};
+  for (NodeId p : d.parameters()) roots.push_back(*d.gradient(p));
+  KernelGraph kg = schedule(d, roots);
+  EXPECT_EQ(kg.count(Archetype::Conv), 5u) << kg.to_text(d);
+  EXPECT_EQ(kg.count(Archetype::Copy), 4u) << kg.to_text(d);
+  for (const Kernel& k : kg.kernels) {
+    if (k.core.valid() && d.node(k.core).op == Op::MaxPool2dGrad) {
+      EXPECT_FALSE(k.epilogue.empty()) << "relu's mask is not fused into " << k.label;
+    }
+  }
+}
