@@ -78,21 +78,27 @@ struct InputSpec {
 
 using OpBuilder = std::function<NodeId(Graph&, const std::vector<NodeId>&)>;
 
-inline ::testing::AssertionResult gradcheck_op(const std::string& label, const OpBuilder& build,
-                                               const std::vector<InputSpec>& specs, GradcheckOptions opt = {},
-                                               uint64_t seed = 1) {
-  std::mt19937_64 rng(seed);
+// The op under test placed mid-graph: every differentiable operand i is x_i * w_i + c_i (w_i a parameter),
+// the op's value is named "y", and loss = sum(y * r) with a random input r.
+struct PlacedOp {
   Graph g;
   reference::Feeds feeds;
-  std::vector<NodeId> operands, params;
+  std::vector<NodeId> params;  // the w_i
+  NodeId y, loss;
+};
+
+inline PlacedOp place_op(const OpBuilder& build, const std::vector<InputSpec>& specs, std::mt19937_64& rng) {
+  PlacedOp p;
+  Graph& g = p.g;
+  std::vector<NodeId> operands;
   for (size_t i = 0; i < specs.size(); ++i) {
     const InputSpec& s = specs[i];
     std::string n = std::to_string(i);
     if (!s.differentiable) {
       NodeId x = g.input("in" + n, s.shape, s.dtype);
-      feeds["in" + n] = s.values ? s.values(rng) : random_tensor(s.shape, rng, s.lo, s.hi);
+      p.feeds["in" + n] = s.values ? s.values(rng) : random_tensor(s.shape, rng, s.lo, s.hi);
       if (s.dtype == DType::I32 && !s.values)
-        for (double& v : feeds["in" + n].data) v = std::floor(v);
+        for (double& v : p.feeds["in" + n].data) v = std::floor(v);
       operands.push_back(x);
       continue;
     }
@@ -101,17 +107,25 @@ inline ::testing::AssertionResult gradcheck_op(const std::string& label, const O
     NodeId w = g.parameter("w" + n, s.shape, s.dtype);
     NodeId c = g.input("c" + n, s.shape, s.dtype);
     double mid = 0.5 * (s.lo + s.hi), half = 0.5 * (s.hi - s.lo);
-    feeds["x" + n] = random_tensor(s.shape, rng, mid - 0.9 * half, mid + 0.9 * half);
-    feeds["w" + n] = random_tensor(s.shape, rng, 0.95, 1.05);
-    feeds["c" + n] = random_tensor(s.shape, rng, -0.02 * half, 0.02 * half);
+    p.feeds["x" + n] = random_tensor(s.shape, rng, mid - 0.9 * half, mid + 0.9 * half);
+    p.feeds["w" + n] = random_tensor(s.shape, rng, 0.95, 1.05);
+    p.feeds["c" + n] = random_tensor(s.shape, rng, -0.02 * half, 0.02 * half);
     operands.push_back(g.add(g.mul(x, w), c));
-    params.push_back(w);
+    p.params.push_back(w);
   }
-  NodeId y = build(g, operands);
-  NodeId r = g.input("r", g.node(y).shape, g.node(y).dtype);
-  feeds["r"] = random_tensor(g.node(y).shape, rng, -1.0, 1.0);
-  NodeId loss = g.sum(g.mul(y, r));
-  auto res = gradcheck(g, loss, feeds, params, opt);
+  p.y = g.named(build(g, operands), "y");
+  NodeId r = g.input("r", g.node(p.y).shape, g.node(p.y).dtype);
+  p.feeds["r"] = random_tensor(g.node(p.y).shape, rng, -1.0, 1.0);
+  p.loss = g.sum(g.mul(p.y, r));
+  return p;
+}
+
+inline ::testing::AssertionResult gradcheck_op(const std::string& label, const OpBuilder& build,
+                                               const std::vector<InputSpec>& specs, GradcheckOptions opt = {},
+                                               uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  PlacedOp p = place_op(build, specs, rng);
+  auto res = gradcheck(p.g, p.loss, p.feeds, p.params, opt);
   if (!res) return ::testing::AssertionFailure() << label << ": " << res.message();
   return res;
 }

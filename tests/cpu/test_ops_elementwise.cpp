@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gradcheck.hpp"
+#include "op_cases.hpp"
 
 namespace meganeura {
 namespace {
@@ -10,39 +11,8 @@ namespace {
 using testing::gradcheck_op;
 using testing::InputSpec;
 
-struct UnaryCase {
-  const char* name;
-  std::function<NodeId(Graph&, NodeId)> f;
-  double lo, hi;
-};
-
 TEST(OpsGradcheck, Unary) {
-  // Ranges keep clear of kinks and domains edges (log/sqrt positive, clamp bounds not hit by the step).
-  const UnaryCase cases[] = {
-      {"neg", [](Graph& g, NodeId x) { return g.neg(x); }, -2, 2},
-      {"abs", [](Graph& g, NodeId x) { return g.abs(x); }, -2, 2},
-      {"exp", [](Graph& g, NodeId x) { return g.exp(x); }, -2, 2},
-      {"log", [](Graph& g, NodeId x) { return g.log(x); }, 0.5, 3},
-      {"sqrt", [](Graph& g, NodeId x) { return g.sqrt(x); }, 0.5, 3},
-      {"rsqrt", [](Graph& g, NodeId x) { return g.rsqrt(x); }, 0.5, 3},
-      {"reciprocal", [](Graph& g, NodeId x) { return g.reciprocal(x); }, 0.5, 3},
-      {"square", [](Graph& g, NodeId x) { return g.square(x); }, -2, 2},
-      {"relu", [](Graph& g, NodeId x) { return g.relu(x); }, -2, 2},
-      {"leaky_relu", [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); }, -2, 2},
-      {"elu", [](Graph& g, NodeId x) { return g.elu(x, 0.7); }, -2, 2},
-      {"sigmoid", [](Graph& g, NodeId x) { return g.sigmoid(x); }, -4, 4},
-      {"tanh", [](Graph& g, NodeId x) { return g.tanh(x); }, -3, 3},
-      {"silu", [](Graph& g, NodeId x) { return g.silu(x); }, -4, 4},
-      {"gelu_erf", [](Graph& g, NodeId x) { return g.gelu(x, false); }, -3, 3},
-      {"gelu_tanh", [](Graph& g, NodeId x) { return g.gelu(x, true); }, -3, 3},
-      {"softplus", [](Graph& g, NodeId x) { return g.softplus(x); }, -4, 4},
-      {"sin", [](Graph& g, NodeId x) { return g.sin(x); }, -3, 3},
-      {"cos", [](Graph& g, NodeId x) { return g.cos(x); }, -3, 3},
-      {"erf", [](Graph& g, NodeId x) { return g.erf(x); }, -2, 2},
-      {"clamp", [](Graph& g, NodeId x) { return g.clamp(x, -0.5, 0.7); }, -2, 2},
-      {"cast_f32", [](Graph& g, NodeId x) { return g.cast(x, DType::F32); }, -2, 2},
-  };
-  for (const UnaryCase& c : cases) {
+  for (const testing::UnaryCase& c : testing::unary_cases()) {
     auto build = [&](Graph& g, const std::vector<NodeId>& in) { return c.f(g, in[0]); };
     EXPECT_TRUE(gradcheck_op(c.name, build, {InputSpec{{3, 4}, c.lo, c.hi}}));
   }

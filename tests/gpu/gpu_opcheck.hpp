@@ -6,8 +6,8 @@
 //   check_forward_gpu(g, ...)   g's outputs on the GPU vs the float64 CPU reference
 //   build_gpu(g, training, options)  a session on the shared device with a process-wide kernel cache
 //   check_op_gpu(label, build, specs, tol, seed, options)
-//       places an op mid-graph exactly as tests/cpu/gradcheck.hpp's gradcheck_op does (differentiable
-//       operand i = x_i * w_i + c_i with w_i a parameter, loss = sum(y * r) with a random r), compiles it
+//       places an op mid-graph with tests/cpu/gradcheck.hpp's place_op (differentiable operand
+//       i = x_i * w_i + c_i with w_i a parameter, loss = sum(y * r) with a random r), compiles it
 //       into a forward+backward session (no optimizer) and checks
 //         1. the op's value y and every gradient d loss / d w_i against the CPU reference of the same
 //            differentiated graph (|gpu - ref| <= atol + rtol |ref|);
@@ -136,38 +136,13 @@ inline ::testing::AssertionResult check_forward_gpu(const Graph& g, const refere
 inline ::testing::AssertionResult check_op_gpu(const std::string& label, const testing::OpBuilder& build_op,
                                                const std::vector<testing::InputSpec>& specs, GpuTolerance tol = {},
                                                uint64_t seed = 1, const CompileOptions& options = {}) {
-  using testing::random_tensor;
   std::mt19937_64 rng(seed);
-  Graph g;
-  reference::Feeds feeds;
-  std::vector<NodeId> operands, params;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const testing::InputSpec& s = specs[i];
-    std::string n = std::to_string(i);
-    if (!s.differentiable) {
-      NodeId x = g.input("in" + n, s.shape, s.dtype);
-      feeds["in" + n] = s.values ? s.values(rng) : random_tensor(s.shape, rng, s.lo, s.hi);
-      if (s.dtype == DType::I32 && !s.values)
-        for (double& v : feeds["in" + n].data) v = std::floor(v);
-      operands.push_back(x);
-      continue;
-    }
-    NodeId x = g.input("x" + n, s.shape, s.dtype);
-    NodeId w = g.parameter("w" + n, s.shape, s.dtype);
-    NodeId c = g.input("c" + n, s.shape, s.dtype);
-    double mid = 0.5 * (s.lo + s.hi), half = 0.5 * (s.hi - s.lo);
-    feeds["x" + n] = random_tensor(s.shape, rng, mid - 0.9 * half, mid + 0.9 * half);
-    feeds["w" + n] = random_tensor(s.shape, rng, 0.95, 1.05);
-    feeds["c" + n] = random_tensor(s.shape, rng, -0.02 * half, 0.02 * half);
-    operands.push_back(g.add(g.mul(x, w), c));
-    params.push_back(w);
-  }
-  NodeId y = build_op(g, operands);
-  y = g.named(y, "y");
-  NodeId r = g.input("r", g.node(y).shape, g.node(y).dtype);
-  feeds["r"] = random_tensor(g.node(y).shape, rng, -1.0, 1.0);
+  testing::PlacedOp placed = testing::place_op(build_op, specs, rng);
+  Graph& g = placed.g;
+  reference::Feeds& feeds = placed.feeds;
+  const std::vector<NodeId>& params = placed.params;
+  const NodeId y = placed.y, loss = placed.loss;
   round_to_float(feeds);
-  NodeId loss = g.sum(g.mul(y, r));
   g.set_outputs({loss, y});
 
   // 1. values and gradients against the reference of the differentiated graph

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "../cpu/op_cases.hpp"
 #include "gpu_opcheck.hpp"
 #include "meganeura/ops/dropout_hash.hpp"
 
@@ -57,40 +58,14 @@ const Shape kShapes[] = {{3, 5, 7}, {33, 65}};
 
 TEST_F(OpsGpu, Unary) {
   // Ranges keep clear of kinks and domain edges by more than the finite-difference step.
-  struct U {
-    const char* name;
-    std::function<NodeId(Graph&, NodeId)> f;
-    double lo, hi;
-  };
-  const U ops[] = {
-      {"neg", [](Graph& g, NodeId x) { return g.neg(x); }, -2, 2},
-      {"abs", [](Graph& g, NodeId x) { return g.abs(x); }, -2, 2},
-      {"exp", [](Graph& g, NodeId x) { return g.exp(x); }, -2, 2},
-      {"log", [](Graph& g, NodeId x) { return g.log(x); }, 0.5, 3},
-      {"sqrt", [](Graph& g, NodeId x) { return g.sqrt(x); }, 0.5, 3},
-      {"rsqrt", [](Graph& g, NodeId x) { return g.rsqrt(x); }, 0.5, 3},
-      {"reciprocal", [](Graph& g, NodeId x) { return g.reciprocal(x); }, 0.5, 3},
-      {"square", [](Graph& g, NodeId x) { return g.square(x); }, -2, 2},
-      {"relu", [](Graph& g, NodeId x) { return g.relu(x); }, -2, 2},
-      {"leaky_relu", [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); }, -2, 2},
-      {"elu", [](Graph& g, NodeId x) { return g.elu(x, 0.7); }, -2, 2},
-      {"sigmoid", [](Graph& g, NodeId x) { return g.sigmoid(x); }, -4, 4},
-      {"tanh", [](Graph& g, NodeId x) { return g.tanh(x); }, -3, 3},
-      {"silu", [](Graph& g, NodeId x) { return g.silu(x); }, -4, 4},
-      {"gelu_erf", [](Graph& g, NodeId x) { return g.gelu(x, false); }, -3, 3},
-      {"gelu_tanh", [](Graph& g, NodeId x) { return g.gelu(x, true); }, -3, 3},
-      {"softplus", [](Graph& g, NodeId x) { return g.softplus(x); }, -4, 4},
-      {"sin", [](Graph& g, NodeId x) { return g.sin(x); }, -3, 3},
-      {"cos", [](Graph& g, NodeId x) { return g.cos(x); }, -3, 3},
-      {"erf", [](Graph& g, NodeId x) { return g.erf(x); }, -2, 2},
-      {"clamp", [](Graph& g, NodeId x) { return g.clamp(x, -0.5, 0.7); }, -2, 2},
-      {"cast_f32", [](Graph& g, NodeId x) { return g.cast(x, DType::F32); }, -2, 2},
+  std::vector<meganeura::testing::UnaryCase> ops = meganeura::testing::unary_cases();
+  ops.insert(ops.end(), {
       // no gradient flows: the value is checked, the gradient must be exactly the reference's zero
       {"sign", [](Graph& g, NodeId x) { return g.sign(x); }, -2, 2},
       {"stop_gradient", [](Graph& g, NodeId x) { return g.mul(x, g.stop_gradient(x)); }, -2, 2},
-  };
+  });
   std::vector<Case> cases;
-  for (const U& u : ops)
+  for (const meganeura::testing::UnaryCase& u : ops)
     for (const Shape& s : kShapes) {
       cases.push_back({std::string(u.name) + " " + shape_str(s),
                        [f = u.f](Graph& g, auto& v) { return f(g, v[0]); }, {range(s, u.lo, u.hi)}});

@@ -32,6 +32,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
         if (codegen::scatter_atomic(e)) {  // atomics accumulate into the root: a dispatch clears it first
           codegen::Emitter z(g, kg, k, caps, options);
           codegen::emit_clear(z);
+          z.out.part = k.part;
           out.push_back(std::move(z.out));
         }
         codegen::emit_movement(e);
@@ -43,6 +44,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
       case Archetype::GradNorm: codegen::emit_grad_norm(e); break;
       case Archetype::ClipScale: codegen::emit_clip_scale(e); break;
     }
+    e.out.part = k.part;
     out.push_back(std::move(e.out));
   }
   return out;

@@ -25,6 +25,7 @@ struct Binding {
 struct GeneratedKernel {
   std::string label;
   Archetype arch = Archetype::Pointwise;
+  StepPart part = StepPart::Every;  // the Kernel's: which recorded step(s) dispatch it
   std::string glsl;
   std::vector<uint32_t> spec_constants;
   std::array<uint32_t, 3> grid{1, 1, 1};

@@ -176,15 +176,16 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
 
 std::vector<size_t> step_kernels(const CompiledStep& s, bool update) {
   std::vector<size_t> out;
-  for (size_t i = 0; i < s.kernels.kernels.size(); ++i) {
-    StepPart part = s.kernels.kernels[i].part;
+  // Indices into s.code, which may hold more dispatches than s.kernels has kernels (a scatter's clear).
+  for (size_t i = 0; i < s.code.size(); ++i) {
+    StepPart part = s.code[i].part;
     if (part == StepPart::Every || part == (update ? StepPart::UpdateOnly : StepPart::AccumulateOnly)) out.push_back(i);
   }
   return out;
 }
 
 bool accumulates(const CompiledStep& s) {
-  for (const Kernel& k : s.kernels.kernels)
+  for (const GeneratedKernel& k : s.code)
     if (k.part == StepPart::AccumulateOnly) return true;
   return false;
 }
