@@ -131,3 +131,20 @@ TEST_F(VisionGpu, MaxPoolBackwardRoutesTiesLikeTheReference) {
     EXPECT_TRUE(check_forward_gpu(g, feeds, "max_pool2d_grad ties " + shape_str(attrs), 1e-6, 1e-6));
   }
 }
+
+// Operands that are not stored values: a Fill (inlined elsewhere as a literal) and a Constant.
+TEST_F(VisionGpu, ConvAndPoolOfFillAndConstantOperands) {
+  Graph g;
+  const NodeId w = g.parameter("w", {2, 3, 3, 3});
+  const NodeId y = g.conv2d(g.fill(0.5, {1, 3, 5, 4}), w, {1, 1}, {1, 1});
+  std::vector<float> c(1 * 2 * 4 * 4);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = float(i % 7) - 3.0f;
+  const NodeId p = g.add(g.max_pool2d(g.constant(c, {1, 2, 4, 4}), {2, 2}), g.input("a", {1, 2, 2, 2}));
+  const NodeId u = g.add(g.upsample_nearest(g.fill(2.0, {1, 1, 2, 2}), 2), g.input("b", {1, 1, 4, 4}));
+  g.set_outputs({y, u, p});
+  std::mt19937_64 rng(4);
+  reference::Feeds feeds{{"w", random_tensor({2, 3, 3, 3}, rng)},
+                         {"a", random_tensor({1, 2, 2, 2}, rng)},
+                         {"b", random_tensor({1, 1, 4, 4}, rng)}};
+  EXPECT_TRUE(check_forward_gpu(g, feeds, "fill/constant operands", 1e-5));
+}

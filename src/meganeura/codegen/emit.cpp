@@ -109,6 +109,8 @@ uint32_t Emitter::bind_hyper(bool write) {
 }
 
 std::string Emitter::load(NodeId n, const std::string& offset) {
+  // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
+  if (g.node(n).op == Op::Fill) return float_lit(g.node(n).attrs.reals.at(0));
   uint32_t b = bind_value(n, false);
   std::string e = "b" + std::to_string(b) + ".d[" + offset + "]";
   return g.node(kg.storage_of(n)).dtype == DType::F32 ? e : "float(" + e + ")";
