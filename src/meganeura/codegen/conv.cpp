@@ -4,8 +4,11 @@
 //
 //   op                 M (rows)          N (columns)       K (reduction)     A(m, k)            B(k, n)
 //   Conv2d             N·OH·OW pixels    Cout/g            Cin/g·KH·KW       x at the window    w
-//   Conv2dGradInput    N·H·W pixels      Cin/g             Cout/g·KH·KW      dy (if stride hits) w
+//   Conv2dGradInput    N·H·W pixels      Cin/g             Cout/g·KH·KW      dy at the tap      w
 //   Conv2dGradWeight   Cout/g            Cin/g·KH·KW       N·OH·OW           dy                 x at the window
+//
+// A strided input gradient is one GEMM per residue class of input positions (grid z = group · classes +
+// class): each class receives a fixed subset of the taps, so no tap the stride skips is visited.
 //
 // A workgroup of 16×16 threads computes a BM×BN output tile, each thread (BM/16)×(BN/16) outputs held in
 // registers; BK-deep slices of A and B are staged through shared memory (rows padded by one float so
