@@ -87,8 +87,8 @@ TEST(Pipeline, ClippingAndAccumulationAreKernelsOfTheRecordedStep) {
   // The accumulate-only list has the forward and backward kernels plus one accumulate per parameter; the
   // update list has everything else.
   std::set<Archetype> accumulate_list, update_list;
-  for (size_t i : step_kernels(s, false)) accumulate_list.insert(s.kernels.kernels[i].arch);
-  for (size_t i : step_kernels(s, true)) update_list.insert(s.kernels.kernels[i].arch);
+  for (size_t i : step_kernels(s, false)) accumulate_list.insert(s.code[i].arch);
+  for (size_t i : step_kernels(s, true)) update_list.insert(s.code[i].arch);
   EXPECT_EQ(step_kernels(s, false).size() + 5, step_kernels(s, true).size() + 2);
   EXPECT_TRUE(accumulate_list.count(Archetype::Accumulate));
   for (Archetype a : {Archetype::GradNorm, Archetype::ClipScale, Archetype::Optimizer, Archetype::Counter}) {
@@ -109,7 +109,7 @@ TEST(Pipeline, ClippingAndAccumulationAreKernelsOfTheRecordedStep) {
   std::vector<size_t> ks = step_kernels(s, true);
   std::vector<bool> barriers = plan_barriers(s, ks);
   for (size_t i = 0; i < ks.size(); ++i) {
-    Archetype a = s.kernels.kernels[ks[i]].arch;
+    Archetype a = s.code[ks[i]].arch;
     if (a == Archetype::GradNorm || a == Archetype::ClipScale || a == Archetype::Counter) {
       EXPECT_TRUE(barriers[i]) << i;
     }
