@@ -66,6 +66,10 @@ Graph differentiate(const Graph& g, NodeId loss, const std::vector<NodeId>& wrt)
     for (size_t k = 1; k < contrib[i].size(); ++k) sum = out.add(sum, contrib[i][k]);
     total[i] = sum;
     Node fwd = g.node(id);
+    // The cotangent of a named value is findable as grad/<name> (debug sessions read it by that name).
+    if (!fwd.prov.name.empty() && fwd.op != Op::Parameter && fwd.op != Op::Input && !out.find(grad_name(g, id)) &&
+        out.node(sum).op != Op::Fill)
+      out.alias(sum, grad_name(g, id));
     if (!has_vjp(fwd)) continue;
     std::vector<bool> need(fwd.inputs.size());
     bool any = false;

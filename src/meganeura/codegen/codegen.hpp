@@ -30,6 +30,8 @@ struct GeneratedKernel {
   std::vector<uint32_t> spec_constants;
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::vector<Binding> bindings;  // binding i = bindings[i]
+  std::array<uint32_t, 3> workgroup{1, 1, 1};  // local size after specialization (profiles)
+  std::string variant;            // the template variant, e.g. "matmul.gemv" (profiles); archetype by default
   uint64_t hash = 0;              // of everything that changes the compiled shader
 };
 

@@ -251,6 +251,18 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   s += "void main() {\n" + main_body + "}\n";
   out.glsl = s;
   out.hash = content_hash(s, out.spec_constants);
+  // Local size for profiles: "local_size_x_id = N" reads specialization constant N, "local_size_x = N" is literal.
+  for (int axis = 0; axis < 3; ++axis) {
+    std::string key = std::string("local_size_") + "xyz"[axis];
+    size_t at = local_size_decl.find(key + "_id = ");
+    if (at != std::string::npos) {
+      size_t id = std::stoul(local_size_decl.substr(at + key.size() + 6));
+      out.workgroup[size_t(axis)] = id < out.spec_constants.size() ? out.spec_constants[id] : 1;
+    } else if ((at = local_size_decl.find(key + " = ")) != std::string::npos) {
+      out.workgroup[size_t(axis)] = uint32_t(std::stoul(local_size_decl.substr(at + key.size() + 3)));
+    }
+  }
+  if (out.variant.empty()) out.variant = archetype_name(k.arch);
   return s;
 }
 

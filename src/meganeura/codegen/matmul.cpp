@@ -68,6 +68,7 @@ void emit_matmul(Emitter& e) {
     b += "    for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {\n      if (t < s) red[t] += red[t + s];\n      barrier();\n    }\n";
     b += "    if (t == 0u) {\n      float acc = red[0];\n  " + write + "    }\n    barrier();\n  }\n";
     e.out.spec_constants = {wg};
+    e.out.variant = "matmul.gemv";
     e.out.grid = {uint32_t(N), 1, uint32_t(batch)};
     e.finish("layout(local_size_x_id = 0) in;\n", b);
     return;
@@ -85,6 +86,7 @@ void emit_matmul(Emitter& e) {
   b += "    barrier();\n    for (uint kk = 0u; kk < TS; ++kk) acc += As[ty][kk] * Bs[kk][tx];\n    barrier();\n  }\n";
   b += "  if (m < " + uint_lit(M) + " && n < " + uint_lit(N) + ") {\n" + write + "  }\n";
   e.out.spec_constants = {ts, ts};
+  e.out.variant = "matmul.tiled";
   e.out.grid = {uint32_t((N + ts - 1) / ts), uint32_t((M + ts - 1) / ts), uint32_t(batch)};
   e.finish("layout(local_size_x_id = 0, local_size_y_id = 1) in;\n", b);
 }

@@ -135,6 +135,8 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
     prov.loc = dp.loc;
     if (prov.rule.empty()) prov.rule = dp.rule;
     if (prov.derived_from.empty()) prov.derived_from = dp.derived_from;
+    if (prov.origin.empty()) prov.origin = dp.origin;
+    prov.backward = prov.backward || dp.backward;
   }
   if (op == Op::Input || op == Op::Parameter) {
     if (prov.name.empty())
@@ -155,12 +157,18 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   return intern_or_add(std::move(n), h, nullptr);
 }
 
-void Graph::push_derivation(const std::string& rule, NodeId from) {
+Provenance Provenance::derived(const Provenance& from, NodeId from_id, const std::string& rule) {
   Provenance p;
-  p.loc = node(from).prov.loc;
+  p.loc = from.loc;
   p.rule = rule;
-  p.derived_from = {from};
-  derivations_.push_back(std::move(p));
+  p.derived_from = {from_id};
+  p.origin = from.name.empty() ? from.origin : from.name;
+  p.backward = from.backward || rule == "autodiff";
+  return p;
+}
+
+void Graph::push_derivation(const std::string& rule, NodeId from) {
+  derivations_.push_back(Provenance::derived(node(from).prov, from, rule));
 }
 
 void Graph::pop_derivation() {
@@ -193,6 +201,8 @@ NodeId Graph::constant(std::vector<float> data, Shape shape, Loc loc) {
     prov.loc = derivations_.back().loc;
     prov.rule = derivations_.back().rule;
     prov.derived_from = derivations_.back().derived_from;
+    prov.origin = derivations_.back().origin;
+    prov.backward = derivations_.back().backward;
   }
   Node n{Op::Constant, DType::F32, shape, {}, with_ints(shape), std::move(prov)};
   uint64_t h = structural_hash(n);

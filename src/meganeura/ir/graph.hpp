@@ -89,6 +89,14 @@ struct Provenance {
   std::source_location loc;           // the user's builder call
   std::string rule;                   // rewrite rule or "autodiff" that created the node; empty if user-made
   std::vector<NodeId> derived_from;   // nodes this one was derived from (in the graph it was built from)
+  // For derived nodes: the user-visible name of the value they came from (the nearest named ancestor in the
+  // derivation chain), and whether autodiff made them (directly or by rewriting a node it made). Dispatch
+  // labels and profiles use these for values that carry no name of their own.
+  std::string origin;
+  bool backward = false;
+
+  // The provenance of a node derived from `from` (id `from_id` in its graph) by `rule`.
+  static Provenance derived(const Provenance& from, NodeId from_id, const std::string& rule);
 };
 
 struct Node {

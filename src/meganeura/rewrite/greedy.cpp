@@ -104,7 +104,7 @@ void pass(const Graph& g, const std::vector<NodeId>& origin, State& st, std::vec
           return true;
         });
         if (!found) continue;
-        terms.ctx = Provenance{"", n.prov.loc, rule.name, {origin[i]}};
+        terms.ctx = Provenance::derived(n.prov, origin[i], rule.name);
         std::optional<Handle> res = rule.build(terms, *found);
         note_origin(origin[i]);
         if (!res || *res == cur.v) continue;

@@ -59,7 +59,7 @@ std::string saturate(EGraph& eg, const Graph& g, const std::vector<Rule>& rules,
       NodeId origin = eg.enodes()[eg.members(root)[0]].origin;
       eg.ctx_rule = static_cast<int>(p.rule);
       eg.ctx_origin = origin;
-      eg.ctx_prov = Provenance{"", g.node(origin).prov.loc, rules[p.rule].name, {origin}};
+      eg.ctx_prov = Provenance::derived(g.node(origin).prov, origin, rules[p.rule].name);
       size_t before = eg.enodes().size();
       std::optional<Handle> res = rules[p.rule].build(eg, p.m);
       if (res) {
@@ -191,7 +191,7 @@ DriverResult run_saturate(const Graph& g, const std::vector<Rule>& rules, const 
       std::vector<NodeId> kids;
       for (Handle k : n.kids) kids.push_back(built[eg.find(k)]);
       Provenance prov = n.rule < 0 ? g.node(n.origin).prov
-                                   : Provenance{"", g.node(n.origin).prov.loc, rules[n.rule].name, {n.origin}};
+                                   : Provenance::derived(g.node(n.origin).prov, n.origin, rules[n.rule].name);
       size_t before = d.size();
       NodeId id = copy_node(d, eg.scratch(), n.proto, kids, prov);
       if (id.v < before && !is_leaf(n.op)) ++out.cse;

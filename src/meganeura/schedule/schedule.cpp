@@ -33,6 +33,28 @@ std::string node_label(const Graph& g, NodeId n) {
   return std::string(op_name(nd.op)) + "#" + std::to_string(n.v);
 }
 
+std::string provenance_label(const Graph& g, NodeId n) {
+  const Provenance& p = g.node(n).prov;
+  if (!p.name.empty()) return p.name;
+  if (p.origin.empty()) return "";
+  if (p.backward && p.origin.rfind("grad/", 0) != 0) return "grad/" + p.origin;
+  return p.origin;
+}
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Update: return "update";
+  }
+  return "?";
+}
+
+Phase kernel_phase(const Graph& g, const Kernel& k) {
+  if (k.arch == Archetype::Optimizer || k.arch == Archetype::Counter) return Phase::Update;
+  return g.node(k.root).prov.backward ? Phase::Backward : Phase::Forward;
+}
+
 std::string KernelGraph::to_text(const Graph& g) const {
   std::ostringstream os;
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -261,8 +283,16 @@ struct Builder {
       nodes.insert(nodes.end(), K.epilogue.begin(), K.epilogue.end());
       std::sort(nodes.begin(), nodes.end());
       nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+      // The distinct provenance labels of the nodes computed; op#id only when none has any.
+      std::vector<std::string> labels;
+      for (NodeId n : nodes) {
+        std::string l = provenance_label(g, n);
+        if (!l.empty() && std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
+      }
+      if (labels.empty())
+        for (NodeId n : nodes) labels.push_back(node_label(g, n));
       std::string s;
-      for (NodeId n : nodes) s += (s.empty() ? "" : ",") + node_label(g, n);
+      for (const std::string& l : labels) s += (s.empty() ? "" : ",") + l;
       K.label = s;
     }
   }

@@ -88,4 +88,14 @@ void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pa
 // "name" of a node for labels: its user name, else op#id.
 std::string node_label(const Graph& g, NodeId n);
 
+// The user-visible provenance of a value for dispatch labels and profiles: its name; else, for a node derived
+// by autodiff or a rewrite, the name of the value it came from ("grad/<name>" when autodiff made it); else "".
+std::string provenance_label(const Graph& g, NodeId n);
+
+// Which part of a training step a kernel belongs to: the forward pass, autodiff's backward pass, or the
+// optimizer update (Optimizer and Counter kernels).
+enum class Phase : uint8_t { Forward, Backward, Update };
+const char* phase_name(Phase p);
+Phase kernel_phase(const Graph& g, const Kernel& k);
+
 }  // namespace meganeura

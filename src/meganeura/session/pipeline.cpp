@@ -1,9 +1,11 @@
 // The pass list: Graph -> one recorded GPU step. Each pass is a named function below, called in order by
 // compile_step(); the device half (allocation, shader compilation, recording) is in session.cpp.
 #include "meganeura/session/pipeline.hpp"
+#include "meganeura/session/trace.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -160,16 +162,29 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
                           const CompileOptions& options) {
   CompiledStep s;
   s.fuse = options.fuse;
+  auto span = [&](const char* pass) { return std::make_unique<Trace::Scope>(options.trace, pass, "build"); };
+  auto t = span("verify");
   pass_verify(g, config);
   pass_check_optimizer(config);
+  t.reset();
+  t = span("autodiff");
   Graph differentiated = config.training ? pass_autodiff(g) : g;
+  t.reset();
+  t = span("rewrite");
   s.graph = pass_rewrite(differentiated, config, s.report);
   s.outputs = s.graph.outputs();
+  t.reset();
+  t = span("schedule");
   if (config.training) s.param_grads = pass_collect_gradients(s.graph);
   s.kernels = pass_schedule(s, config, options);
   pass_optimizer(s, config);
+  t.reset();
+  t = span("plan memory");
   s.plan = pass_plan_memory(s, config, caps);
+  t.reset();
+  t = span("codegen");
   s.code = pass_codegen(s, config, caps, options);
+  t.reset();
   s.report.kernels = s.kernels.kernels.size();
   return s;
 }
@@ -264,8 +279,12 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
   for (size_t i = 0; i < kernels.size(); ++i) {
     const GeneratedKernel& k = s.code[kernels[i]];
     if (barrier_before[i]) os << "  -- barrier --\n";
+    const Kernel& kn = s.kernels.kernels[kernels[i]];
     os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
-       << k.grid[1] << "x" << k.grid[2] << "\n";
+       << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
+    if (kn.root.valid()) os << " from " << where(s.graph.node(kn.root).prov.loc);
+    os << "
+";
     for (const Binding& b : k.bindings)
       os << "      " << (b.write ? "out " : "in  ") << value_name(b) << " (" << b.bytes << " B)\n";
   }

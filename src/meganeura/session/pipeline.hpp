@@ -14,6 +14,8 @@
 
 namespace meganeura {
 
+class Trace;
+
 struct CompiledStep {
   Graph graph;                                        // differentiated and rewritten
   OptimizeReport report;
@@ -39,6 +41,7 @@ struct CompileOptions {
   bool fuse = true;                // off: one kernel per node (fused vs unfused parity)
   KernelCache* cache = nullptr;    // shared across sessions on the same device; null: per session
   bool deterministic_scatter = false;  // scatter-add without float atomics even where the device has them
+  Trace* trace = nullptr;          // MEGANEURA_TRACE: a CPU span per pass
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output

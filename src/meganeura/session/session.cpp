@@ -12,86 +12,10 @@
 
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/pipeline.hpp"
+#include "meganeura/session/session_impl.hpp"
 #include "meganeura/shader/shader.hpp"
 
 namespace meganeura {
-
-class SessionImpl {
- public:
-  SessionConfig config;
-  CompiledStep step;
-  std::shared_ptr<runtime::Device> device;
-  std::vector<runtime::Buffer> owned;       // buffers to free
-  std::vector<runtime::Buffer> slot_buffer; // per plan slot
-  std::vector<runtime::KernelId> kernel_of; // per dispatch
-  std::unique_ptr<runtime::CommandList> list;             // the step that updates (every step without accumulation)
-  std::unique_ptr<runtime::CommandList> accumulate_list;  // gradient accumulation: the step that only accumulates
-  float learning_rate = 0.0f;
-  uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
-  int phase = 0;       // micro-steps accumulated since the last update
-
-  ~SessionImpl() {
-    if (!device) return;
-    try {
-      device->wait();
-    } catch (...) {
-    }
-    list.reset();
-    accumulate_list.reset();
-    for (const runtime::Buffer& b : owned) device->free(b);
-  }
-
-  const Node& find_leaf(const std::string& fn, const std::string& name, Op op) const {
-    const Graph& g = step.graph;
-    const std::vector<NodeId>& leaves = op == Op::Input ? g.inputs() : g.parameters();
-    for (NodeId n : leaves)
-      if (g.node(n).prov.name == name) return g.node(n);
-    std::string known;
-    for (NodeId n : leaves) known += (known.empty() ? "" : ", ") + g.node(n).prov.name;
-    throw SessionError("[Session::" + fn + "] expected the name of " + (op == Op::Input ? "an input" : "a parameter") +
-                       " (" + (known.empty() ? "none" : known) + "), got '" + name + "'");
-  }
-  NodeId leaf_id(const std::string& fn, const std::string& name, Op op) const {
-    const Graph& g = step.graph;
-    const Node& n = find_leaf(fn, name, op);
-    for (NodeId id : op == Op::Input ? g.inputs() : g.parameters())
-      if (&g.node(id) == &n) return id;
-    throw SessionError("[Session::" + fn + "] internal: leaf lost");
-  }
-
-  const runtime::Buffer& buffer_of(NodeId n) const { return slot_buffer.at(step.plan.slot(step.kernels, n)); }
-
-  void upload_value(const std::string& fn, NodeId n, const void* data, size_t count, DType given) {
-    const Node& nd = step.graph.node(n);
-    size_t want = size_t(numel(nd.shape));
-    if (count != want)
-      throw SessionError("[Session::" + fn + "] expected " + std::to_string(want) + " values for '" + nd.prov.name +
-                         "' of shape " + shape_str(nd.shape) + ", got " + std::to_string(count));
-    bool int_node = nd.dtype == DType::I32 || nd.dtype == DType::U32;
-    if (int_node != (given == DType::I32))
-      throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" + nd.prov.name +
-                         "', got " + dtype_name(given));
-    device->upload(buffer_of(n), data, count * 4);
-  }
-
-  std::vector<float> download_value(NodeId n) {
-    const Node& nd = step.graph.node(kernels_storage(n));
-    size_t count = size_t(numel(step.graph.node(n).shape));
-    device->wait();
-    if (nd.dtype == DType::F32) {
-      std::vector<float> out(count);
-      if (count) device->download(buffer_of(n), out.data(), count * 4);
-      return out;
-    }
-    std::vector<int32_t> raw(count);
-    if (count) device->download(buffer_of(n), raw.data(), count * 4);
-    std::vector<float> out(count);
-    for (size_t i = 0; i < count; ++i)
-      out[i] = nd.dtype == DType::U32 ? float(uint32_t(raw[i])) : float(raw[i]);
-    return out;
-  }
-  NodeId kernels_storage(NodeId n) const { return step.kernels.storage_of(n); }
-};
 
 namespace {
 
@@ -182,25 +106,53 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
   }
 }
 
-std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vector<size_t>& kernels) {
+bool timing(const SessionImpl& s) {
+  return (s.config.gpu_timing || s.trace) && s.device->caps().timestamps && !s.step.code.empty();
+}
+
+void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel) {
+  const GeneratedKernel& k = s.step.code[kernel];
+  std::vector<runtime::Buffer> bufs;
+  for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
+  list.begin_label(k.label);  // the provenance label in Vulkan debug tools (RenderDoc, Nsight)
+  list.dispatch(s.kernel_of[kernel], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
+  list.end_label();
+}
+
+// With `timestamps`, query 0 before the first dispatch and 1 after the last (the grouped step's GPU time).
+std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vector<size_t>& kernels, bool timestamps) {
   const std::vector<bool> barrier_before = plan_barriers(s.step, kernels);
-  std::unique_ptr<runtime::CommandList> list = s.device->record();
+  std::unique_ptr<runtime::CommandList> list = s.device->record(timestamps ? 2 : 0);
+  if (timestamps) list->timestamp(0);
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const GeneratedKernel& k = s.step.code[kernels[i]];
     if (barrier_before[i]) list->barrier();
-    std::vector<runtime::Buffer> bufs;
-    for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
-    list->dispatch(s.kernel_of[kernels[i]], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
+    record_dispatch(s, *list, kernels[i]);
   }
   // Host reads after wait() and the next step's first kernel see every write of this one.
   list->barrier();
+  if (timestamps) list->timestamp(1);
   list->finish();
   return list;
 }
 
 void record(SessionImpl& s) {
-  s.list = record_list(s, step_kernels(s.step, true));
-  if (accumulates(s.step)) s.accumulate_list = record_list(s, step_kernels(s.step, false));
+  s.timed_kernels = step_kernels(s.step, true);
+  s.barrier_before = plan_barriers(s.step, s.timed_kernels);
+  s.list = record_list(s, s.timed_kernels, timing(s));
+  if (accumulates(s.step)) s.accumulate_list = record_list(s, step_kernels(s.step, false), false);
+  if (!timing(s)) return;
+  // The timed list: the updating step with every dispatch alone between two timestamps, so each one's time is
+  // its own.
+  const std::vector<size_t>& ks = s.timed_kernels;
+  s.timed_list = s.device->record(uint32_t(2 * ks.size()));
+  for (size_t i = 0; i < ks.size(); ++i) {
+    s.timed_list->barrier();
+    s.timed_list->timestamp(uint32_t(2 * i));
+    record_dispatch(s, *s.timed_list, ks[i]);
+    s.timed_list->timestamp(uint32_t(2 * i + 1));
+  }
+  s.timed_list->barrier();
+  s.timed_list->finish();
 }
 
 void dump_plan(const SessionImpl& s) {
@@ -229,11 +181,24 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
     o.host_visible = config.host_visible;
     device = runtime::open_device(o);
   }
-  impl->step = compile_step(g, impl->config, device->caps(), options);
+  if (!config.trace_path.empty()) impl->trace = &Trace::at(config.trace_path);
+  Trace::Scope whole(impl->trace, "build", "build");
+  CompileOptions co = options;
+  co.trace = impl->trace;
+  impl->step = compile_step(g, impl->config, device->caps(), co);
   impl->device = std::move(device);
-  allocate(*impl);
-  compile_kernels(*impl, options.cache);
-  record(*impl);
+  {
+    Trace::Scope t(impl->trace, "allocate", "build");
+    allocate(*impl);
+  }
+  {
+    Trace::Scope t(impl->trace, "compile shaders", "build");
+    compile_kernels(*impl, options.cache);
+  }
+  {
+    Trace::Scope t(impl->trace, "record", "build");
+    record(*impl);
+  }
   dump_plan(*impl);
   return Session(std::move(impl));
 }
@@ -287,15 +252,6 @@ std::vector<float> Session::read_output(const std::string& name) {
     known += (known.empty() ? "" : ", ") + node_label(g, o);
   }
   throw SessionError("[Session::read_output] expected the name of an output (" + known + "), got '" + name + "'");
-}
-std::vector<float> Session::read_node_by_name(const std::string& name) {
-  const Graph& g = impl_->step.graph;
-  auto n = g.find(name);
-  if (!n) throw SessionError("[Session::read_node_by_name] expected the name of a node, got '" + name + "'");
-  if (!impl_->step.plan.slot_of.count(impl_->step.kernels.storage_of(*n)))
-    throw SessionError("[Session::read_node_by_name] expected a materialised node, got '" + name +
-                       "' which was fused into a kernel (build with SessionConfig::debug() to keep every node)");
-  return impl_->download_value(*n);
 }
 void Session::set_learning_rate(double lr) {
   if (!impl_->step.plan.hyper)
@@ -388,11 +344,26 @@ void Session::set_optimizer_step(uint64_t step) {
 void Session::step() {
   SessionImpl& s = *impl_;
   const bool update = !s.accumulate_list || s.phase + 1 >= s.config.optimizer.grad_accumulation;
-  s.device->submit(update ? *s.list : *s.accumulate_list);
+  if (update && s.trace && s.timed_list) {
+    s.collect_gpu_spans();  // the previous traced step's dispatches, before its queries are reused
+    Trace::Scope t(s.trace, "submit", "step");
+    s.submit_us = Trace::now_us();
+    s.device->submit(*s.timed_list);
+    s.gpu_spans_pending = true;
+  } else {
+    Trace::Scope t(s.trace, "submit", "step");
+    s.device->submit(update ? *s.list : *s.accumulate_list);
+  }
   s.phase = update ? 0 : s.phase + 1;
   if (update && s.step.plan.hyper) ++s.steps;
 }
-void Session::wait() { impl_->device->wait(); }
+void Session::wait() {
+  {
+    Trace::Scope t(impl_->trace, "wait", "step");
+    impl_->device->wait();
+  }
+  impl_->collect_gpu_spans();
+}
 
 MemorySummary Session::memory_summary() const { return impl_->step.plan.summary(); }
 const OptimizeReport& Session::report() const { return impl_->step.report; }

@@ -76,6 +76,51 @@ struct MemorySummary {
   uint64_t total() const { return parameters + gradients + optimizer_state + activations + inputs + outputs; }
 };
 
+// Why Session::read_node_by_name cannot return a value.
+enum class ReadFailure : uint8_t {
+  UnknownName,  // no node has that name
+  NotComputed,  // the step does not need the value (dead code, or removed by a rewrite)
+  FusedAway,    // computed inside a kernel and never stored; kernel() is the dispatch label that absorbed it
+  Inlined,      // a scalar or fill, written into the kernels that read it as a literal
+  MemoryReused, // stored, but a later dispatch (kernel()) reuses its bytes in the aliased activation arena
+};
+const char* read_failure_name(ReadFailure r);
+
+class NodeReadError : public SessionError {
+ public:
+  NodeReadError(const std::string& message, ReadFailure reason, std::string node, std::string kernel)
+      : SessionError(message), reason_(reason), node_(std::move(node)), kernel_(std::move(kernel)) {}
+  ReadFailure reason() const { return reason_; }
+  const std::string& node() const { return node_; }      // the name asked for
+  const std::string& kernel() const { return kernel_; }  // the dispatch label involved, "" if none
+
+ private:
+  ReadFailure reason_;
+  std::string node_, kernel_;
+};
+
+// The first non-finite value step_debug() found. Values are scanned in execution order (inputs first, then
+// each dispatch's result), so `node` is the first value that holds a NaN/Inf — where to start looking, not a
+// root-cause guarantee (a finite value can already be wrong, and values that are not materialised are not seen).
+struct NanReport {
+  bool found = false;
+  std::string node;        // the value's name, or its provenance label ("grad/blk3.qkv"), or op#id
+  std::string op;          // its op
+  std::string builder;     // file:line of the builder call that made it (or its forward node, for gradients)
+  std::string kernel;      // label of the dispatch that wrote it ("" for an input)
+  size_t dispatch = 0;     // index of that dispatch in the plan
+  size_t index = 0;        // first non-finite element
+  float value = 0.0f;      // its value (NaN or ±Inf)
+  size_t non_finite = 0;   // non-finite elements in that value
+  size_t values_scanned = 0;
+  std::string to_text() const;
+};
+
+struct ProfileOptions {
+  int warmup = 3;       // steps before measuring
+  int iterations = 10;  // timed samples (each of the grouped and the instrumented step)
+};
+
 class SessionImpl;
 
 class Session {
@@ -91,7 +136,9 @@ class Session {
   std::vector<float> read_parameter(const std::string& name);
   std::vector<float> read_output(size_t index);
   std::vector<float> read_output(const std::string& name);
-  std::vector<float> read_node_by_name(const std::string& name);  // debug sessions
+  // The value of a named node after step() and wait(): in a debug session (SessionConfig::debug()) every value
+  // the step computes; otherwise only stored ones. Throws NodeReadError with the reason and the kernel involved.
+  std::vector<float> read_node_by_name(const std::string& name);
   void set_learning_rate(double lr);
 
   // Training state beyond the parameters, for checkpoints and host-side updates (used by train/).
@@ -107,6 +154,14 @@ class Session {
   void step();
   void wait();  // blocks until the step finished
   void run() { step(); wait(); }
+  // step() + wait(), then scans the outputs (and gradients) for NaN/Inf — in a debug session every stored value —
+  // and reports the first offending one. Not a root-cause guarantee: see NanReport.
+  NanReport step_debug();
+
+  // A per-dispatch GPU timing profile as JSON (schema in docs/debugging.md). Needs a session built with
+  // gpu_timing (MEGANEURA_GPU_TIMING=1) on a device with timestamps. Runs warmup + 2·iterations real steps (a
+  // training session updates its parameters).
+  std::string profile(const ProfileOptions& options = {});
 
   MemorySummary memory_summary() const;
   const OptimizeReport& report() const;
