@@ -283,8 +283,7 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
     os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
        << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
     if (kn.root.valid()) os << " from " << where(s.graph.node(kn.root).prov.loc);
-    os << "
-";
+    os << "\n";
     for (const Binding& b : k.bindings)
       os << "      " << (b.write ? "out " : "in  ") << value_name(b) << " (" << b.bytes << " B)\n";
   }
