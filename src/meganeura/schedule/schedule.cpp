@@ -51,7 +51,12 @@ const char* phase_name(Phase p) {
 }
 
 Phase kernel_phase(const Graph& g, const Kernel& k) {
-  if (k.arch == Archetype::Optimizer || k.arch == Archetype::Counter) return Phase::Update;
+  switch (k.arch) {
+    case Archetype::Optimizer: case Archetype::Counter: case Archetype::Accumulate: case Archetype::GradNorm:
+    case Archetype::ClipScale: return Phase::Update;
+    default: break;
+  }
+  if (!k.root.valid()) return Phase::Update;
   return g.node(k.root).prov.backward ? Phase::Backward : Phase::Forward;
 }
 

@@ -93,7 +93,7 @@ std::string node_label(const Graph& g, NodeId n);
 std::string provenance_label(const Graph& g, NodeId n);
 
 // Which part of a training step a kernel belongs to: the forward pass, autodiff's backward pass, or the
-// optimizer update (Optimizer and Counter kernels).
+// optimizer update (optimizer, counter, gradient accumulation and clipping kernels).
 enum class Phase : uint8_t { Forward, Backward, Update };
 const char* phase_name(Phase p);
 Phase kernel_phase(const Graph& g, const Kernel& k);

@@ -116,7 +116,8 @@ NanReport Session::step_debug() {
     if (g.node(in).dtype == DType::F32 && !r.found) scan(in, "", 0);
   for (size_t k = 0; k < s.kernels.kernels.size() && !r.found; ++k) {
     const Kernel& K = s.kernels.kernels[k];
-    if (K.arch == Archetype::Counter) continue;
+    // Values only: the step counter, clipping and accumulation kernels write the hyper block or private buffers.
+    if (!K.root.valid() || (kernel_phase(g, K) == Phase::Update && K.arch != Archetype::Optimizer)) continue;
     if (!all && !wanted.count(K.root)) continue;
     if (g.node(K.root).dtype != DType::F32) continue;
     scan(K.root, K.label, k);

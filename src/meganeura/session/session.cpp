@@ -158,7 +158,7 @@ void record(SessionImpl& s) {
 void dump_plan(const SessionImpl& s) {
   if (s.config.dump_plan.empty()) return;
   std::string text = plan_text(s.step);
-  if (s.config.dump_plan == "-") {
+  if (s.config.dump_plan == "-" || s.config.dump_plan == "1") {  // README: =1 prints
     std::fputs(text.c_str(), stderr);
     return;
   }

@@ -46,7 +46,7 @@ struct SessionConfig {
   bool keep_intermediates = false;      // debug: every node materialised and readable by name
   std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
   bool validation = false;              // MEGANEURA_VALIDATION
-  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" stderr, else a path
+  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path
   std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura
   std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
   bool gpu_timing = false;              // MEGANEURA_GPU_TIMING
