@@ -47,66 +47,38 @@ Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& ke
   out.arch = k.arch;
 }
 
-uint32_t Emitter::bind_value(NodeId n, bool write) {
-  NodeId s = kg.storage_of(n);
-  for (size_t i = 0; i < out.bindings.size(); ++i) {
-    Binding& b = out.bindings[i];
-    if (b.kind == Binding::Value && b.node == s) {
-      b.write = b.write || write;
+namespace {
+
+// The index of binding `want` (same kind, storage and moment), added if new; a write widens an earlier read.
+uint32_t bind(std::vector<Binding>& bindings, const Binding& want) {
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    Binding& b = bindings[i];
+    if (b.kind == want.kind && b.node == want.node && b.moment == want.moment) {
+      b.write = b.write || want.write;
       return uint32_t(i);
     }
   }
-  Binding b;
-  b.kind = Binding::Value;
-  b.node = s;
-  b.write = write;
-  b.bytes = uint64_t(numel(g.node(s).shape)) * dtype_size(g.node(s).dtype);
-  out.bindings.push_back(b);
-  return uint32_t(out.bindings.size() - 1);
+  bindings.push_back(want);
+  return uint32_t(bindings.size() - 1);
+}
+
+}  // namespace
+
+uint32_t Emitter::bind_value(NodeId n, bool write) {
+  NodeId s = kg.storage_of(n);
+  const Node& nd = g.node(s);
+  return bind(out.bindings, {Binding::Value, s, 0, write, uint64_t(numel(nd.shape)) * dtype_size(nd.dtype)});
 }
 
 uint32_t Emitter::bind_moment(NodeId param, uint32_t m) {
-  Binding b;
-  b.kind = Binding::Moment;
-  b.node = param;
-  b.moment = m;
-  b.write = true;
-  b.bytes = uint64_t(numel(g.node(param).shape)) * 4;
-  out.bindings.push_back(b);
-  return uint32_t(out.bindings.size() - 1);
+  return bind(out.bindings, {Binding::Moment, param, m, true, uint64_t(numel(g.node(param).shape)) * 4});
 }
 
 uint32_t Emitter::bind_accumulator(NodeId param, bool write) {
-  for (size_t i = 0; i < out.bindings.size(); ++i) {
-    Binding& b = out.bindings[i];
-    if (b.kind == Binding::Accumulator && b.node == param) {
-      b.write = b.write || write;
-      return uint32_t(i);
-    }
-  }
-  Binding b;
-  b.kind = Binding::Accumulator;
-  b.node = param;
-  b.write = write;
-  b.bytes = uint64_t(numel(g.node(param).shape)) * 4;
-  out.bindings.push_back(b);
-  return uint32_t(out.bindings.size() - 1);
+  return bind(out.bindings, {Binding::Accumulator, param, 0, write, uint64_t(numel(g.node(param).shape)) * 4});
 }
 
-uint32_t Emitter::bind_hyper(bool write) {
-  for (size_t i = 0; i < out.bindings.size(); ++i) {
-    Binding& b = out.bindings[i];
-    if (b.kind != Binding::Hyper) continue;
-    b.write = b.write || write;
-    return uint32_t(i);
-  }
-  Binding b;
-  b.kind = Binding::Hyper;
-  b.write = write;
-  b.bytes = kHyperHead;
-  out.bindings.push_back(b);
-  return uint32_t(out.bindings.size() - 1);
-}
+uint32_t Emitter::bind_hyper(bool write) { return bind(out.bindings, {Binding::Hyper, NodeId{}, 0, write, kHyperHead}); }
 
 std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.

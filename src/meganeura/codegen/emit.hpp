@@ -53,6 +53,8 @@ struct Emitter {
 // The per-element index of a one-dimensional launch spread over x and y (x is capped by the device).
 std::string flat_invocation();
 std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtime::DeviceCaps& caps);
+// GLSL wg_sum / wg_max / wg_min / wg_argmax over one workgroup (shared-memory trees in a fixed order).
+const char* workgroup_reductions_glsl();
 
 // Archetype templates; each fills e.out (glsl, grid, spec constants).
 void emit_pointwise(Emitter& e);

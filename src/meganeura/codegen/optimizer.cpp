@@ -37,18 +37,6 @@ std::string correction(double beta, int which) {
   return "(" + float_lit(1.0 - beta) + " + " + float_lit(beta) + " * hyper.c" + std::to_string(which) + ")";
 }
 
-const char* kSum = R"(shared float red[gl_WorkGroupSize.x];
-float wg_sum(float v) {
-  uint t = gl_LocalInvocationID.x;
-  red[t] = v;
-  barrier();
-  for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {
-    if (t < s) red[t] += red[t + s];
-    barrier();
-  }
-  return red[0];
-}
-)";
 
 }  // namespace
 
@@ -150,7 +138,7 @@ void emit_grad_norm(Emitter& e) {
   }
   b += "  s = wg_sum(s);\n  if (gl_LocalInvocationID.x == 0u) hyper.partial[gl_WorkGroupID.x] = s;\n";
   e.out.bindings[e.bind_hyper(true)].bytes = hyper_bytes(groups);
-  e.decls += kSum;
+  e.decls += workgroup_reductions_glsl();
   e.out.spec_constants = {e.opt.workgroup};
   e.out.grid = {groups, 1, 1};
   e.finish("layout(local_size_x_id = 0) in;\n", b);
@@ -168,7 +156,7 @@ void emit_clip_scale(Emitter& e) {
   b += "  if (gl_LocalInvocationID.x == 0u) hyper.clip_scale = min(1.0, " + float_lit(e.opt.optimizer.clip_grad_norm) +
        " / (sqrt(s) + 1e-6));\n";
   e.out.bindings[e.bind_hyper(true)].bytes = hyper_bytes(groups);
-  e.decls += kSum;
+  e.decls += workgroup_reductions_glsl();
   e.out.spec_constants = {e.opt.workgroup};
   e.out.grid = {1, 1, 1};
   e.finish("layout(local_size_x_id = 0) in;\n", b);

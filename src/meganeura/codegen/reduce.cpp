@@ -72,6 +72,8 @@ uint wg_argmax(float v, uint i) {
 
 }  // namespace
 
+const char* workgroup_reductions_glsl() { return kTree; }
+
 void emit_reduce(Emitter& e) {
   const Node& core = e.g.node(e.k.core);
   const Shape& xs = e.g.node(core.inputs.at(0)).shape;
