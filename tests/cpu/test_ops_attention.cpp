@@ -92,6 +92,39 @@ TEST(OpsAttention, Gradchecks) {
   EXPECT_TRUE(gradcheck_op("dropout", [](Graph& g, auto& v) { return g.dropout(v[0], 0.3, 11); }, {{{4, 5}}}));
 }
 
+TEST(OpsAttention, LogSumExpOfTheScores) {
+  // scores (0, ln 2) -> log(1 + 2); a causal row that sees no key -> -inf
+  auto q = f32({1, 1, 1, 1}, {1});
+  auto k = f32({1, 1, 2, 1}, {0, std::log(2.0)});
+  auto v = f32({1, 1, 2, 1}, {3, 6});
+  auto lse = [](bool causal) {
+    return [=](Graph& g, const std::vector<NodeId>& x) {
+      Attrs a;
+      a.reals = {1.0};
+      a.flag_a = causal;
+      return g.make(Op::AttentionLse, x, a, {});
+    };
+  };
+  EXPECT_TRUE(near_all(eval_op(lse(false), {q, k, v}), {1, 1, 1}, {std::log(3.0)}));
+  auto y = eval_op(lse(true), {f32({1, 1, 3, 1}, {1, 1, 1}), k, v});
+  EXPECT_EQ(y.data[0], -INFINITY);
+  EXPECT_NEAR(y.data[1], 0.0, 1e-12);
+  EXPECT_NEAR(y.data[2], std::log(3.0), 1e-12);
+  // the VJP saves it for the gradient ops, which take {q, k, v, dout, out, lse}
+  Graph g;
+  auto qn = g.parameter("q", {1, 2, 3, 4});
+  auto kn = g.input("k", {1, 1, 5, 4});
+  auto vn = g.input("v", {1, 1, 5, 2});
+  auto out = g.scaled_dot_product_attention(qn, kn, vn, true);
+  Graph d = differentiate(g, g.sum(out), {qn});
+  const Node& dq = d.node(*d.gradient(qn));
+  ASSERT_EQ(dq.op, Op::AttentionGradQ);
+  ASSERT_EQ(dq.inputs.size(), 6u);
+  EXPECT_EQ(d.node(dq.inputs[5]).op, Op::AttentionLse);
+  EXPECT_EQ(d.node(dq.inputs[5]).shape, (Shape{1, 2, 3}));
+  EXPECT_EQ(d.node(dq.inputs[4]).op, Op::Attention);
+}
+
 TEST(OpsAttention, SecondOrderThroughAttentionIsAnError) {
   Graph g;
   auto q = g.parameter("q", {1, 1, 2, 2});

@@ -38,6 +38,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
         codegen::emit_movement(e);
         break;
       case Archetype::Copy: case Archetype::Gather: codegen::emit_movement(e); break;
+      case Archetype::Attention: codegen::emit_attention(e); break;
       case Archetype::Optimizer: codegen::emit_optimizer(e); break;
       case Archetype::Counter: codegen::emit_counter(e); break;
       case Archetype::Accumulate: codegen::emit_accumulate(e); break;

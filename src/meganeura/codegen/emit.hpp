@@ -69,6 +69,7 @@ std::string window_core(Emitter& e, const Node& c);
 // needs emit_clear's dispatch (zeroes the root) before it.
 bool scatter_atomic(const Emitter& e);
 void emit_clear(Emitter& e);
+void emit_attention(Emitter& e);  // attention.cpp: forward (+ log-sum-exp), dQ, dK/dV
 void emit_optimizer(Emitter& e);
 void emit_counter(Emitter& e);
 void emit_accumulate(Emitter& e);

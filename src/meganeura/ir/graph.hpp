@@ -57,7 +57,7 @@ enum class Op : uint16_t {
   Conv2d, Conv2dGradInput, Conv2dGradWeight, MaxPool2d, MaxPool2dGrad, AvgPool2d, AvgPool2dGrad,
   UpsampleNearest,
   // attention
-  Attention, AttentionGradQ, AttentionGradK, AttentionGradV, Rope,
+  Attention, AttentionLse, AttentionGradQ, AttentionGradK, AttentionGradV, Rope,
   Dropout,
   // fused forms made by rewrites
   SwiGlu,

@@ -6,8 +6,14 @@
 //                    flag_a = causal. Query head h reads KV head h / (Hq/Hkv). Causal masking is aligned
 //                    bottom-right: query i sits at position i + T - S, so a query block decoding after a
 //                    KV cache sees the whole cache. A query row that sees no key at all outputs zeros.
-//   AttentionGradQ/K/V  inputs {q, k, v, dout [, mask]}, same attrs; they recompute the scores. A mask that
-//                    needs a gradient gets it from primitive ops (see attention_mask_grad).
+//   AttentionLse     inputs and attrs of Attention; the per-row log-sum-exp of the scaled, masked scores,
+//                    [B,Hq,S] (-inf for a row that sees no key). The GPU computes it in the forward kernel
+//                    (a sibling output); the backward reads it instead of recomputing the softmax statistics.
+//   AttentionGradQ/K/V  inputs {q, k, v, dout, out, lse [, mask]}, same attrs, with out and lse the forward's
+//                    value and AttentionLse. The references recompute everything from q, k, v and ignore
+//                    out and lse (so they check the GPU's saved values too); kernels use out for
+//                    rowsum(dout * out) and lse for the probabilities. A mask that needs a gradient gets it
+//                    from primitive ops (see attention_mask_grad).
 //   Rope             inputs {x [..., S, D]}, reals {theta}, ints {position offset}, flag_a = inverse
 //                    rotation (the VJP). Rotate-half pairing: (x[i], x[i + D/2]) rotated by
 //                    (offset + s) * theta^(-2i/D), as Llama-family checkpoints expect.
@@ -64,26 +70,34 @@ TypeInfo attention_shape(const ShapeCtx& c) {
   return {{g.b, g.hq, g.s, g.dv}, c.dtype(0)};
 }
 
+TypeInfo attention_lse_shape(const ShapeCtx& c) {
+  if (c.arity() != 3 && c.arity() != 4) c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
+  AttnGeom g = check_attention(c, 3);
+  return {{g.b, g.hq, g.s}, c.dtype(0)};
+}
+
 TypeInfo attention_grad_shape(const ShapeCtx& c) {
-  if (c.arity() != 4 && c.arity() != 5)
-    c.fail("inputs {q, k, v, dout[, mask]}", std::to_string(c.arity()) + " inputs");
-  AttnGeom g = check_attention(c, 4);
-  const Shape dout{g.b, g.hq, g.s, g.dv};
+  if (c.arity() != 6 && c.arity() != 7)
+    c.fail("inputs {q, k, v, dout, out, lse[, mask]}", std::to_string(c.arity()) + " inputs");
+  AttnGeom g = check_attention(c, 6);
+  const Shape dout{g.b, g.hq, g.s, g.dv}, lse{g.b, g.hq, g.s};
   if (c.shape(3) != dout) c.fail("dout " + shape_str(dout), "dout " + shape_str(c.shape(3)));
+  if (c.shape(4) != dout) c.fail("out " + shape_str(dout), "out " + shape_str(c.shape(4)));
+  if (c.shape(5) != lse) c.fail("lse " + shape_str(lse), "lse " + shape_str(c.shape(5)));
   const size_t which = c.op == Op::AttentionGradQ ? 0 : c.op == Op::AttentionGradK ? 1 : 2;
   return {c.shape(which), c.dtype(which)};
 }
 
-enum class AttnOut { O, dQ, dK, dV };
+enum class AttnOut { O, Lse, dQ, dK, dV };
 
 // One routine for the forward value and all three gradients, recomputing the probabilities per (b, h):
 //   P = softmax(scale * q k^T + mask, causal),  O = P v
 //   dP = dO v^T,  dS = P * (dP - rowsum(P * dP)),  dq = scale dS k,  dk = scale dS^T q,  dv = P^T dO
 HostTensor attention_eval(const Node& node, const std::vector<const HostTensor*>& in, AttnOut what) {
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
-  const bool grad = what != AttnOut::O;
+  const bool grad = what != AttnOut::O && what != AttnOut::Lse;
   const HostTensor* dout = grad ? in[3] : nullptr;
-  const size_t mask_at = grad ? 4 : 3;
+  const size_t mask_at = grad ? 6 : 3;
   const HostTensor* mask = in.size() > mask_at ? in[mask_at] : nullptr;
   const AttnGeom g = attn_geom(q.shape, k.shape, v.shape);
   const double scale = node.attrs.reals[0];
@@ -115,9 +129,16 @@ HostTensor attention_eval(const Node& node, const std::vector<const HostTensor*>
           p[size_t(j)] = sc;
           mx = std::max(mx, sc);
         }
-        if (mx == ninf) continue;  // no visible key: the row's output and gradients stay zero
+        if (mx == ninf) {  // no visible key: the row's output and gradients stay zero
+          if (what == AttnOut::Lse) out.data[size_t((b * g.hq + h) * g.s + i)] = ninf;
+          continue;
+        }
         double den = 0.0;
         for (auto& x : p) den += (x = x == ninf ? 0.0 : std::exp(x - mx));
+        if (what == AttnOut::Lse) {
+          out.data[size_t((b * g.hq + h) * g.s + i)] = mx + std::log(den);
+          continue;
+        }
         for (auto& x : p) x /= den;
         if (what == AttnOut::O) {
           for (int64_t j = 0; j < g.t; ++j)
@@ -153,6 +174,9 @@ HostTensor attention_eval(const Node& node, const std::vector<const HostTensor*>
 
 HostTensor attention_ref(const Node& n, const std::vector<const HostTensor*>& in) {
   return attention_eval(n, in, AttnOut::O);
+}
+HostTensor attention_lse_ref(const Node& n, const std::vector<const HostTensor*>& in) {
+  return attention_eval(n, in, AttnOut::Lse);
 }
 HostTensor attention_grad_q_ref(const Node& n, const std::vector<const HostTensor*>& in) {
   return attention_eval(n, in, AttnOut::dQ);
@@ -191,7 +215,12 @@ NodeId attention_mask_grad(VjpCtx& c) {
 }
 
 std::vector<NodeId> attention_vjp(VjpCtx& c) {
-  std::vector<NodeId> ins{c.in(0), c.in(1), c.in(2), c.grad};
+  std::vector<NodeId> fwd_ins{c.in(0), c.in(1), c.in(2)};
+  if (c.fwd.inputs.size() > 3) fwd_ins.push_back(c.in(3));
+  Provenance pv;
+  pv.loc = c.fwd.prov.loc;
+  NodeId lse = c.g.make(Op::AttentionLse, fwd_ins, c.fwd.attrs, pv);
+  std::vector<NodeId> ins{c.in(0), c.in(1), c.in(2), c.grad, c.id, lse};
   if (c.fwd.inputs.size() > 3) ins.push_back(c.in(3));
   std::vector<NodeId> out(c.fwd.inputs.size());
   const Op grads[3] = {Op::AttentionGradQ, Op::AttentionGradK, Op::AttentionGradV};
@@ -313,6 +342,8 @@ std::vector<NodeId> swiglu_vjp(VjpCtx& c) {
 
 void register_attention(OpTable& t) {
   t.add({Op::Attention, "attention", -1, Archetype::Attention, attention_shape, attention_vjp, attention_ref, nullptr});
+  t.add({Op::AttentionLse, "attention_lse", -1, Archetype::Attention, attention_lse_shape, attention_grad_vjp,
+         attention_lse_ref, nullptr});
   t.add({Op::AttentionGradQ, "attention_grad_q", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
          attention_grad_q_ref, nullptr});
   t.add({Op::AttentionGradK, "attention_grad_k", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,

@@ -86,6 +86,7 @@ const char* op_name(Op op) {
     case Op::AvgPool2dGrad: return "avg_pool2d_grad";
     case Op::UpsampleNearest: return "upsample_nearest";
     case Op::Attention: return "scaled_dot_product_attention";
+    case Op::AttentionLse: return "attention_lse";
     case Op::AttentionGradQ: return "attention_grad_q";
     case Op::AttentionGradK: return "attention_grad_k";
     case Op::AttentionGradV: return "attention_grad_v";

@@ -15,6 +15,7 @@ const char* archetype_name(Archetype a) {
     case Archetype::Gather: return "gather";
     case Archetype::Scatter: return "scatter";
     case Archetype::Copy: return "copy";
+    case Archetype::Attention: return "attention";
     case Archetype::Optimizer: return "optimizer";
     case Archetype::Counter: return "counter";
     case Archetype::Accumulate: return "accumulate";
@@ -56,6 +57,9 @@ OpClass op_class(Op op) {
       return OpClass::Gather;
     case Op::ScatterAdd:
       return OpClass::Scatter;
+    case Op::Attention: case Op::AttentionLse: case Op::AttentionGradQ: case Op::AttentionGradK:
+    case Op::AttentionGradV:
+      return OpClass::Attention;
     default:
       // Fused forms made by rewrites (SwiGlu, ...) are pointwise when the op table gives them an expression.
       if (ops::registered(op) && ops::def(op).glsl) return OpClass::Pointwise;

@@ -14,6 +14,7 @@ namespace meganeura {
 
 bool Kernel::fused(NodeId n) const {
   if (n == root || n == core) return true;
+  if (std::find(siblings.begin(), siblings.end(), n) != siblings.end()) return true;
   return std::binary_search(epilogue.begin(), epilogue.end(), n) ||
          std::binary_search(prologue.begin(), prologue.end(), n);
 }
@@ -211,8 +212,34 @@ struct Builder {
       case OpClass::Gather: return Archetype::Gather;
       case OpClass::Scatter: return Archetype::Scatter;
       case OpClass::Copy: return Archetype::Copy;
+      case OpClass::Attention: return Archetype::Attention;
       default: return Archetype::Pointwise;
     }
+  }
+
+  // Unclaimed values one attention kernel computes along with n: the forward's output and its
+  // log-sum-exp, or dK and dV (the same inputs and attributes, the partner op).
+  std::vector<NodeId> attention_siblings(NodeId n) {
+    const Node& nd = g.node(n);
+    Op partner = Op::Count_;
+    switch (nd.op) {
+      case Op::Attention: partner = Op::AttentionLse; break;
+      case Op::AttentionLse: partner = Op::Attention; break;
+      case Op::AttentionGradK: partner = Op::AttentionGradV; break;
+      case Op::AttentionGradV: partner = Op::AttentionGradK; break;
+      default: break;
+    }
+    std::vector<NodeId> out;
+    if (!opt.fuse || opt.keep_intermediates || partner == Op::Count_) return out;
+    for (NodeId c : consumers[nd.inputs[0].v]) {
+      const Node& cn = g.node(c);
+      if (cn.op == partner && owner[c.v] < 0 && cn.inputs == nd.inputs && cn.attrs == nd.attrs) {
+        check_supported(c);
+        out.push_back(c);
+        break;
+      }
+    }
+    return out;
   }
 
   void partition() {
@@ -242,6 +269,16 @@ struct Builder {
         region[v] = Epi;
       }
       owner[v] = int(kg.kernels.size());
+      if (c == OpClass::Attention) {
+        // No prologue or epilogue; values computed from the same inputs share the kernel (when fusing).
+        for (NodeId sib : attention_siblings(n)) {
+          owner[sib.v] = owner[v];
+          region[sib.v] = Epi;
+          k.siblings.push_back(sib);
+        }
+        kg.kernels.push_back(std::move(k));
+        continue;
+      }
       kg.kernels.push_back(std::move(k));
       grow(int(kg.kernels.size()) - 1);
       Kernel& K = kg.kernels.back();
@@ -272,10 +309,15 @@ struct Builder {
       if (K.core.valid()) scan(K.core);
       for (NodeId n : K.epilogue) scan(n);
       for (NodeId n : K.prologue) scan(n);
+      for (NodeId n : K.siblings) scan(n);
       K.reads.assign(reads.begin(), reads.end());
       for (NodeId r : K.reads) mat.insert(kg.storage_of(r));
       mat.insert(K.root);
       kg.producer[K.root] = ki;
+      for (NodeId n : K.siblings) {
+        mat.insert(n);
+        kg.producer[n] = ki;
+      }
     }
     for (NodeId r : kg.roots) mat.insert(kg.storage_of(r));
     kg.materialised.assign(mat.begin(), mat.end());
@@ -286,6 +328,7 @@ struct Builder {
       std::vector<NodeId> nodes(K.prologue);
       if (K.core.valid()) nodes.push_back(K.core);
       nodes.insert(nodes.end(), K.epilogue.begin(), K.epilogue.end());
+      nodes.insert(nodes.end(), K.siblings.begin(), K.siblings.end());
       std::sort(nodes.begin(), nodes.end());
       nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
       // The distinct provenance labels of the nodes computed; op#id only when none has any.
@@ -320,7 +363,10 @@ struct Builder {
       return a.level != b.level ? a.level < b.level : a.root < b.root;
     });
     kg.producer.clear();
-    for (size_t i = 0; i < kg.kernels.size(); ++i) kg.producer[kg.kernels[i].root] = i;
+    for (size_t i = 0; i < kg.kernels.size(); ++i) {
+      kg.producer[kg.kernels[i].root] = i;
+      for (NodeId n : kg.kernels[i].siblings) kg.producer[n] = i;
+    }
   }
 };
 

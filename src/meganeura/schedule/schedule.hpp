@@ -20,6 +20,7 @@ enum class Archetype : uint8_t {
               // output row scans the indices (deterministic); always its kernel's root (no epilogue)
   Copy,       // permute, slice, concat, pad, broadcast, rope, dropout, pooling windows (and their gradients),
               // nearest upsampling: one thread per output element
+  Attention,  // flash attention: forward (+ log-sum-exp), dQ, and dK with dV; K/V or Q tiles streamed
   Optimizer,  // the fused parameter update over the persistent arena
   Counter,    // bumps the step counter of the hyper-parameter block once per step
   Accumulate, // adds a gradient into its accumulation buffer (gradient accumulation)
@@ -29,7 +30,8 @@ enum class Archetype : uint8_t {
 const char* archetype_name(Archetype a);
 
 // How the scheduler treats an op.
-enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Unsupported };
+enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Attention,
+                               Unsupported };
 OpClass op_class(Op op);
 
 // Which recorded command list runs a kernel. With gradient accumulation a session records two: one that
@@ -44,12 +46,15 @@ struct Kernel {
   std::vector<NodeId> epilogue;  // fused pointwise nodes evaluated at the root's index, ascending ids
   std::vector<NodeId> prologue;  // fused pointwise nodes evaluated at the core input's index, ascending
   std::vector<NodeId> reads;     // materialised values read (possibly Reshape aliases), ascending ids
+  // Further values the kernel writes, computed from the same inputs as the core: an Attention kernel's
+  // AttentionLse, a dK kernel's dV. Never fused into by other nodes; empty for every other archetype.
+  std::vector<NodeId> siblings;
   NodeId grad;                   // Optimizer, Accumulate: the gradient read
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // GradNorm: every (parameter, gradient)
   int level = 0;                 // dependency depth; kernels of one level are mutually independent
   std::string label;             // names of the nodes it computes, for plans, errors and profiles
 
-  bool fused(NodeId n) const;    // n is computed inside this kernel (root, core, prologue or epilogue)
+  bool fused(NodeId n) const;    // n is computed inside this kernel (root, core, sibling, prologue or epilogue)
 };
 
 struct KernelGraph {

@@ -1,0 +1,259 @@
+// Flash attention (online softmax; no score matrix is ever stored). Three kernels, chosen by the ops an
+// Attention kernel computes (the core and its siblings, see Kernel::siblings):
+//   forward   {Attention, AttentionLse}: a workgroup per (query tile of BR rows, batch·head); K/V tiles of
+//             BC keys stream through shared memory; per row a running max m and sum l; writes
+//             O = acc / l and lse = m + log l (either may be absent).
+//   dQ        {AttentionGradQ}: a workgroup per (query tile, batch·head); P = exp(s - lse) recomputed per
+//             K/V tile, dS = P (dO·Vᵀ - delta), dQ = scale · dS K, with delta = rowsum(dO ∘ O).
+//   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·KV head) walks every query
+//             tile of every query head of its group (grouped-query sums happen in registers, no atomics):
+//             dV += Pᵀ dO, dK += scale · dSᵀ Q.
+// Shapes, scale, causal offset and the mask's broadcast strides are baked in as literals.
+#include <algorithm>
+
+#include "meganeura/codegen/emit.hpp"
+
+namespace meganeura::codegen {
+
+namespace {
+
+struct AttnKernel {
+  NodeId out, lse, dq, dk, dv;  // the values this kernel writes (invalid when absent)
+};
+
+AttnKernel attention_outputs(const Emitter& e) {
+  AttnKernel a;
+  std::vector<NodeId> all{e.k.core};
+  all.insert(all.end(), e.k.siblings.begin(), e.k.siblings.end());
+  for (NodeId n : all) {
+    switch (e.g.node(n).op) {
+      case Op::Attention: a.out = n; break;
+      case Op::AttentionLse: a.lse = n; break;
+      case Op::AttentionGradQ: a.dq = n; break;
+      case Op::AttentionGradK: a.dk = n; break;
+      case Op::AttentionGradV: a.dv = n; break;
+      default:
+        throw GraphError("[codegen] expected an attention op in an attention kernel, got " +
+                         std::string(op_name(e.g.node(n).op)) + " at node '" + node_label(e.g, n) + "'");
+    }
+  }
+  return a;
+}
+
+std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
+
+// Floats of shared memory each kernel needs for square tiles of `t`.
+int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
+  switch (which) {
+    case 0: return t * d + t * d + t * dv + t * t + 3 * t;                // Q, K, V, P, row stats
+    case 1: return t * d + t * dv + t * d + t * dv + t * t + 2 * t;       // Q, dO, K, V, dS, lse+delta
+    default: return t * d + t * dv + t * d + t * dv + 2 * t * t + 2 * t;  // K, V, Q, dO, P, dS, lse+delta
+  }
+}
+
+}  // namespace
+
+void emit_attention(Emitter& e) {
+  const Graph& g = e.g;
+  const Node& core = g.node(e.k.core);
+  const AttnKernel out = attention_outputs(e);
+  const bool fwd = out.out.valid() || out.lse.valid();
+  const int which = fwd ? 0 : out.dq.valid() ? 1 : 2;
+  const NodeId q = core.inputs[0], k = core.inputs[1], v = core.inputs[2];
+  const size_t mask_at = fwd ? 3 : 6;
+  const NodeId mask = core.inputs.size() > mask_at ? core.inputs[mask_at] : NodeId{};
+  const Shape &qs = g.node(q).shape, &ks = g.node(k).shape, &vs = g.node(v).shape;
+  const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], HKV = ks[1], T = ks[2], DV = vs[3];
+  const bool causal = core.attrs.flag_a;
+
+  const int64_t budget = std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  // The largest square tile that fits, but no larger than the sequences need.
+  int64_t tile = 32;
+  while (tile > 4 && (shared_floats(which, tile, D, DV) > budget || tile / 2 >= std::max(S, T))) tile /= 2;
+  if (shared_floats(which, tile, D, DV) > budget)
+    throw GraphError("[codegen] expected attention head sizes whose tiles fit in " + std::to_string(budget * 4) +
+                     " bytes of shared memory, got D = " + std::to_string(D) + ", Dv = " + std::to_string(DV) +
+                     " at node '" + node_label(g, e.k.core) + "'");
+  const uint32_t wg = tile >= 32 ? 128 : 64;
+  auto per_thread = [&](int64_t n) { return std::to_string((n + wg - 1) / wg); };
+
+  // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
+  auto ld = [&](NodeId n, const std::string& off) {
+    const Node& nd = g.node(n);
+    return nd.op == Op::Fill ? float_lit(nd.attrs.reals.at(0)) : e.load(n, off);
+  };
+  std::string& d = e.decls;
+  d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_HKV " + uint_lit(HKV) + "\n#define AT_G " + uint_lit(HQ / HKV) +
+       "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) + "\n#define AT_D " + uint_lit(D) +
+       "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_BR " + uint_lit(tile) + "\n#define AT_BC " + uint_lit(tile) +
+       "\n#define AT_WG " + uint_lit(wg) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
+       "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
+  // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
+  d += "bool visible(uint i, uint j) { return j < AT_T" +
+       (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
+  d += "float ldQ(uint o) { return " + ld(q, "o") + "; }\n";
+  d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
+  d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
+  // The additive mask broadcast from [B, HQ, S, T].
+  std::string mask_term = "0.0";
+  if (mask.valid()) {
+    const Shape& ms = g.node(mask).shape;
+    const Shape full{B, HQ, S, T};
+    std::vector<int64_t> st = contiguous_strides(ms);
+    const char* coord[4] = {"b", "h", "i", "j"};
+    std::string off;
+    for (size_t a = 0; a < ms.size(); ++a) {
+      size_t fa = a + 4 - ms.size();
+      if (ms[a] == 1) continue;
+      off += (off.empty() ? "" : " + ") + std::string(coord[fa]) + " * " + uint_lit(st[a]);
+    }
+    if (off.empty()) off = "0u";
+    d += "float ldMask(uint b, uint h, uint i, uint j) { return " + ld(mask, off) + "; }\n";
+    mask_term = "ldMask(b, h, i, j)";
+  }
+
+  std::string m;  // main body
+  m += "  uint tid = gl_LocalInvocationID.x;\n";
+  // The scaled, masked score of query row r of Qs against key row c of Ks (query i, key j).
+  auto score_fn = [&]() {
+    return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  float s = 0.0;\n"
+           "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_D + x] * Ks[c * AT_D + x];\n"
+           "  return s * AT_SCALE + " + mask_term + ";\n}\n";
+  };
+  const std::string load_kv_tile =
+      "    for (uint x = tid; x < AT_BC * AT_D; x += AT_WG) { uint c = x / AT_D, j = k0 + c;"
+      " Ks[x] = j < AT_T ? ldK(kbase + j * AT_D + x % AT_D) : 0.0; }\n"
+      "    for (uint x = tid; x < AT_BC * AT_DV; x += AT_WG) { uint c = x / AT_DV, j = k0 + c;"
+      " Vs[x] = j < AT_T ? ldV(vbase + j * AT_DV + x % AT_DV) : 0.0; }\n";
+  const std::string load_q_tile =
+      "    for (uint x = tid; x < AT_BR * AT_D; x += AT_WG) { uint r = x / AT_D, i = q0 + r;"
+      " Qs[x] = i < AT_S ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
+  // Keys past the last one a causal query tile can see are skipped.
+  const std::string key_end =
+      causal ? "  uint kend = uint(clamp(int(q0 + AT_BR) - 1 + " + ilit(T - S) + " + 1, 0, int(AT_T)));\n"
+             : "  uint kend = AT_T;\n";
+
+  if (which == 0) {
+    d += "shared float Qs[AT_BR * AT_D];\nshared float Ks[AT_BC * AT_D];\nshared float Vs[AT_BC * AT_DV];\n"
+         "shared float Ps[AT_BR * AT_BC];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float a_s[AT_BR];\n";
+    d += score_fn();
+    const std::string no = per_thread(tile * DV);
+    m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % AT_HQ;\n";
+    m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
+    m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
+    m += load_q_tile;
+    m += "  if (tid < AT_BR) { m_s[tid] = AT_NEG_INF; l_s[tid] = 0.0; }\n";
+    m += "  float acc[" + no + "];\n  for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
+    m += key_end;
+    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile + "    barrier();\n";
+    m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
+         "      Ps[x] = i < AT_S && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    barrier();\n";
+    // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
+    m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
+         "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BC + c]);\n"
+         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BC + c] = 0.0;\n"
+         "      } else {\n        alpha = exp(mo - mx);\n"
+         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BC + c] - mx); Ps[tid * AT_BC + c] = p; sum += p; }\n"
+         "      }\n      m_s[tid] = mx; l_s[tid] = l_s[tid] * alpha + sum; a_s[tid] = alpha;\n    }\n    barrier();\n";
+    if (out.out.valid())
+      m += "    for (uint x = 0u; x < " + no + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
+           "      uint r = e / AT_DV, dd = e % AT_DV;\n      float o = acc[x] * a_s[r];\n"
+           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BC + c] * Vs[c * AT_DV + dd];\n      acc[x] = o;\n    }\n";
+    m += "  }\n  barrier();\n";
+    if (out.out.valid())
+      m += "  for (uint x = 0u; x < " + no + "u; ++x) {\n    uint e = tid + x * AT_WG, r = e / AT_DV, i = q0 + r;\n"
+           "    if (e >= AT_BR * AT_DV || i >= AT_S) break;\n    float l = l_s[r];\n    " +
+           e.store(out.out, "obase + i * AT_DV + e % AT_DV", "l > 0.0 ? acc[x] / l : 0.0") + "\n  }\n";
+    if (out.lse.valid())
+      m += "  if (tid < AT_BR && q0 + tid < AT_S) {\n    float l = l_s[tid];\n    " +
+           e.store(out.lse, "bh * AT_S + q0 + tid", "l > 0.0 ? m_s[tid] + log(l) : AT_NEG_INF") + "\n  }\n";
+    e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
+  } else {
+    const NodeId dout = core.inputs[3], o = core.inputs[4], lse = core.inputs[5];
+    d += "float ldDO(uint o) { return " + ld(dout, "o") + "; }\n";
+    d += "float ldO(uint o) { return " + ld(o, "o") + "; }\n";
+    d += "float ldLse(uint o) { return " + ld(lse, "o") + "; }\n";
+    d += "shared float Qs[AT_BR * AT_D];\nshared float dOs[AT_BR * AT_DV];\nshared float Ks[AT_BC * AT_D];\n"
+         "shared float Vs[AT_BC * AT_DV];\nshared float dSs[AT_BR * AT_BC];\nshared float lse_s[AT_BR];\n"
+         "shared float dl_s[AT_BR];\n";
+    if (which == 2) d += "shared float Ps[AT_BR * AT_BC];\n";
+    d += score_fn();
+    // Loads the query tile q0.. of head bh: Q, dO, lse and delta = rowsum(dO * O) per row.
+    const std::string load_rows =
+        load_q_tile +
+        "    for (uint x = tid; x < AT_BR * AT_DV; x += AT_WG) { uint r = x / AT_DV, i = q0 + r;"
+        " dOs[x] = i < AT_S ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    barrier();\n"
+        "    if (tid < AT_BR) {\n      uint i = q0 + tid;\n      float dl = 0.0;\n"
+        "      if (i < AT_S) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * AT_DV + x);\n"
+        "      lse_s[tid] = i < AT_S ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
+    // P and dS of the tile pair; P = 0 where the key is hidden or the row sees no key at all.
+    auto probs = [&](bool need_ds, bool keep_p) {
+      std::string s =
+          "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
+          "      float p = 0.0, ds = 0.0;\n"
+          "      if (i < AT_S && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
+          "        p = exp(score(b, h, r, c, i, j) - lse_s[r]);\n";
+      if (need_ds)
+        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DV + y] * Vs[c * AT_DV + y];\n"
+             "        ds = p * (dp - dl_s[r]);\n";
+      s += "      }\n";
+      if (keep_p) s += "      Ps[x] = p;\n";
+      if (need_ds) s += "      dSs[x] = ds;\n";
+      return s + "    }\n    barrier();\n";
+    };
+    if (which == 1) {
+      const std::string nq = per_thread(tile * D);
+      m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % AT_HQ;\n";
+      m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
+      m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
+      m += load_rows;
+      m += "  float acc[" + nq + "];\n  for (uint x = 0u; x < " + nq + "u; ++x) acc[x] = 0.0;\n";
+      m += key_end;
+      m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile + "    barrier();\n";
+      m += probs(true, false);
+      m += "    for (uint x = 0u; x < " + nq + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) break;\n"
+           "      uint r = e / AT_D, dd = e % AT_D;\n      float a = acc[x];\n"
+           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_D + dd];\n      acc[x] = a;\n    }\n  }\n";
+      m += "  for (uint x = 0u; x < " + nq + "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
+           "    if (e >= AT_BR * AT_D || i >= AT_S) break;\n    " +
+           e.store(out.dq, "qbase + i * AT_D + e % AT_D", "AT_SCALE * acc[x]") + "\n  }\n";
+      e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
+    } else {
+      const std::string nk = per_thread(tile * D), nv = per_thread(tile * DV);
+      const bool want_k = out.dk.valid(), want_v = out.dv.valid();
+      m += "  uint k0 = gl_WorkGroupID.x * AT_BC, bkh = gl_WorkGroupID.y;\n  uint b = bkh / AT_HKV, kh = bkh % AT_HKV;\n";
+      m += "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
+      m += load_kv_tile;
+      if (want_k) m += "  float acck[" + nk + "];\n  for (uint x = 0u; x < " + nk + "u; ++x) acck[x] = 0.0;\n";
+      if (want_v) m += "  float accv[" + nv + "];\n  for (uint x = 0u; x < " + nv + "u; ++x) accv[x] = 0.0;\n";
+      // The first query that a causal mask lets see key k0.
+      m += causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
+      m += "  for (uint hg = 0u; hg < AT_G; ++hg) {\n  uint h = kh * AT_G + hg, bh = b * AT_HQ + h;\n"
+           "  uint qbase = bh * AT_S * AT_D, obase = bh * AT_S * AT_DV;\n";
+      m += "  for (uint q0 = qstart; q0 < AT_S; q0 += AT_BR) {\n    barrier();\n" + load_rows + "    barrier();\n";
+      m += probs(want_k, true);
+      if (want_v)
+        m += "    for (uint x = 0u; x < " + nv + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
+             "      uint c = e / AT_DV, dd = e % AT_DV;\n      float a = accv[x];\n"
+             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DV + dd];\n      accv[x] = a;\n    }\n";
+      if (want_k)
+        m += "    for (uint x = 0u; x < " + nk + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
+             "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
+             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_D + dd];\n      acck[x] = a;\n    }\n";
+      m += "  }\n  }\n";
+      if (want_k)
+        m += "  for (uint x = 0u; x < " + nk + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
+             "    if (e >= AT_BC * AT_D || j >= AT_T) break;\n    " +
+             e.store(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]") + "\n  }\n";
+      if (want_v)
+        m += "  for (uint x = 0u; x < " + nv + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
+             "    if (e >= AT_BC * AT_DV || j >= AT_T) break;\n    " +
+             e.store(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]") + "\n  }\n";
+      e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HKV), 1};
+    }
+  }
+  e.out.spec_constants = {wg};
+  e.finish("layout(local_size_x_id = 0) in;\n", m);
+}
+
+}  // namespace meganeura::codegen

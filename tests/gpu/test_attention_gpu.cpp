@@ -1,0 +1,151 @@
+// Flash attention on the GPU: the forward value and dQ, dK, dV against the float64 reference (and a
+// finite-difference gradcheck of the GPU loss) at shapes that are multiples of no tile, causal and not,
+// explicit masks, grouped-query heads; the fused step (forward + log-sum-exp in one kernel, dK + dV in one
+// kernel) against the unfused one; and a memory plan without any sequence² buffer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "gpu_opcheck.hpp"
+#include "meganeura/session/pipeline.hpp"
+
+using namespace meganeura;
+using namespace meganeura::test;
+using meganeura::testing::InputSpec;
+
+namespace {
+
+class AttentionGpu : public GpuTest {};
+
+NodeId sdpa(Graph& g, const std::vector<NodeId>& v, bool causal, double scale = 0.0) {
+  std::optional<NodeId> mask;
+  if (v.size() > 3) mask = v[3];
+  return g.scaled_dot_product_attention(v[0], v[1], v[2], causal, mask, scale);
+}
+
+// q [B, HQ, S, D], k [B, HKV, T, D], v [B, HKV, T, DV]
+std::vector<InputSpec> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t t, int64_t d, int64_t dv) {
+  return {{{b, hq, s, d}}, {{b, hkv, t, d}}, {{b, hkv, t, dv}}};
+}
+
+GpuTolerance tol() {
+  GpuTolerance t;
+  t.atol = 2e-5;
+  t.rtol = 2e-4;
+  return t;
+}
+
+}  // namespace
+
+// Each case covers several features: every check compiles two sessions, which dominates on lavapipe.
+TEST_F(AttentionGpu, ShapesNotMultiplesOfTiles) {
+  // one query, one key, grouped-query heads 2 -> 1
+  EXPECT_TRUE(check_op_gpu("s1_gqa", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv(1, 2, 1, 1, 1, 8, 8),
+                           tol()));
+  EXPECT_TRUE(check_op_gpu("s7_d12_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+                           qkv(2, 2, 2, 7, 7, 12, 12), tol()));
+  // two tiles, the second partial; Dv != D; grouped-query heads 4 -> 2
+  EXPECT_TRUE(check_op_gpu("s37_d20_dv12_gqa_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+                           qkv(1, 4, 2, 37, 37, 20, 12), tol()));
+}
+
+TEST_F(AttentionGpu, CausalWithUnequalLengths) {
+  // S < T: a query block after a cache sees every cached key; 4 query heads over 1 KV head; a given scale
+  EXPECT_TRUE(check_op_gpu("decode_gqa_4_1", [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); },
+                           qkv(2, 4, 1, 7, 13, 8, 8), tol()));
+  // S > T: the first S - T queries see no key, their output and gradients are zero (not NaN)
+  EXPECT_TRUE(check_op_gpu("no_key_rows", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+                           qkv(1, 2, 2, 9, 5, 8, 8), tol()));
+}
+
+TEST_F(AttentionGpu, ExplicitMasks) {
+  // a fixed additive mask broadcast over batch and heads, with one query row that sees nothing and
+  // scattered -inf entries elsewhere
+  auto specs = qkv(2, 2, 1, 7, 9, 12, 8);
+  InputSpec mask{{7, 9}, -2.0, 2.0};
+  mask.differentiable = false;
+  mask.values = [](std::mt19937_64& rng) {
+    HostTensor m = meganeura::testing::random_tensor({7, 9}, rng, -2.0, 2.0);
+    const double ninf = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < 9; ++j) m.data[size_t(2 * 9 + j)] = ninf;
+    for (size_t i = 0; i < m.data.size(); i += 5) m.data[i] = ninf;
+    return m;
+  };
+  specs.push_back(mask);
+  EXPECT_TRUE(check_op_gpu("fixed_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, specs, tol()));
+  // a learned bias per head [1, HQ, S, T] with a causal mask: its gradient comes from primitive ops
+  auto learned = qkv(1, 2, 2, 5, 6, 8, 8);
+  learned.push_back(InputSpec{{1, 2, 5, 6}, -1.0, 1.0});
+  EXPECT_TRUE(check_op_gpu("learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned, tol()));
+}
+
+// The fused step (forward with its log-sum-exp in one kernel, dK with dV in one kernel) against one kernel
+// per node, on the same device.
+TEST_F(AttentionGpu, FusedMatchesUnfused) {
+  Graph g;
+  // several tiles of queries and keys, none full
+  const NodeId x = g.input("x", {1, 4, 70, 12});
+  const NodeId q = g.mul(x, g.parameter("wq", {1, 4, 70, 12}));
+  const NodeId k = g.mul(g.input("xk", {1, 2, 75, 12}), g.parameter("wk", {1, 2, 75, 12}));
+  const NodeId v = g.mul(g.input("xv", {1, 2, 75, 12}), g.parameter("wv", {1, 2, 75, 12}));
+  const NodeId y = g.scaled_dot_product_attention(q, k, v, true);
+  // the loss is a plain sum: the attention gradients read a Fill as dout
+  const NodeId loss = g.sum(y);
+  g.set_outputs({loss, y});
+
+  std::mt19937_64 rng(3);
+  reference::Feeds feeds;
+  for (NodeId n : g.inputs()) feeds[g.node(n).prov.name] = meganeura::testing::random_tensor(g.node(n).shape, rng, -1, 1);
+  for (NodeId n : g.parameters())
+    feeds[g.node(n).prov.name] = meganeura::testing::random_tensor(g.node(n).shape, rng, 0.9, 1.1);
+
+  SessionConfig cfg = session_config(true);
+  CompileOptions fused, unfused;
+  unfused.fuse = false;
+  const CompiledStep fs = compile_step(g, cfg, device().caps(), fused);
+  const CompiledStep us = compile_step(g, cfg, device().caps(), unfused);
+  EXPECT_EQ(fs.kernels.count(Archetype::Attention), 3u) << fs.kernels.to_text(fs.graph);  // fwd+lse, dQ, dK+dV
+  EXPECT_EQ(us.kernels.count(Archetype::Attention), 5u) << us.kernels.to_text(us.graph);
+
+  Session a = build_with(g, cfg, shared_device(), fused);
+  Session b = build_with(g, cfg, shared_device(), unfused);
+  feed_all(a, g, feeds);
+  feed_all(b, g, feeds);
+  a.run();
+  b.run();
+  auto same = [](const std::vector<float>& p, const std::vector<float>& q2, const std::string& what) {
+    ASSERT_EQ(p.size(), q2.size()) << what;
+    for (size_t i = 0; i < p.size(); ++i) ASSERT_NEAR(p[i], q2[i], 1e-5 + 1e-5 * std::fabs(q2[i])) << what << "[" << i << "]";
+  };
+  same(a.read_output(1), b.read_output(1), "y");
+  for (const char* w : {"wq", "wk", "wv"}) same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
+  // and both against the reference
+  std::vector<NodeId> params = g.parameters();
+  Graph dg = differentiate(g, loss, params);
+  std::vector<NodeId> want_nodes{y};
+  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
+  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
+  EXPECT_TRUE(close_to(a.read_output(1), want[0], 2e-5, 2e-4, "y"));
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(close_to(a.read_gradient(g.node(params[i]).prov.name), want[1 + i], 2e-5, 2e-4,
+                         "grad " + g.node(params[i]).prov.name));
+}
+
+// Issue 5, item 5: no buffer of the compiled training step holds S x S values.
+TEST_F(AttentionGpu, NoSequenceSquaredBuffer) {
+  constexpr int64_t S = 512, D = 16;
+  Graph g;
+  const NodeId q = g.mul(g.input("x", {1, 4, S, D}), g.parameter("wq", {1, 4, S, D}));
+  const NodeId k = g.mul(g.input("xk", {1, 2, S, D}), g.parameter("wk", {1, 2, S, D}));
+  const NodeId v = g.mul(g.input("xv", {1, 2, S, D}), g.parameter("wv", {1, 2, S, D}));
+  g.set_outputs({g.sum(g.scaled_dot_product_attention(q, k, v, true))});
+  const CompiledStep st = compile_step(g, session_config(true), device().caps());
+  const uint64_t limit = uint64_t(S) * S * 4;  // bytes of one head's f32 score matrix
+  ASSERT_GT(st.plan.slots.size(), 0u);
+  for (const Slot& s : st.plan.slots) EXPECT_LT(s.bytes, limit) << node_label(st.graph, s.node);
+  for (const GeneratedKernel& k2 : st.code)
+    for (const Binding& b : k2.bindings) EXPECT_LT(b.bytes, limit) << k2.label;
+  EXPECT_LT(st.plan.arena_bytes, limit);
+  EXPECT_EQ(st.kernels.count(Archetype::Attention), 3u) << st.kernels.to_text(st.graph);
+}
