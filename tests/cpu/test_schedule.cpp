@@ -295,3 +295,34 @@ TEST(Schedule, CnnTrainingStepConvAndWindowKernels) {
     }
   }
 }
+
+// Attention: the forward and its log-sum-exp share a kernel, dK and dV share one, dQ is alone; a kernel
+// reading the forward's value runs at a later level even though the kernel is rooted at the (higher-id)
+// log-sum-exp.
+TEST(Schedule, AttentionSiblingsAndLevels) {
+  Graph g;
+  auto q = g.parameter("q", {1, 4, 5, 8});
+  auto k = g.parameter("k", {1, 2, 6, 8});
+  auto v = g.parameter("v", {1, 2, 6, 8});
+  auto y = g.scaled_dot_product_attention(q, k, v, true);
+  auto loss = g.sum(g.mul(y, g.input("r", {1, 4, 5, 8})));
+  Graph d = differentiate(g, loss, {q, k, v});
+  std::vector<NodeId> roots{loss, *d.gradient(q), *d.gradient(k), *d.gradient(v)};
+  const KernelGraph kg = schedule(d, roots);
+  EXPECT_EQ(kg.count(Archetype::Attention), 3u) << kg.to_text(d);
+  size_t with_siblings = 0;
+  for (const Kernel& kn : kg.kernels) {
+    with_siblings += kn.siblings.size();
+    for (NodeId r : kn.reads) {
+      auto it = kg.producer.find(kg.storage_of(r));
+      if (it != kg.producer.end()) {
+        EXPECT_LT(kg.kernels[it->second].level, kn.level) << kg.to_text(d);
+      }
+    }
+  }
+  EXPECT_EQ(with_siblings, 2u);
+  // unfused: one kernel per attention node
+  ScheduleOptions off;
+  off.fuse = false;
+  EXPECT_EQ(schedule(d, roots, off).count(Archetype::Attention), 5u);
+}

@@ -349,14 +349,20 @@ struct Builder {
   // barrier between levels suffices (the memory plan keeps aliasing consistent with levels).
   void order() {
     std::vector<int> level(kg.kernels.size(), 0);
-    // Kernels were created in descending root order, so producers come later in the vector.
-    for (size_t i = kg.kernels.size(); i-- > 0;) {
-      int lv = 0;
-      for (NodeId r : kg.kernels[i].reads) {
-        auto it = kg.producer.find(kg.storage_of(r));
-        if (it != kg.producer.end()) lv = std::max(lv, level[it->second] + 1);
+    // Kernels were created in descending root order, so producers mostly come later in the vector; a
+    // kernel's siblings (attention) can have lower ids than its root, so relax until nothing changes
+    // (the kernel graph is acyclic: at most one pass per level).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = kg.kernels.size(); i-- > 0;) {
+        int lv = 0;
+        for (NodeId r : kg.kernels[i].reads) {
+          auto it = kg.producer.find(kg.storage_of(r));
+          if (it != kg.producer.end()) lv = std::max(lv, level[it->second] + 1);
+        }
+        changed = changed || lv != level[i];
+        level[i] = lv;
       }
-      level[i] = lv;
     }
     for (size_t i = 0; i < kg.kernels.size(); ++i) kg.kernels[i].level = level[i];
     std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
