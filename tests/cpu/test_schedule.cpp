@@ -313,6 +313,11 @@ TEST(Schedule, AttentionSiblingsAndLevels) {
   size_t with_siblings = 0;
   for (const Kernel& kn : kg.kernels) {
     with_siblings += kn.siblings.size();
+    // the forward value, not its log-sum-exp, roots the forward kernel (phase and label follow it)
+    if (!kn.siblings.empty()) {
+      const Op op = d.node(kn.root).op;
+      EXPECT_TRUE(op == Op::Attention || op == Op::AttentionGradK) << op_name(op);
+    }
     for (NodeId r : kn.reads) {
       auto it = kg.producer.find(kg.storage_of(r));
       if (it != kg.producer.end()) {

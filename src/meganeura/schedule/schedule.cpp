@@ -276,6 +276,11 @@ struct Builder {
           region[sib.v] = Epi;
           k.siblings.push_back(sib);
         }
+        // The lowest id is the root: the forward value (not its log-sum-exp, which autodiff made), so the
+        // kernel's phase and label follow the forward op.
+        for (NodeId& sib : k.siblings)
+          if (sib < k.root) std::swap(sib, k.root);
+        k.core = k.root;
         kg.kernels.push_back(std::move(k));
         continue;
       }
