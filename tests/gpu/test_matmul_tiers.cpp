@@ -72,6 +72,18 @@ TEST_F(MatmulTiers, ScalarReadsF16Inputs) {
   expect_matches(MatmulTier::Scalar, shape(64, 64, 40, true, false, 2, MatmulInput::F16));
 }
 
+// Mixed16: f32 storage, every operand rounded to f16 on load (needs no 16-bit storage). check_matmul uploads
+// unrounded values and compares against the reference of the rounded ones. Tolerance 1e-5 of sum|a b|: f32
+// accumulation stays below ~1e-6 there, while skipping the rounding leaves ~3e-5 on average (K = 83..130).
+TEST_F(MatmulTiers, ScalarAndGemvRoundF32InputsToF16) {
+  kernels::MatmulCheckOptions opt;
+  opt.tolerance = 1e-5;
+  for (int t = 0; t < 4; ++t) {
+    expect_matches(MatmulTier::Scalar, shape(70, 45, 83, t & 1, t & 2, 2, MatmulInput::F32RoundF16), opt);
+    expect_matches(MatmulTier::Gemv, shape(5, 77, 130, t & 1, t & 2, 1, MatmulInput::F32RoundF16), opt);
+  }
+}
+
 TEST_F(MatmulTiers, GemvMatchesCpuForSmallM) {
   for (uint32_t m : {1u, 5u, 8u}) {
     for (int t = 0; t < 4; ++t) {
@@ -83,7 +95,8 @@ TEST_F(MatmulTiers, GemvMatchesCpuForSmallM) {
 
 TEST_F(MatmulTiers, EpilogueBiasThenRelu) {
   kernels::MatmulCheckOptions opt;
-  opt.epilogue = {"max(v + e0[col], 0.0)", 1};
+  opt.epilogue.expr = "max(v + e0[col], 0.0)";
+  opt.epilogue.extra_buffers = 1;
   std::vector<float> bias(45);
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * float(int(i % 7) - 3);
   opt.extra = {bias};
@@ -134,9 +147,13 @@ TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
       expect_matches(tier, shape(256, 256, 256, ta, tb, 1, MatmulInput::F16));  // 16-byte loads, direct stores
       expect_matches(tier, shape(200, 136, 72, ta, tb, 2, MatmulInput::F16));   // 16-byte loads, masked edges
       expect_matches(tier, shape(131, 77, 45, ta, tb, 2, MatmulInput::F16));    // element loads
+      // Mixed16 sessions: f32 buffers rounded to f16 as they are loaded (vector and element loads).
+      expect_matches(tier, shape(200, 136, 72, ta, tb, 2, MatmulInput::F32RoundF16));
+      expect_matches(tier, shape(131, 77, 45, ta, tb, 2, MatmulInput::F32RoundF16));
     }
     kernels::MatmulCheckOptions opt;
-    opt.epilogue = {"max(v + e0[col], 0.0)", 1};
+    opt.epilogue.expr = "max(v + e0[col], 0.0)";
+    opt.epilogue.extra_buffers = 1;
     std::vector<float> bias(136);
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.125f * float(int(i % 9) - 4);
     opt.extra = {bias};
@@ -196,6 +213,12 @@ bool has_bytes(const std::vector<uint32_t>& spirv, const std::string& s) {
   return std::string(bytes, spirv.size() * 4).find(s) != std::string::npos;
 }
 
+kernels::MatmulEpilogue doubled(bool on) {
+  kernels::MatmulEpilogue e;
+  if (on) e.expr = "v * 2.0";
+  return e;
+}
+
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   // A fake device with cooperative matrices, so that selection produces every variant without one.
   runtime::DeviceCaps caps = gpu_device().caps();
@@ -206,10 +229,11 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
   for (int t = 0; t < 4; ++t) {
     for (uint32_t k : {64u, 45u}) {  // 16-byte loads, element loads
-      for (bool epilogue : {false, true}) {
-        MatmulShape s = shape(128, 128, k, t & 1, t & 2, 1, MatmulInput::F16);
+      for (int variant = 0; variant < 3; ++variant) {  // f16, epilogue; f32 rounded on load (Mixed16)
+        const bool epilogue = variant == 1;
+        MatmulShape s = shape(128, 128, k, t & 1, t & 2, 1, variant == 2 ? MatmulInput::F32RoundF16 : MatmulInput::F16);
         const kernels::MatmulKernel kern = kernels::select_matmul(
-            caps, s, MatmulTier::CoopMatKHR, epilogue ? kernels::MatmulEpilogue{"v * 2.0", 0} : kernels::MatmulEpilogue{});
+            caps, s, MatmulTier::CoopMatKHR, doubled(epilogue));
         ASSERT_TRUE(kern.rewrite_to_khr);
         // compile_glsl validates the NV module; an invalid one throws here.
         const std::vector<uint32_t> nv = shader::compile_glsl(kern.source, compile_options()).spirv;

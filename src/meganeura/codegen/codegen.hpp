@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "meganeura/kernels/matmul.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/schedule/schedule.hpp"
 #include "meganeura/session/session.hpp"
@@ -32,15 +33,20 @@ struct GeneratedKernel {
   std::vector<Binding> bindings;  // binding i = bindings[i]
   std::array<uint32_t, 3> workgroup{1, 1, 1};  // local size after specialization (profiles)
   std::string variant;            // the template variant, e.g. "matmul.gemv" (profiles); archetype by default
+  std::vector<uint32_t> push;     // push-constant words (matmul: kernels::MatmulPush)
+  uint32_t required_subgroup_size = 0;
+  bool rewrite_to_khr = false;    // compile, then rewrite NV cooperative matrices to KHR (kernels/matmul.hpp)
   uint64_t hash = 0;              // of everything that changes the compiled shader
 };
 
 struct CodegenOptions {
   OptimizerConfig optimizer;
   uint32_t workgroup = 64;     // threads of pointwise and reduction kernels (power of two)
-  uint32_t matmul_tile = 16;   // square output tile of the scalar matmul
-  uint32_t gemv_max_m = 8;     // matmuls with M at most this take the GEMV path
   bool deterministic_scatter = false;  // scatter-add by scanning the indices even where float atomics exist
+  // Matmuls go through the tier family (kernels/matmul.hpp): kernels::choose_tier with this as the best
+  // tier the device passed its self-test with (the session probes; device-free callers get scalar).
+  kernels::MatmulTier matmul_best = kernels::MatmulTier::Scalar;
+  Precision precision = Precision::F32;  // Mixed16: matmul operands rounded to f16 on load, f32 accumulation
 };
 
 std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, const runtime::DeviceCaps& caps,

@@ -49,9 +49,10 @@ Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& ke
 
 namespace {
 
-// The index of binding `want` (same kind, storage and moment), added if new; a write widens an earlier read.
-uint32_t bind(std::vector<Binding>& bindings, const Binding& want) {
-  for (size_t i = 0; i < bindings.size(); ++i) {
+// The index of binding `want` (same kind, storage and moment) from index `from` on, added if new; a write widens
+// an earlier read.
+uint32_t bind(std::vector<Binding>& bindings, const Binding& want, size_t from = 0) {
+  for (size_t i = from; i < bindings.size(); ++i) {
     Binding& b = bindings[i];
     if (b.kind == want.kind && b.node == want.node && b.moment == want.moment) {
       b.write = b.write || want.write;
@@ -67,7 +68,18 @@ uint32_t bind(std::vector<Binding>& bindings, const Binding& want) {
 uint32_t Emitter::bind_value(NodeId n, bool write) {
   NodeId s = kg.storage_of(n);
   const Node& nd = g.node(s);
-  return bind(out.bindings, {Binding::Value, s, 0, write, uint64_t(numel(nd.shape)) * dtype_size(nd.dtype)});
+  return bind(out.bindings, {Binding::Value, s, 0, write, uint64_t(numel(nd.shape)) * dtype_size(nd.dtype)},
+              dedup_from);
+}
+
+uint32_t Emitter::bind_value_unshared(NodeId n, bool write) {
+  Binding b;
+  b.kind = Binding::Value;
+  b.node = kg.storage_of(n);
+  b.write = write;
+  b.bytes = uint64_t(numel(g.node(b.node).shape)) * dtype_size(g.node(b.node).dtype);
+  out.bindings.push_back(b);
+  return uint32_t(out.bindings.size() - 1);
 }
 
 uint32_t Emitter::bind_moment(NodeId param, uint32_t m) {
@@ -201,23 +213,7 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   s += "#define MN_SUBGROUP_SIZE " + std::to_string(caps.subgroup_size) + "\n";
   s += "#define MN_MAX_SHARED_BYTES " + std::to_string(caps.max_shared_memory) + "\n";
   s += local_size_decl;
-  for (size_t i = 0; i < out.bindings.size(); ++i) {
-    const Binding& b = out.bindings[i];
-    std::string idx = std::to_string(i);
-    std::string qual = b.write ? "" : "readonly ";
-    if (b.kind == Binding::Hyper) {
-      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx +
-           " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; } hyper;\n";
-      continue;
-    }
-    std::string ty = "float";
-    if (b.kind == Binding::Value) {
-      DType t = g.node(b.node).dtype;
-      ty = t == DType::I32 ? "int" : t == DType::U32 ? "uint" : "float";
-    }
-    s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty + " d[]; } b" +
-         idx + ";\n";
-  }
+  s += buffer_decls(0);
   s += ops::pointwise_glsl_prelude();
   s += decls;
   s += "void main() {\n" + main_body + "}\n";
@@ -235,6 +231,28 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
     }
   }
   if (out.variant.empty()) out.variant = archetype_name(k.arch);
+  return s;
+}
+
+std::string Emitter::buffer_decls(size_t from) const {
+  std::string s;
+  for (size_t i = from; i < out.bindings.size(); ++i) {
+    const Binding& b = out.bindings[i];
+    std::string idx = std::to_string(i);
+    std::string qual = b.write ? "" : "readonly ";
+    if (b.kind == Binding::Hyper) {
+      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx +
+           " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; } hyper;\n";
+      continue;
+    }
+    std::string ty = "float";
+    if (b.kind == Binding::Value) {
+      DType t = g.node(b.node).dtype;
+      ty = t == DType::I32 ? "int" : t == DType::U32 ? "uint" : "float";
+    }
+    s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty + " d[]; } b" +
+         idx + ";\n";
+  }
   return s;
 }
 

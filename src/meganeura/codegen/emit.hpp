@@ -24,6 +24,7 @@ struct Emitter {
   std::string decls;  // functions and buffers, in order of emission
   std::string extensions;  // #extension lines
   int fn_counter = 0;
+  uint32_t dedup_from = 0;  // bind_value shares bindings from this index on (the matmul keeps 0..2 its own)
 
   Emitter(const Graph& g, const KernelGraph& kg, const Kernel& k, const runtime::DeviceCaps& caps,
           const CodegenOptions& opt);
@@ -33,6 +34,10 @@ struct Emitter {
   uint32_t bind_moment(NodeId param, uint32_t m);
   uint32_t bind_accumulator(NodeId param, bool write);
   uint32_t bind_hyper(bool write = false);
+  // A binding of its own for a value, never shared (the matmul's A, B and C).
+  uint32_t bind_value_unshared(NodeId n, bool write);
+  // Declarations `layout(...) buffer BufI { T d[]; } bI;` of bindings from..end.
+  std::string buffer_decls(size_t from) const;
   // "b3.d[<offset>]" as a float expression, for a materialised value.
   std::string load(NodeId n, const std::string& offset);
   // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype.

@@ -1,9 +1,14 @@
-// Matmul with an epilogue: C[b] = op(A[b]) · op(B[b]) with transposes by attribute and broadcast batch
-// dimensions. Large M: square output tiles staged through shared memory, one output per thread. M up to
-// gemv_max_m: a workgroup per output column splits K across its threads (inference with a few rows).
+// The MatMul archetype: C[b] = epilogue(op(A[b]) · op(B[b])) through the matmul tier family
+// (kernels/matmul.hpp: GEMV for small M, scalar 128x128, cooperative matrix NV / KHR). Codegen supplies what
+// the family leaves open: the fused epilogue region (a generated function of the flat output index and the
+// accumulator, with its own bindings from 3 on), the broadcast batch offsets of each operand, and the element
+// type of the stored root. Shapes travel as push constants; the epilogue bakes them like every other kernel.
 #include <algorithm>
+#include <cstring>
 
 #include "meganeura/codegen/emit.hpp"
+#include "meganeura/core/error.hpp"
+#include "meganeura/ops/ops.hpp"
 
 namespace meganeura::codegen {
 
@@ -27,68 +32,86 @@ std::string batch_base_fn(const std::string& name, const Shape& xs, const Shape&
   return s + "  return off;\n}\n";
 }
 
+// The family's sources take their variants as defines; generated kernels carry them in the text, so that the
+// content hash covers them.
+std::string with_defines(const shader::ShaderSource& src) {
+  const size_t eol = src.glsl.find('\n');
+  std::string s = src.glsl.substr(0, eol + 1);  // #version
+  for (const shader::Define& d : src.defines) s += "#define " + d.name + " " + d.value + "\n";
+  return s + src.glsl.substr(eol + 1);
+}
+
 }  // namespace
 
 void emit_matmul(Emitter& e) {
   const Node& mm = e.g.node(e.k.core);
-  NodeId a = mm.inputs.at(0), bnode = mm.inputs.at(1);
+  const NodeId a = mm.inputs.at(0), bnode = mm.inputs.at(1);
   const Shape& as = e.g.node(a).shape;
   const Shape& bs = e.g.node(bnode).shape;
   const Shape& os = mm.shape;
+  const std::string at = "node '" + node_label(e.g, e.k.core) + "' (built at " + where(mm.prov.loc) + ")";
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2)
     throw GraphError("[codegen] expected matmul operands of rank >= 2, got " + shape_str(as) + " and " +
-                     shape_str(bs) + " at node '" + node_label(e.g, e.k.core) + "'");
-  bool ta = mm.attrs.flag_a, tb = mm.attrs.flag_b;
-  int64_t M = os[os.size() - 2], N = os[os.size() - 1];
-  int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
-  int64_t batch = numel(os) / std::max<int64_t>(1, M * N);
-
-  e.decls += batch_base_fn("a_base", as, os);
-  e.decls += batch_base_fn("b_base", bs, os);
-  std::string ai = ta ? "base + k * " + uint_lit(M) + " + m" : "base + m * " + uint_lit(K) + " + k";
-  std::string bi = tb ? "base + n * " + uint_lit(K) + " + k" : "base + k * " + uint_lit(N) + " + n";
-  e.decls += "float ldA(uint base, uint m, uint k) { return " + e.load(a, ai) + "; }\n";
-  e.decls += "float ldB(uint base, uint k, uint n) { return " + e.load(bnode, bi) + "; }\n";
-  std::string epi = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
-  std::string write = "    uint ix = z * " + uint_lit(M * N) + " + m * " + uint_lit(N) + " + n;\n    " +
-                      e.store(e.k.root, "ix", epi + "(ix, acc)") + "\n";
-
-  uint32_t max_x = e.caps.max_workgroup_count[0] ? e.caps.max_workgroup_count[0] : 65535;
-  if (M <= int64_t(e.opt.gemv_max_m) && N <= int64_t(max_x)) {
-    uint32_t wg = e.opt.workgroup;
-    e.decls += "shared float red[gl_WorkGroupSize.x];\n";
-    std::string b;
-    b += "  uint t = gl_LocalInvocationID.x;\n  uint n = gl_WorkGroupID.x;\n  uint z = gl_WorkGroupID.z;\n";
-    b += "  uint ab = a_base(z), bb = b_base(z);\n";
-    b += "  float accs[" + std::to_string(M) + "];\n";
-    b += "  for (uint m = 0u; m < " + uint_lit(M) + "; ++m) accs[m] = 0.0;\n";
-    b += "  for (uint k = t; k < " + uint_lit(K) + "; k += gl_WorkGroupSize.x) {\n    float bv = ldB(bb, k, n);\n";
-    b += "    for (uint m = 0u; m < " + uint_lit(M) + "; ++m) accs[m] += ldA(ab, m, k) * bv;\n  }\n";
-    b += "  for (uint m = 0u; m < " + uint_lit(M) + "; ++m) {\n    red[t] = accs[m];\n    barrier();\n";
-    b += "    for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {\n      if (t < s) red[t] += red[t + s];\n      barrier();\n    }\n";
-    b += "    if (t == 0u) {\n      float acc = red[0];\n  " + write + "    }\n    barrier();\n  }\n";
-    e.out.spec_constants = {wg};
-    e.out.variant = "matmul.gemv";
-    e.out.grid = {uint32_t(N), 1, uint32_t(batch)};
-    e.finish("layout(local_size_x_id = 0) in;\n", b);
-    return;
+                     shape_str(bs) + " at " + at);
+  for (NodeId x : {a, bnode}) {
+    const DType t = e.g.node(e.kg.storage_of(x)).dtype;
+    if (t != DType::F32)
+      throw GraphError("[codegen] expected f32 matmul operands (SessionConfig::precision Mixed16 rounds them to f16 "
+                       "inside the kernel), got " + std::string(dtype_name(t)) + " at " + at);
   }
-  uint32_t ts = e.opt.matmul_tile;
-  e.decls += "layout(constant_id = 0) const uint TS = 16;\nshared float As[TS][TS];\nshared float Bs[TS][TS];\n";
-  std::string b;
-  b += "  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;\n";
-  b += "  uint n = gl_WorkGroupID.x * TS + tx;\n  uint m = gl_WorkGroupID.y * TS + ty;\n  uint z = gl_WorkGroupID.z;\n";
-  b += "  uint ab = a_base(z), bb = b_base(z);\n  float acc = 0.0;\n";
-  b += "  for (uint k0 = 0u; k0 < " + uint_lit(K) + "; k0 += TS) {\n";
-  b += "    uint ka = k0 + tx, kb = k0 + ty;\n";
-  b += "    As[ty][tx] = (m < " + uint_lit(M) + " && ka < " + uint_lit(K) + ") ? ldA(ab, m, ka) : 0.0;\n";
-  b += "    Bs[ty][tx] = (kb < " + uint_lit(K) + " && n < " + uint_lit(N) + ") ? ldB(bb, kb, n) : 0.0;\n";
-  b += "    barrier();\n    for (uint kk = 0u; kk < TS; ++kk) acc += As[ty][kk] * Bs[kk][tx];\n    barrier();\n  }\n";
-  b += "  if (m < " + uint_lit(M) + " && n < " + uint_lit(N) + ") {\n" + write + "  }\n";
-  e.out.spec_constants = {ts, ts};
-  e.out.variant = "matmul.tiled";
-  e.out.grid = {uint32_t((N + ts - 1) / ts), uint32_t((M + ts - 1) / ts), uint32_t(batch)};
-  e.finish("layout(local_size_x_id = 0, local_size_y_id = 1) in;\n", b);
+  const DType root_type = e.g.node(e.kg.storage_of(e.k.root)).dtype;
+  if (root_type != DType::F32 && root_type != DType::I32 && root_type != DType::U32)
+    throw GraphError("[codegen] expected a matmul kernel to store f32, i32 or u32, got " +
+                     std::string(dtype_name(root_type)) + " at " + at);
+  const bool ta = mm.attrs.flag_a, tb = mm.attrs.flag_b;
+  const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
+  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
+  const int64_t batch = numel(os) / std::max<int64_t>(1, M * N);
+  if (numel(os) > int64_t(UINT32_MAX) || numel(as) > int64_t(UINT32_MAX) || numel(bs) > int64_t(UINT32_MAX))
+    throw GraphError("[codegen] expected matmul operands of at most 2^32 elements at " + at);
+
+  // Bindings 0, 1, 2 are A, B and C, as the family expects, even when A and B share storage; the epilogue
+  // region binds from 3 on.
+  e.bind_value_unshared(a, false);
+  e.bind_value_unshared(bnode, false);
+  e.bind_value_unshared(e.k.root, true);
+  e.dedup_from = 3;
+
+  kernels::MatmulEpilogue ep;
+  ep.c_type = root_type == DType::I32 ? "int" : root_type == DType::U32 ? "uint" : "float";
+  if (e.k.root != e.k.core || !e.k.epilogue.empty()) {
+    const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
+    ep.expr = fn + "(batch * " + uint_lit(M * N) + " + row * " + uint_lit(N) + " + col, v)";
+  }
+  ep.decls = std::string(ops::pointwise_glsl_prelude()) + "#define CUSTOM_BATCH_BASE 1\n" +
+             batch_base_fn("a_base", as, os) + batch_base_fn("b_base", bs, os) + e.decls;
+  ep.buffer_decls = e.buffer_decls(3);
+  ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
+
+  kernels::MatmulShape s;
+  s.m = uint32_t(M);
+  s.n = uint32_t(N);
+  s.k = uint32_t(K);
+  s.batch = uint32_t(batch);
+  s.trans_a = ta;
+  s.trans_b = tb;
+  s.input = e.opt.precision == Precision::Mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
+  kernels::MatmulKernel k;
+  try {
+    k = kernels::select_matmul(e.caps, s, kernels::choose_tier(e.caps, s, e.opt.matmul_best), ep);
+  } catch (const Error& err) {
+    throw GraphError(std::string(err.what()) + " at " + at);
+  }
+  e.out.glsl = with_defines(k.source);
+  e.out.grid = {k.grid[0], k.grid[1], k.grid[2]};
+  e.out.spec_constants = k.spec_constants;
+  e.out.push.resize(sizeof(k.push) / 4);
+  std::memcpy(e.out.push.data(), &k.push, sizeof(k.push));
+  e.out.required_subgroup_size = k.required_subgroup_size;
+  e.out.workgroup = {256, 1, 1};  // every tier
+  e.out.variant = std::string("matmul.") + kernels::tier_name(k.tier);
+  e.out.rewrite_to_khr = k.rewrite_to_khr;
+  e.out.hash = content_hash(e.out.glsl + (k.rewrite_to_khr ? "// khr\n" : ""), e.out.spec_constants);
 }
 
 }  // namespace meganeura::codegen

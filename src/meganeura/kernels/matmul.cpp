@@ -95,7 +95,7 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
       if (nv ? !caps.coopmat_nv : !caps.coopmat_khr) {
         return std::string("the device has no ") + (nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix");
       }
-      if (shape.input != MatmulInput::F16) return "cooperative tiers take f16 inputs, got f32";
+      if (shape.input == MatmulInput::F32) return "cooperative tiers take f16 inputs, got f32";
       if (!caps.fp16_arithmetic) return "the device has no shaderFloat16";
       if (caps.subgroup_size != 32 && !(caps.subgroup_size_control && caps.min_subgroup_size <= 32 &&
                                         caps.max_subgroup_size >= 32)) {
@@ -182,15 +182,16 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   k.source.defines = {{"TRANS_A", flag(s.trans_a)},
                       {"TRANS_B", flag(s.trans_b)},
                       {"INPUT_F16", flag(s.input == MatmulInput::F16)},
+                      {"INPUT_ROUND_F16", flag(s.input == MatmulInput::F32RoundF16)},
                       {"HAS_EPILOGUE", flag(!epilogue.expr.empty())}};
   std::string variant = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
     case MatmulTier::Gemv:
-      k.source.glsl = glsl::gemv(epilogue.expr, epilogue.extra_buffers);
+      k.source.glsl = glsl::gemv(epilogue);
       k.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
       break;
     case MatmulTier::Scalar:
-      k.source.glsl = glsl::scalar(epilogue.expr, epilogue.extra_buffers);
+      k.source.glsl = glsl::scalar(epilogue);
       k.grid[0] = ceil_div(s.n, 128);
       k.grid[1] = ceil_div(s.m, 128);
       break;
@@ -201,11 +202,11 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       const bool vec = (s.trans_a ? s.m : s.k) % 8 == 0 && s.lda % 8 == 0 && s.stride_a % 8 == 0 &&
                        (s.trans_b ? s.k : s.n) % 8 == 0 && s.ldb % 8 == 0 && s.stride_b % 8 == 0;
       // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
-      const bool direct = epilogue.expr.empty() && s.ldc % 4 == 0 && s.stride_c % 4 == 0;
+      const bool direct = epilogue.expr.empty() && epilogue.c_type == "float" && s.ldc % 4 == 0 && s.stride_c % 4 == 0;
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }
-      k.source.glsl = glsl::coopmat_nv(epilogue.expr, epilogue.extra_buffers);
+      k.source.glsl = glsl::coopmat_nv(epilogue);
       for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
         k.source.defines.push_back({name, std::to_string(v) + "u"});

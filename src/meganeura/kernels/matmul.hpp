@@ -32,7 +32,10 @@
 namespace meganeura::kernels {
 
 enum class MatmulTier : uint8_t { Gemv, Scalar, CoopMatNV, CoopMatKHR };
-enum class MatmulInput : uint8_t { F32, F16 };
+// F32: f32 storage and arithmetic. F16: f16 storage (needs 16-bit storage). F32RoundF16: f32 storage, each
+// element rounded to f16 as it is loaded (SessionConfig::precision Mixed16: no f16 buffers, runs everywhere).
+// Accumulation is f32 in every case.
+enum class MatmulInput : uint8_t { F32, F16, F32RoundF16 };
 
 const char* tier_name(MatmulTier t);  // "gemv", "scalar", "coopmat-nv", "coopmat-khr"
 // Accepts tier_name()'s strings; throws ConfigError otherwise.
@@ -52,9 +55,16 @@ struct MatmulShape {
 // Applied to each output element before it is stored. `expr` is a GLSL float expression of
 //   v (the f32 accumulator), row, col, batch (uint) and e0[], e1[], ... (the extra f32 buffers);
 // e.g. bias then ReLU: {"max(v + e0[col], 0.0)", 1}. Empty: store v.
+// The code generator also passes `buffer_decls` (its own declarations of bindings 3.., replacing e0[] ..),
+// `decls` (functions `expr` calls; may `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and
+// `uint b_base(uint batch)`, element offsets of each operand's matrix, for broadcast batch dimensions) and
+// `c_type` (the GLSL element type of C: float, int or uint; direct cooperative stores need float).
 struct MatmulEpilogue {
   std::string expr;
   uint32_t extra_buffers = 0;
+  std::string buffer_decls;
+  std::string decls;
+  std::string c_type = "float";
 };
 
 // Block tile of the cooperative tiers: BM x BN outputs per 256-thread workgroup, BK deep per shared-memory

@@ -52,8 +52,8 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     const MatmulKernel kernel = select_matmul(device.caps(), shape, tier, check.epilogue);
     const bool f16 = shape.input == MatmulInput::F16;
     std::mt19937 rng(check.seed);
-    const std::vector<float> a = random_values(elements_a(shape), rng, f16);
-    const std::vector<float> b = random_values(elements_b(shape), rng, f16);
+    std::vector<float> a = random_values(elements_a(shape), rng, f16);
+    std::vector<float> b = random_values(elements_b(shape), rng, f16);
     const uint64_t nc = elements_c(shape);
     DeviceBuffers mem(device);
     const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16 ? 2 : 4));
@@ -61,6 +61,10 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     const runtime::Buffer dc = mem.add(padded_bytes(nc, 4));
     upload_operand(device, da, a, f16);
     upload_operand(device, db, b, f16);
+    if (shape.input == MatmulInput::F32RoundF16) {  // uploaded as f32; the kernel multiplies them rounded
+      for (float& x : a) x = half_to_float(float_to_half(x));
+      for (float& x : b) x = half_to_float(float_to_half(x));
+    }
     device.fill_zero(dc);
     std::vector<runtime::Buffer> extra;
     for (const auto& e : check.extra) {
@@ -141,10 +145,15 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
   bool chosen = false;
   for (MatmulTier tier : candidates) {
     TierProbe probe{tier, true, ""};
-    const MatmulInput input = tier == MatmulTier::Scalar ? MatmulInput::F32 : MatmulInput::F16;
+    // Cooperative tiers read f16 buffers (benchmarks) and f32 buffers rounded on load (Mixed16 sessions).
+    const std::vector<MatmulInput> inputs = tier == MatmulTier::Scalar
+                                                ? std::vector<MatmulInput>{MatmulInput::F32}
+                                                : std::vector<MatmulInput>{MatmulInput::F16, MatmulInput::F32RoundF16};
     // Aligned (16-byte loads, direct stores) and ragged (element loads, masked stores) in every transpose.
     uint32_t seed = 7;
-    for (bool ragged : {false, true}) {
+    for (size_t q = 0; q < 2 * inputs.size(); ++q) {
+      const bool ragged = q % 2 == 1;
+      const MatmulInput input = inputs[q / 2];
       for (int t = 0; t < 3 && probe.ok; ++t) {
         MatmulShape s;
         s.m = ragged ? 70 : 128;

@@ -5,12 +5,13 @@
 namespace meganeura::kernels::glsl {
 namespace {
 
-std::string common(const std::string& epilogue_expr, unsigned extra_buffers, bool coopmat) {
+std::string common(const MatmulEpilogue& ep, bool coopmat) {
   std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n";
   if (coopmat) {
     s += "#extension GL_NV_cooperative_matrix : require\n"
          "#extension GL_KHR_shader_subgroup_basic : require\n"
-         "#extension GL_KHR_memory_scope_semantics : require\n";
+         "#extension GL_KHR_memory_scope_semantics : require\n"
+         "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
   }
   s += R"(#if INPUT_F16
 #extension GL_EXT_shader_16bit_storage : require
@@ -21,34 +22,47 @@ std::string common(const std::string& epilogue_expr, unsigned extra_buffers, boo
 #endif
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } p;
-layout(std430, set = 0, binding = 2) buffer BufC { float c[]; };
 )";
-  for (unsigned i = 0; i < extra_buffers; ++i) {
-    const std::string n = std::to_string(i);
-    s += "layout(std430, set = 0, binding = " + std::to_string(3 + i) + ") readonly buffer BufE" + n + " { float e" +
-         n + "[]; };\n";
+  s += "layout(std430, set = 0, binding = 2) buffer BufC { " + ep.c_type + " c[]; };\n";
+  if (!ep.buffer_decls.empty()) {
+    s += ep.buffer_decls;
+  } else {
+    for (unsigned i = 0; i < ep.extra_buffers; ++i) {
+      const std::string n = std::to_string(i);
+      s += "layout(std430, set = 0, binding = " + std::to_string(3 + i) + ") readonly buffer BufE" + n +
+           " { float e" + n + "[]; };\n";
+    }
   }
+  s += ep.decls;
+  s += "#ifndef CUSTOM_BATCH_BASE\nuint a_base(uint batch) { return batch * p.sa; }\n"
+       "uint b_base(uint batch) { return batch * p.sb; }\n#endif\n";
   s += "float epilogue(float v, uint row, uint col, uint batch) { return " +
-       (epilogue_expr.empty() ? std::string("v") : "(" + epilogue_expr + ")") + "; }\n";
+       (ep.expr.empty() ? std::string("v") : "(" + ep.expr + ")") + "; }\n";
+  s += "#define STORE_C(i, v) c[i] = " + ep.c_type + "(v)\n";
   return s;
 }
 
 const char* kScalarInputs = R"(
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
+#if INPUT_ROUND_F16
+float to_in(float x) { return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x; }  // rounded to f16
+#else
+float to_in(ELEM x) { return float(x); }
+#endif
 // Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds.
 float A_at(uint base, uint m, uint k) {
 #if TRANS_A
-  return float(a[base + k * p.lda + m]);
+  return to_in(a[base + k * p.lda + m]);
 #else
-  return float(a[base + m * p.lda + k]);
+  return to_in(a[base + m * p.lda + k]);
 #endif
 }
 float B_at(uint base, uint k, uint n) {
 #if TRANS_B
-  return float(b[base + n * p.ldb + k]);
+  return to_in(b[base + n * p.ldb + k]);
 #else
-  return float(b[base + k * p.ldb + n]);
+  return to_in(b[base + k * p.ldb + n]);
 #endif
 }
 )";
@@ -72,7 +86,7 @@ void main() {
 #endif
   const uint batch = gl_WorkGroupID.z;
   const uint n = gl_WorkGroupID.x * GEMV_NT + nl;
-  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  const uint abase = a_base(batch), bbase = b_base(batch);
   float acc[MMAX];
   [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
   if (n < p.N) {
@@ -97,7 +111,7 @@ void main() {
       s += red[row * 256u + q * GEMV_NT + col];
 #endif
     }
-    c[batch * p.sc + row * p.ldc + gn] = epilogue(s, row, gn, batch);
+    STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));
   }
 }
 )";
@@ -149,7 +163,7 @@ void main() {
   const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
   const uint batch = gl_WorkGroupID.z;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  const uint abase = a_base(batch), bbase = b_base(batch);
   float acc[8][8];
   [[unroll]] for (uint i = 0u; i < 8u; ++i) [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] = 0.0;
   const uint tiles = (p.K + BK - 1u) / BK;
@@ -176,7 +190,7 @@ void main() {
     if (row >= p.M) continue;
     [[unroll]] for (uint j = 0u; j < 8u; ++j) {
       const uint col = n0 + (j < 4u ? tx * 4u + j : 64u + tx * 4u + j - 4u);
-      if (col < p.N) c[cbase + row * p.ldc + col] = epilogue(acc[i][j], row, col, batch);
+      if (col < p.N) STORE_C(cbase + row * p.ldc + col, epilogue(acc[i][j], row, col, batch));
     }
   }
 }
@@ -188,7 +202,13 @@ const char* kCoopmat = R"(
 // which the KHR rewrite needs). Shared tiles keep each stored matrix's contiguous dimension contiguous
 // (16-byte copies from global memory) and the fragment loads read them row- or column-major as the transpose
 // needs. Rows are padded by 16 bytes.
-#if VEC_LOADS
+#if INPUT_ROUND_F16 && VEC_LOADS
+layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
+#elif INPUT_ROUND_F16
+layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
+#elif VEC_LOADS
 layout(std430, set = 0, binding = 0) readonly buffer BufA { uvec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
 #else
@@ -215,27 +235,41 @@ shared uvec4 Bs[2u * B_SIZE];
 shared float Cs[8u * 128u];
 uvec4 ra[A_VPT], rb[B_VPT];
 
-#if !VEC_LOADS
-uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
+uvec4 pack8(float h[8]) {
+  return uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])), packHalf2x16(vec2(h[4], h[5])),
+               packHalf2x16(vec2(h[6], h[7])));
+}
+#if INPUT_ROUND_F16 && VEC_LOADS
+uvec4 pack8v(vec4 x, vec4 y) {  // eight f32 rounded to f16
+  return uvec4(packHalf2x16(x.xy), packHalf2x16(x.zw), packHalf2x16(y.xy), packHalf2x16(y.zw));
+}
 #endif
 
 // Eight halves of a stored row, zero outside [0, rlim) x [0, clim).
 uvec4 fetch_a(uint base, uint gr, uint gc, uint rlim, uint clim) {
-#if VEC_LOADS
+#if INPUT_ROUND_F16 && VEC_LOADS
+  if (!(gr < rlim && gc < clim)) return uvec4(0u);
+  const uint i = (base + gr * p.lda + gc) / 4u;
+  return pack8v(a4[i], a4[i + 1u]);
+#elif VEC_LOADS
   return (gr < rlim && gc < clim) ? a4[(base + gr * p.lda + gc) / 8u] : uvec4(0u);
 #else
-  float16_t h[8];
-  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? a[base + gr * p.lda + gc + e] : float16_t(0.0);
-  return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+  float h[8];
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? float(a[base + gr * p.lda + gc + e]) : 0.0;
+  return pack8(h);
 #endif
 }
 uvec4 fetch_b(uint base, uint gr, uint gc, uint rlim, uint clim) {
-#if VEC_LOADS
+#if INPUT_ROUND_F16 && VEC_LOADS
+  if (!(gr < rlim && gc < clim)) return uvec4(0u);
+  const uint i = (base + gr * p.ldb + gc) / 4u;
+  return pack8v(b4[i], b4[i + 1u]);
+#elif VEC_LOADS
   return (gr < rlim && gc < clim) ? b4[(base + gr * p.ldb + gc) / 8u] : uvec4(0u);
 #else
-  float16_t h[8];
-  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? b[base + gr * p.ldb + gc + e] : float16_t(0.0);
-  return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+  float h[8];
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? float(b[base + gr * p.ldb + gc + e]) : 0.0;
+  return pack8(h);
 #endif
 }
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
@@ -273,7 +307,7 @@ void main() {
   const uint wm = sg / WARPS_N, wn = sg % WARPS_N;
   const uint batch = gl_WorkGroupID.z;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  const uint abase = batch * p.sa, bbase = batch * p.sb;
+  const uint abase = a_base(batch), bbase = b_base(batch);
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
     acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
@@ -324,7 +358,7 @@ void main() {
     subgroupBarrier();
     [[unroll]] for (uint q = 0u; q < 4u; ++q) {
       const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
-      if (r < p.M && cc < p.N) c[cbase + r * p.ldc + cc] = epilogue(Cs[sg * 128u + e], r, cc, batch);
+      if (r < p.M && cc < p.N) STORE_C(cbase + r * p.ldc + cc, epilogue(Cs[sg * 128u + e], r, cc, batch));
     }
     subgroupBarrier();
   }
@@ -333,14 +367,8 @@ void main() {
 
 }  // namespace
 
-std::string gemv(const std::string& epilogue_expr, unsigned extra_buffers) {
-  return common(epilogue_expr, extra_buffers, false) + kScalarInputs + kGemv;
-}
-std::string scalar(const std::string& epilogue_expr, unsigned extra_buffers) {
-  return common(epilogue_expr, extra_buffers, false) + kScalarInputs + kScalar;
-}
-std::string coopmat_nv(const std::string& epilogue_expr, unsigned extra_buffers) {
-  return common(epilogue_expr, extra_buffers, true) + kCoopmat;
-}
+std::string gemv(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kGemv; }
+std::string scalar(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kScalar; }
+std::string coopmat_nv(const MatmulEpilogue& epilogue) { return common(epilogue, true) + kCoopmat; }
 
 }  // namespace meganeura::kernels::glsl

@@ -1,13 +1,15 @@
 #pragma once
 // GLSL templates of the matmul tiers (internal to kernels/matmul.cpp). Variants are chosen by defines:
-// TRANS_A, TRANS_B, INPUT_F16, HAS_EPILOGUE, NUM_EXTRA; coopmat adds VEC_LOADS and DIRECT_STORE.
+// TRANS_A, TRANS_B, INPUT_F16, INPUT_ROUND_F16, HAS_EPILOGUE, NUM_EXTRA; coopmat adds VEC_LOADS and DIRECT_STORE.
 #include <string>
+
+#include "meganeura/kernels/matmul.hpp"
 
 namespace meganeura::kernels::glsl {
 
-// `epilogue_expr` becomes the body of `float epilogue(float v, uint row, uint col, uint batch)`.
-std::string gemv(const std::string& epilogue_expr, unsigned extra_buffers);
-std::string scalar(const std::string& epilogue_expr, unsigned extra_buffers);
-std::string coopmat_nv(const std::string& epilogue_expr, unsigned extra_buffers);
+// `epilogue.expr` becomes the body of `float epilogue(float v, uint row, uint col, uint batch)`.
+std::string gemv(const MatmulEpilogue& epilogue);
+std::string scalar(const MatmulEpilogue& epilogue);
+std::string coopmat_nv(const MatmulEpilogue& epilogue);
 
 }  // namespace meganeura::kernels::glsl

@@ -153,6 +153,9 @@ std::vector<GeneratedKernel> pass_codegen(const CompiledStep& s, const SessionCo
                                           const runtime::DeviceCaps& caps, const CompileOptions& options) {
   CodegenOptions co = codegen_options(config);
   co.deterministic_scatter = options.deterministic_scatter;
+  co.precision = config.precision;
+  if (options.matmul_best) co.matmul_best = *options.matmul_best;
+  else if (!config.matmul_tier.empty()) co.matmul_best = kernels::parse_tier(config.matmul_tier);
   return generate(s.graph, s.kernels, caps, co);
 }
 

@@ -2,6 +2,7 @@
 // The compiler's device-free half: Graph -> (compiled Graph, KernelGraph, MemoryPlan, GLSL kernels).
 // session/pipeline.cpp lists the passes in order; Session construction adds the device half.
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,9 @@ struct CompileOptions {
   KernelCache* cache = nullptr;    // shared across sessions on the same device; null: per session
   bool deterministic_scatter = false;  // scatter-add without float atomics even where the device has them
   Trace* trace = nullptr;          // MEGANEURA_TRACE: a CPU span per pass
+  // The best matmul tier that passed the device's self-test (the session probes). Unset: the tier
+  // SessionConfig::matmul_tier names, else scalar.
+  std::optional<kernels::MatmulTier> matmul_best;
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output

@@ -9,11 +9,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 
+#include "meganeura/kernels/matmul.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/session_impl.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "meganeura/shader/coopmat_khr.hpp"
 
 namespace meganeura {
 
@@ -98,8 +101,11 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
     runtime::KernelDesc d;
     d.label = k.label;
     d.spirv = std::move(r.spirv);
+    if (k.rewrite_to_khr) d.spirv = shader::rewrite_coopmat_nv_to_khr(d.spirv, d.label);
     d.num_buffers = uint32_t(k.bindings.size());
+    d.push_constant_bytes = uint32_t(k.push.size() * 4);
     d.spec_constants = k.spec_constants;
+    d.required_subgroup_size = k.required_subgroup_size;
     runtime::KernelId id = s.device->create_kernel(d);
     by_hash[k.hash] = id;
     s.kernel_of.push_back(id);
@@ -115,7 +121,7 @@ void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel) 
   std::vector<runtime::Buffer> bufs;
   for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
   list.begin_label(k.label);  // the provenance label in Vulkan debug tools (RenderDoc, Nsight)
-  list.dispatch(s.kernel_of[kernel], bufs, {}, k.grid[0], k.grid[1], k.grid[2]);
+  list.dispatch(s.kernel_of[kernel], bufs, std::as_bytes(std::span(k.push)), k.grid[0], k.grid[1], k.grid[2]);
   list.end_label();
 }
 
@@ -157,7 +163,7 @@ void record(SessionImpl& s) {
 
 void dump_plan(const SessionImpl& s) {
   if (s.config.dump_plan.empty()) return;
-  std::string text = plan_text(s.step);
+  std::string text = plan_text(s.step) + s.matmul_tiers;
   if (s.config.dump_plan == "-" || s.config.dump_plan == "1") {  // README: =1 prints
     std::fputs(text.c_str(), stderr);
     return;
@@ -165,6 +171,42 @@ void dump_plan(const SessionImpl& s) {
   std::ofstream f(s.config.dump_plan, std::ios::app);
   if (!f) throw ConfigError("[build] expected MEGANEURA_DUMP_PLAN to name a writable file, got '" + s.config.dump_plan + "'");
   f << text;
+}
+
+// The best matmul tier for this device: the start-up self-test (kernels::probe_matmul_tiers), run once per
+// device and forced tier. Only Mixed16 sessions can use a cooperative tier (f16 inputs), so F32 sessions and
+// devices without cooperative matrices skip the probe. A forced cooperative tier that fails is an error.
+kernels::MatmulTier matmul_best(SessionImpl& s) {
+  const SessionConfig& c = s.config;
+  if (c.matmul_tier == "scalar") return kernels::MatmulTier::Scalar;
+  const runtime::DeviceCaps& caps = s.device->caps();
+  const bool coop = c.matmul_tier.empty() ? (caps.coopmat_nv || caps.coopmat_khr) : true;
+  if (c.precision != Precision::Mixed16 || !coop) {
+    if (!c.matmul_tier.empty())
+      throw ConfigError("[build] expected MEGANEURA_MATMUL=" + c.matmul_tier +
+                        " only with SessionConfig::precision Mixed16 (cooperative tiers take f16 inputs), got F32");
+    return kernels::MatmulTier::Scalar;
+  }
+  struct Entry {
+    std::string fingerprint;
+    kernels::MatmulTierChoice choice;
+  };
+  static std::mutex mutex;
+  static std::map<std::pair<const runtime::Device*, std::string>, Entry> probed;
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry& e = probed[{s.device.get(), c.matmul_tier}];
+  if (e.fingerprint != caps.fingerprint()) {
+    shader::CompileOptions co;
+    co.cache_dir = c.cache_dir;
+    co.device_key = caps.fingerprint();
+    e.choice = kernels::probe_matmul_tiers(*s.device, co, c.matmul_tier);
+    e.fingerprint = caps.fingerprint();
+  }
+  s.matmul_tiers = e.choice.to_text();
+  if (!c.matmul_tier.empty() && e.choice.best != kernels::parse_tier(c.matmul_tier))
+    throw ConfigError("[build] expected MEGANEURA_MATMUL=" + c.matmul_tier + " to pass the start-up self-test, got:\n" +
+                      e.choice.to_text());
+  return e.choice.best;
 }
 
 }  // namespace
@@ -183,10 +225,11 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   }
   if (!config.trace_path.empty()) impl->trace = &Trace::at(config.trace_path);
   Trace::Scope whole(impl->trace, "build", "build");
+  impl->device = std::move(device);
   CompileOptions co = options;
   co.trace = impl->trace;
-  impl->step = compile_step(g, impl->config, device->caps(), co);
-  impl->device = std::move(device);
+  if (!co.matmul_best) co.matmul_best = matmul_best(*impl);
+  impl->step = compile_step(g, impl->config, impl->device->caps(), co);
   {
     Trace::Scope t(impl->trace, "allocate", "build");
     allocate(*impl);

@@ -22,6 +22,7 @@ class SessionImpl {
   std::vector<runtime::KernelId> kernel_of; // per dispatch
   std::unique_ptr<runtime::CommandList> list;             // the step that updates (every step without accumulation)
   std::unique_ptr<runtime::CommandList> accumulate_list;  // gradient accumulation: the step that only accumulates
+  std::string matmul_tiers;  // the matmul self-test's report (Mixed16 sessions), for plan dumps
   float learning_rate = 0.0f;
   uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
   int phase = 0;       // micro-steps accumulated since the last update
