@@ -408,6 +408,15 @@ void Session::wait() {
   impl_->collect_gpu_spans();
 }
 
+double Session::last_step_gpu_ms() {
+  if (!impl_->config.gpu_timing || !impl_->device->caps().timestamps)
+    throw SessionError("[Session::last_step_gpu_ms] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
+                       "on a device with timestamp queries, got gpu_timing " +
+                       std::string(impl_->config.gpu_timing ? "on" : "off") + " on " + impl_->device->caps().name);
+  const std::vector<double> t = impl_->device->timestamps(*impl_->list);
+  return (t.at(1) - t.at(0)) * 1e-6;
+}
+
 MemorySummary Session::memory_summary() const { return impl_->step.plan.summary(); }
 const OptimizeReport& Session::report() const { return impl_->step.report; }
 const Graph& Session::graph() const { return impl_->step.graph; }

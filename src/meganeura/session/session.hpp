@@ -163,6 +163,11 @@ class Session {
   // training session updates its parameters).
   std::string profile(const ProfileOptions& options = {});
 
+  // GPU time of the last submitted updating step (with grad_accumulation: the last one that updated) in ms,
+  // from two timestamps around the whole recorded step
+  // (sessions built with gpu_timing on a device with timestamps; otherwise SessionError). Waits for the step.
+  double last_step_gpu_ms();
+
   MemorySummary memory_summary() const;
   const OptimizeReport& report() const;
   const Graph& graph() const;  // the compiled (differentiated, rewritten) graph

@@ -1,0 +1,142 @@
+// Whole compiled steps on a GPU, one JSON line per measurement (issue 7; the torch twin is
+// scripts/device/bench_torch.py, the table scripts/device/bench_table.py):
+//   * the README MLP (784-128-10, batch 32, no biases, one-hot cross-entropy) training step with SGD (lr 0.1)
+//     and Adam (lr 1e-3), F32 and Mixed16: wall time of run() (submit + fence wait; the mean of --steps steps
+//     after warm-up) and GPU time (two timestamps around the recorded step, median of --gpu-steps);
+//   * a fused pointwise kernel, out = x·1.5 + y over N floats (inference session, one dispatch): GPU time and
+//     bandwidth, bytes = 3·4·N (two reads, one write).
+//   bench_step                                   defaults for the H200
+//   bench_step --steps 20 --gpu-steps 5 --mib 4  smoke test (lavapipe)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "meganeura/core/error.hpp"
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/session/session.hpp"
+
+using namespace meganeura;
+
+namespace {
+
+struct Args {
+  int steps = 2000, gpu_steps = 200, warmup = 100;
+  std::vector<uint64_t> mib = {256, 1024};  // bytes of each pointwise operand
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const char* precision_name(Precision p) { return p == Precision::F32 ? "f32" : "mixed16"; }
+
+void mlp(const Args& args, OptimizerKind kind, Precision precision) {
+  Graph g;
+  auto x = g.input("x", {32, 784});
+  auto labels = g.input("labels", {32, 10});
+  auto w1 = g.parameter("w1", {784, 128});
+  auto w2 = g.parameter("w2", {128, 10});
+  g.set_outputs({g.cross_entropy_loss(g.matmul(g.relu(g.matmul(x, w1)), w2), labels)});
+  SessionConfig c = SessionConfig::from_env();
+  c.gpu_timing = true;
+  c.precision = precision;
+  c.optimizer.kind = kind;
+  c.optimizer.learning_rate = kind == OptimizerKind::Sgd ? 0.1 : 1e-3;
+  Session s = build(g, c);
+  std::mt19937 rng(1);
+  std::vector<float> lab(320, 0.0f);
+  for (int r = 0; r < 32; ++r) lab[size_t(r * 10 + int(rng() % 10))] = 1.0f;
+  s.set_input("x", random_vec(32 * 784, rng, 1.0f));
+  s.set_input("labels", lab);
+  s.set_parameter("w1", random_vec(784 * 128, rng, 0.05f));
+  s.set_parameter("w2", random_vec(1280, rng, 0.1f));
+  for (int i = 0; i < args.warmup; ++i) s.run();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < args.steps; ++i) s.run();
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<double> gpu;
+  for (int i = 0; i < args.gpu_steps; ++i) {
+    s.run();
+    gpu.push_back(s.last_step_gpu_ms());
+  }
+  const float loss = s.read_output(0).at(0);
+  std::printf("{\"bench\":\"vk_mlp_step\",\"device\":\"%s\",\"optimizer\":\"%s\",\"precision\":\"%s\",\"steps\":%d,"
+              "\"wall_ms_mean\":%.5f,\"gpu_ms_median\":%.5f,\"gpu_ms_best\":%.5f,\"final_loss\":%.5f}\n",
+              s.caps().name.c_str(), kind == OptimizerKind::Sgd ? "sgd" : "adam", precision_name(precision),
+              args.steps, wall_ms / args.steps, median(gpu), *std::min_element(gpu.begin(), gpu.end()), loss);
+  std::fflush(stdout);
+}
+
+void pointwise(const Args& args, uint64_t mib) {
+  const int64_t n = int64_t(mib << 20) / 4;
+  Graph g;
+  auto x = g.input("x", {n});
+  auto y = g.input("y", {n});
+  g.set_outputs({g.add(g.mul(x, g.scalar(1.5)), y)});
+  SessionConfig c = SessionConfig::from_env();
+  c.gpu_timing = true;
+  c.training = false;
+  c.optimizer.kind = OptimizerKind::None;
+  Session s = build(g, c);
+  std::vector<float> v(size_t(n), 0.5f);
+  s.set_input("x", v);
+  s.set_input("y", v);
+  for (int i = 0; i < 5; ++i) s.run();
+  std::vector<double> gpu;
+  for (int i = 0; i < 30; ++i) {
+    s.run();
+    gpu.push_back(s.last_step_gpu_ms());
+  }
+  const float check = s.read_output(0).at(size_t(n - 1));
+  const double bytes = 3.0 * 4.0 * double(n), t = median(gpu);
+  std::printf("{\"bench\":\"vk_pointwise\",\"device\":\"%s\",\"mib\":%llu,\"kernels\":%zu,\"gpu_ms_median\":%.4f,"
+              "\"gpu_ms_best\":%.4f,\"gbps_median\":%.1f,\"correct\":%s}\n",
+              s.caps().name.c_str(), static_cast<unsigned long long>(mib), s.report().kernels, t,
+              *std::min_element(gpu.begin(), gpu.end()), bytes / (t * 1e-3) / 1e9, check == 1.25f ? "true" : "false");
+  std::fflush(stdout);
+  (void)args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--steps") args.steps = std::stoi(v);
+    else if (a == "--gpu-steps") args.gpu_steps = std::stoi(v);
+    else if (a == "--warmup") args.warmup = std::stoi(v);
+    else if (a == "--mib") {
+      args.mib.clear();
+      for (size_t p = 0; p <= v.size();) {
+        size_t q = v.find(',', p);
+        if (q == std::string::npos) q = v.size();
+        args.mib.push_back(std::stoull(v.substr(p, q - p)));
+        p = q + 1;
+      }
+    } else {
+      std::fprintf(stderr, "usage: bench_step [--steps N] [--gpu-steps N] [--warmup N] [--mib 256,1024]\n");
+      return 2;
+    }
+  }
+  try {
+    for (Precision p : {Precision::F32, Precision::Mixed16})
+      for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::Adam}) mlp(args, k, p);
+    for (uint64_t mib : args.mib) pointwise(args, mib);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_step: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
