@@ -28,6 +28,7 @@ struct Args {
   std::vector<std::string> tiles = {""};  // cooperative tiles, "" = the default
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
+  bool mixed16 = false;  // cooperative tiers read f32 buffers rounded on load (Mixed16 sessions)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -57,12 +58,14 @@ Args parse(int argc, char** argv) {
       a.warmup = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--optimize") {
       a.optimize = true;
+    } else if (arg == "--mixed16") {
+      a.mixed16 = true;
     } else if (arg == "--no-probe") {
       a.probe = false;
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--no-probe]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe]\n");
       std::exit(2);
     }
   }
@@ -99,7 +102,8 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
   s.trans_a = layout[0] == 't';
   s.trans_b = layout[1] == 't';
   const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
-  s.input = f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
+  const bool round = f16 && args.mixed16;
+  s.input = round ? kernels::MatmulInput::F32RoundF16 : f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
   std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" + tier_name +
                      "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
                      "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
@@ -108,7 +112,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
     const kernels::MatmulKernel kern = kernels::select_matmul(
         dev.caps(), s, tier, {}, tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(tile));
     const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(kern, copt));
-    const uint64_t elems = uint64_t(n) * n, esize = f16 ? 2 : 4;
+    const uint64_t elems = uint64_t(n) * n, esize = f16 && !round ? 2 : 4;
     std::vector<float> host[2];
     for (int op = 0; op < 2; ++op) {
       host[op].resize(elems);
@@ -117,7 +121,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
         host[op][i] = f16 ? kernels::half_to_float(kernels::float_to_half(v)) : v;
       }
       bufs.push_back(dev.alloc(elems * esize));
-      if (f16) {
+      if (f16 && !round) {
         std::vector<uint16_t> h(elems);
         for (uint64_t i = 0; i < elems; ++i) h[i] = kernels::float_to_half(host[op][i]);
         dev.upload(bufs.back(), h.data(), elems * 2);
@@ -161,7 +165,8 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
     std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
                 "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
                 head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
-                worst < 1e-4 ? "true" : "false", kern.source.label.c_str(), args.optimize ? "true" : "false");
+                worst < 1e-4 ? "true" : "false", (kern.source.label + (round ? " f32-in" : "")).c_str(),
+                args.optimize ? "true" : "false");
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }

@@ -20,6 +20,20 @@ std::string common(const MatmulEpilogue& ep, bool coopmat) {
 #else
 #define ELEM float
 #endif
+#if INPUT_ROUND_F16
+// x rounded to the nearest f16 (ties to even), kept in f32. Integer arithmetic, because NVIDIA's driver folds
+// unpackHalf2x16(packHalf2x16(x)) back to x (seen on the H200, 2026-12-02). Normal range: round the significand
+// to 11 bits; below 2^-14 (f16 subnormals): to a multiple of 2^-24; beyond 65504: infinity.
+float to_in(float x) {
+  if (isnan(x)) return x;
+  if (abs(x) < 6.103515625e-05) return roundEven(x * 16777216.0) * 5.9604644775390625e-08;
+  const uint u = floatBitsToUint(x);
+  const float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13u) & 1u)) & 0xFFFFE000u);
+  return abs(r) > 65504.0 ? uintBitsToFloat((u & 0x80000000u) | 0x7F800000u) : r;
+}
+#else
+float to_in(ELEM x) { return float(x); }
+#endif
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } p;
 )";
@@ -45,11 +59,6 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
 const char* kScalarInputs = R"(
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
-#if INPUT_ROUND_F16
-float to_in(float x) { return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x; }  // rounded to f16
-#else
-float to_in(ELEM x) { return float(x); }
-#endif
 // Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds.
 float A_at(uint base, uint m, uint k) {
 #if TRANS_A
@@ -240,8 +249,9 @@ uvec4 pack8(float h[8]) {
                packHalf2x16(vec2(h[6], h[7])));
 }
 #if INPUT_ROUND_F16 && VEC_LOADS
-uvec4 pack8v(vec4 x, vec4 y) {  // eight f32 rounded to f16
-  return uvec4(packHalf2x16(x.xy), packHalf2x16(x.zw), packHalf2x16(y.xy), packHalf2x16(y.zw));
+uvec4 pack8v(vec4 x, vec4 y) {  // eight f32 rounded to f16 (to_in: exact whatever packHalf2x16's rounding)
+  return uvec4(packHalf2x16(vec2(to_in(x.x), to_in(x.y))), packHalf2x16(vec2(to_in(x.z), to_in(x.w))),
+               packHalf2x16(vec2(to_in(y.x), to_in(y.y))), packHalf2x16(vec2(to_in(y.z), to_in(y.w))));
 }
 #endif
 
@@ -255,7 +265,7 @@ uvec4 fetch_a(uint base, uint gr, uint gc, uint rlim, uint clim) {
   return (gr < rlim && gc < clim) ? a4[(base + gr * p.lda + gc) / 8u] : uvec4(0u);
 #else
   float h[8];
-  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? float(a[base + gr * p.lda + gc + e]) : 0.0;
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? to_in(a[base + gr * p.lda + gc + e]) : 0.0;
   return pack8(h);
 #endif
 }
@@ -268,7 +278,7 @@ uvec4 fetch_b(uint base, uint gr, uint gc, uint rlim, uint clim) {
   return (gr < rlim && gc < clim) ? b4[(base + gr * p.ldb + gc) / 8u] : uvec4(0u);
 #else
   float h[8];
-  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? float(b[base + gr * p.ldb + gc + e]) : 0.0;
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = (gr < rlim && gc + e < clim) ? to_in(b[base + gr * p.ldb + gc + e]) : 0.0;
   return pack8(h);
 #endif
 }
