@@ -194,3 +194,22 @@ TEST_F(SessionMatmul, Mixed16MlpTrainsLikeF32) {
   EXPECT_LT(losses[1].back(), losses[1].front() * 0.5) << "Mixed16 training must make progress";
   std::printf("Mixed16 vs F32 MLP loss over 30 SGD steps: worst relative difference %.3g\n", worst);
 }
+
+// A Fill operand has no storage (the scheduler inlines fills): the matmul reads its literal.
+TEST_F(SessionMatmul, FillOperandsReadTheirLiteral) {
+  for (int t = 0; t < 4; ++t) {
+    for (int64_t m : {3, 20}) {  // GEMV and scalar
+      Graph g;
+      const bool ta = t & 1, tb = t & 2;
+      NodeId b = g.parameter("b", tb ? Shape{7, 11} : Shape{11, 7});
+      NodeId a = g.fill(0.5, ta ? Shape{11, m} : Shape{m, 11});
+      NodeId x = g.input("x", ta ? Shape{11, m} : Shape{m, 11});
+      g.set_outputs({g.add(g.matmul(a, b, ta, tb), g.matmul(x, g.fill(-0.25, tb ? Shape{7, 11} : Shape{11, 7}), ta, tb))});
+      Session s = build(g, config(false, Precision::F32), shared_device());
+      reference::Feeds feeds = feed(g, s, 3);
+      s.run();
+      expect_close(s.read_output(0), reference::evaluate_outputs(g, feeds)[0], 1e-5, 1e-4,
+                   "fill m=" + std::to_string(m) + " t" + std::to_string(t));
+    }
+  }
+}

@@ -53,7 +53,9 @@ void emit_matmul(Emitter& e) {
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2)
     throw GraphError("[codegen] expected matmul operands of rank >= 2, got " + shape_str(as) + " and " +
                      shape_str(bs) + " at " + at);
+  const bool a_fill = e.g.node(a).op == Op::Fill, b_fill = e.g.node(bnode).op == Op::Fill;
   for (NodeId x : {a, bnode}) {
+    if (e.g.node(x).op == Op::Fill) continue;
     const DType t = e.g.node(e.kg.storage_of(x)).dtype;
     if (t != DType::F32)
       throw GraphError("[codegen] expected f32 matmul operands (SessionConfig::precision Mixed16 rounds them to f16 "
@@ -72,8 +74,10 @@ void emit_matmul(Emitter& e) {
 
   // Bindings 0, 1, 2 are A, B and C, as the family expects, even when A and B share storage; the epilogue
   // region binds from 3 on.
-  e.bind_value_unshared(a, false);
-  e.bind_value_unshared(bnode, false);
+  // A Fill has no storage: the template returns its literal (scalar and GEMV tiers) and the binding holds
+  // the root's buffer, never read.
+  e.bind_value_unshared(a_fill ? e.k.root : a, false);
+  e.bind_value_unshared(b_fill ? e.k.root : bnode, false);
   e.bind_value_unshared(e.k.root, true);
   e.dedup_from = 3;
 
@@ -83,7 +87,10 @@ void emit_matmul(Emitter& e) {
     const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
     ep.expr = fn + "(batch * " + uint_lit(M * N) + " + row * " + uint_lit(N) + " + col, v)";
   }
-  ep.decls = std::string(ops::pointwise_glsl_prelude()) + "#define CUSTOM_BATCH_BASE 1\n" +
+  std::string fills;
+  if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
+  if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
+  ep.decls = fills + std::string(ops::pointwise_glsl_prelude()) + "#define CUSTOM_BATCH_BASE 1\n" +
              batch_base_fn("a_base", as, os) + batch_base_fn("b_base", bs, os) + e.decls;
   ep.buffer_decls = e.buffer_decls(3);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
@@ -98,7 +105,8 @@ void emit_matmul(Emitter& e) {
   s.input = e.opt.precision == Precision::Mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
   kernels::MatmulKernel k;
   try {
-    k = kernels::select_matmul(e.caps, s, kernels::choose_tier(e.caps, s, e.opt.matmul_best), ep);
+    const kernels::MatmulTier best = a_fill || b_fill ? kernels::MatmulTier::Scalar : e.opt.matmul_best;
+    k = kernels::select_matmul(e.caps, s, kernels::choose_tier(e.caps, s, best), ep);
   } catch (const Error& err) {
     throw GraphError(std::string(err.what()) + " at " + at);
   }

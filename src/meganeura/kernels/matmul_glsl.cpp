@@ -59,7 +59,11 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
 const char* kScalarInputs = R"(
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
-// Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds.
+// Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds. A_FILL / B_FILL
+// (defined by the code generator for an operand that is a constant fill, which has no storage): that value.
+#ifdef A_FILL
+float A_at(uint base, uint m, uint k) { return to_in(A_FILL); }
+#else
 float A_at(uint base, uint m, uint k) {
 #if TRANS_A
   return to_in(a[base + k * p.lda + m]);
@@ -67,6 +71,10 @@ float A_at(uint base, uint m, uint k) {
   return to_in(a[base + m * p.lda + k]);
 #endif
 }
+#endif
+#ifdef B_FILL
+float B_at(uint base, uint k, uint n) { return to_in(B_FILL); }
+#else
 float B_at(uint base, uint k, uint n) {
 #if TRANS_B
   return to_in(b[base + n * p.ldb + k]);
@@ -74,6 +82,7 @@ float B_at(uint base, uint k, uint n) {
   return to_in(b[base + k * p.ldb + n]);
 #endif
 }
+#endif
 )";
 
 const char* kGemv = R"(

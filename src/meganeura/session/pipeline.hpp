@@ -45,7 +45,7 @@ struct CompileOptions {
   Trace* trace = nullptr;          // MEGANEURA_TRACE: a CPU span per pass
   // The best matmul tier that passed the device's self-test (the session probes). Unset: the tier
   // SessionConfig::matmul_tier names, else scalar.
-  std::optional<kernels::MatmulTier> matmul_best;
+  std::optional<kernels::MatmulTier> matmul_best = std::nullopt;
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output
