@@ -48,7 +48,8 @@ void expect_matches(MatmulTier tier, const MatmulShape& s, const kernels::Matmul
   EXPECT_TRUE(r.ok) << kernels::tier_name(tier) << " " << name(s) << ": " << r.detail;
 }
 
-// Every transpose combination, aligned and ragged, batched.
+// Every transpose combination, aligned and ragged, batched; small outputs take the scalar tier's 16x16 kernel,
+// the 1030x520 one its 128x128 kernel.
 std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
   std::vector<MatmulShape> v;
   for (int t = 0; t < 4; ++t) {
@@ -56,6 +57,7 @@ std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
     v.push_back(shape(128, 128, 64, ta, tb, 1, in));
     v.push_back(shape(70, 45, 83, ta, tb, 2, in));
     v.push_back(shape(131, 9, 17, ta, tb, 1, in));
+    v.push_back(shape(1030, 520, 7, ta, tb, 1, in));  // 45 tiles of 128x128: the large-tile kernel
   }
   return v;
 }

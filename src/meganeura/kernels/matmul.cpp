@@ -50,6 +50,9 @@ void check_shape(const MatmulShape& raw) {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// Scalar tier: outputs of fewer 128x128 tiles than this take the 16x16 tile.
+constexpr uint64_t kSmallGrid = 32;
+
 }  // namespace
 
 const char* tier_name(MatmulTier t) {
@@ -190,11 +193,17 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       k.source.glsl = glsl::gemv(epilogue);
       k.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
       break;
-    case MatmulTier::Scalar:
-      k.source.glsl = glsl::scalar(epilogue);
-      k.grid[0] = ceil_div(s.n, 128);
-      k.grid[1] = ceil_div(s.m, 128);
+    case MatmulTier::Scalar: {
+      // A 128x128 tile leaves most of a large GPU idle when the output is small (the MLP's 32x128 layer is one
+      // workgroup walking K alone); below kSmallGrid such tiles, 16x16 tiles of one output per thread.
+      const bool small = uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 128) * s.batch < kSmallGrid;
+      const uint32_t t = small ? 16 : 128;
+      k.source.glsl = small ? glsl::scalar_small(epilogue) : glsl::scalar(epilogue);
+      k.grid[0] = ceil_div(s.n, t);
+      k.grid[1] = ceil_div(s.m, t);
+      variant += small ? "_16" : "_128";
       break;
+    }
     case MatmulTier::CoopMatNV:
     case MatmulTier::CoopMatKHR: {
       // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the

@@ -5,7 +5,8 @@
 //   Gemv        M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in shared memory
 //               (bandwidth-bound; the inference and small-batch case).
 //   Scalar      f32 FMA, 128x128 block tile, 8x8 per thread, BK 8, double-buffered shared memory with
-//               register prefetch. Runs everywhere; the lavapipe path.
+//               register prefetch; outputs of fewer than 32 such tiles take a 16x16 tile of one output per
+//               thread instead (so small layers spread over the GPU). Runs everywhere; the lavapipe path.
 //   CoopMatNV   GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8 subgroups of 32, each
 //               a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global loads into
 //               registers (prefetch of the next K tile), double-buffered shared memory with padded rows.

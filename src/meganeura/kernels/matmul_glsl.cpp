@@ -214,6 +214,41 @@ void main() {
 }
 )";
 
+const char* kScalarSmall = R"(
+// 16 x 16 threads, one output each, over a 16 x 16 tile: for outputs too small to occupy a GPU with 128 x 128
+// tiles. Staging puts the stored matrix's contiguous dimension across adjacent threads.
+const uint BT = 16u;
+shared float As[BT][BT + 1u];  // [k][m]
+shared float Bs[BT][BT + 1u];  // [k][n]
+void main() {
+  const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
+  const uint batch = gl_WorkGroupID.z;
+  const uint m0 = gl_WorkGroupID.y * BT, n0 = gl_WorkGroupID.x * BT;
+  const uint abase = a_base(batch), bbase = b_base(batch);
+  float acc = 0.0;
+  for (uint k0 = 0u; k0 < p.K; k0 += BT) {
+#if TRANS_A
+    const uint am = tx, ak = ty;
+#else
+    const uint am = ty, ak = tx;
+#endif
+    As[ak][am] = (m0 + am < p.M && k0 + ak < p.K) ? A_at(abase, m0 + am, k0 + ak) : 0.0;
+#if TRANS_B
+    const uint bn = ty, bk = tx;
+#else
+    const uint bn = tx, bk = ty;
+#endif
+    Bs[bk][bn] = (k0 + bk < p.K && n0 + bn < p.N) ? B_at(bbase, k0 + bk, n0 + bn) : 0.0;
+    barrier();
+    [[unroll]] for (uint k = 0u; k < BT; ++k) acc += As[k][ty] * Bs[k][tx];
+    barrier();
+  }
+  const uint row = m0 + ty, col = n0 + tx;
+  if (row < p.M && col < p.N) STORE_C(batch * p.sc + row * p.ldc + col, epilogue(acc, row, col, batch));
+}
+)";
+
+
 const char* kCoopmat = R"(
 // WARPS_M x WARPS_N subgroups of 32 (8 in all), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
 // held as TM x TN accumulators of 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct,
@@ -388,6 +423,9 @@ void main() {
 
 std::string gemv(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kGemv; }
 std::string scalar(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kScalar; }
+std::string scalar_small(const MatmulEpilogue& epilogue) {
+  return common(epilogue, false) + kScalarInputs + kScalarSmall;
+}
 std::string coopmat_nv(const MatmulEpilogue& epilogue) { return common(epilogue, true) + kCoopmat; }
 
 }  // namespace meganeura::kernels::glsl

@@ -10,6 +10,7 @@ namespace meganeura::kernels::glsl {
 // `epilogue.expr` becomes the body of `float epilogue(float v, uint row, uint col, uint batch)`.
 std::string gemv(const MatmulEpilogue& epilogue);
 std::string scalar(const MatmulEpilogue& epilogue);
+std::string scalar_small(const MatmulEpilogue& epilogue);  // 16x16 tile, one output per thread
 std::string coopmat_nv(const MatmulEpilogue& epilogue);
 
 }  // namespace meganeura::kernels::glsl
