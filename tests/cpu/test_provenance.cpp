@@ -6,21 +6,14 @@
 #include <algorithm>
 
 #include "meganeura/autodiff/autodiff.hpp"
+#include "fake_caps.hpp"
 #include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
 
 namespace {
 
-runtime::DeviceCaps fake_caps() {
-  runtime::DeviceCaps c;
-  c.name = "test";
-  c.subgroup_size = 8;
-  c.max_shared_memory = 32768;
-  c.min_storage_buffer_offset_alignment = 64;
-  c.max_workgroup_count[0] = c.max_workgroup_count[1] = c.max_workgroup_count[2] = 65535;
-  return c;
-}
+using meganeura::testing::fake_caps;
 
 Graph block() {
   Graph g;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,14 @@ inline std::vector<uint32_t> compile_test_kernel(const std::string& label, const
   shader::CompileOptions opt;
   opt.device_key = gpu_device().caps().fingerprint();
   return shader::compile_glsl({label, glsl, std::move(defines)}, opt).spirv;
+}
+
+// n uniform values in [-scale, scale].
+inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 // Fails the test when the validation layer reported anything while it ran.

@@ -54,12 +54,7 @@ SessionConfig debug_flags(SessionConfig c) {
   return c;
 }
 
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> d(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using meganeura::test::random_vec;
 
 // A small block with named values: blk3.qkv (fused into relu's kernel in a normal session), blk3.out, loss.
 struct Block {

@@ -39,12 +39,7 @@ SessionConfig base_config(bool training) {
   return c;
 }
 
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> d(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using meganeura::test::random_vec;
 
 HostTensor to_host(const Shape& s, const std::vector<float>& v) {
   return HostTensor(s, std::vector<double>(v.begin(), v.end()));

@@ -44,12 +44,7 @@ SessionConfig config(bool training, Precision precision) {
   return c;
 }
 
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> d(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using meganeura::test::random_vec;
 
 float round_f16(float x) { return kernels::half_to_float(kernels::float_to_half(x)); }
 
