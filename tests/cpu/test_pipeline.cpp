@@ -155,3 +155,28 @@ TEST(Pipeline, NoOutputsIsAGraphError) {
   SessionConfig c;
   EXPECT_THROW(compile_step(g, c, fake_caps()), GraphError);
 }
+
+TEST(Pipeline, DispatchesKnowTheirKernelWhenAScatterNeedsAClear) {
+  // Float atomics: the embedding's scatter-add is two dispatches (clear, then add), so dispatch and kernel
+  // indices differ after it; the plan dump, profiles and traces must still describe the right kernel.
+  runtime::DeviceCaps caps = fake_caps();
+  caps.shader_float_atomic_add = true;
+  Graph g;
+  auto ids = g.input("ids", {6}, DType::I32);
+  auto table = g.parameter("table", {9, 4});
+  auto w = g.parameter("w", {4, 3});
+  auto t = g.input("t", {6, 3});
+  auto logits = g.named(g.matmul(g.embedding(table, ids), w), "logits");
+  g.set_outputs({g.mse_loss(logits, t)});
+  SessionConfig c;
+  CompiledStep s = compile_step(g, c, caps);
+  ASSERT_EQ(s.code.size(), s.kernels.kernels.size() + 1) << plan_text(s);  // one clear
+  for (size_t i = 0; i < s.code.size(); ++i) {
+    ASSERT_LT(s.code[i].kernel, s.kernels.kernels.size());
+    const std::string& label = s.kernels.kernels[s.code[i].kernel].label;
+    EXPECT_NE(s.code[i].label.find(label), std::string::npos) << "dispatch " << i << " [" << s.code[i].label
+                                                              << "] vs kernel [" << label << "]";
+  }
+  EXPECT_EQ(step_kernels(s, true).size(), s.code.size());
+  EXPECT_NE(plan_text(s).find("clear "), std::string::npos);
+}

@@ -21,7 +21,8 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
                                       const CodegenOptions& options) {
   std::vector<GeneratedKernel> out;
   out.reserve(kg.kernels.size());
-  for (const Kernel& k : kg.kernels) {
+  for (size_t ki = 0; ki < kg.kernels.size(); ++ki) {
+    const Kernel& k = kg.kernels[ki];
     codegen::Emitter e(g, kg, k, caps, options);
     switch (k.arch) {
       case Archetype::Pointwise: codegen::emit_pointwise(e); break;
@@ -32,7 +33,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
         if (codegen::scatter_atomic(e)) {  // atomics accumulate into the root: a dispatch clears it first
           codegen::Emitter z(g, kg, k, caps, options);
           codegen::emit_clear(z);
-          z.out.part = k.part;
+          z.out.kernel = ki;
           out.push_back(std::move(z.out));
         }
         codegen::emit_movement(e);
@@ -45,7 +46,7 @@ std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, con
       case Archetype::GradNorm: codegen::emit_grad_norm(e); break;
       case Archetype::ClipScale: codegen::emit_clip_scale(e); break;
     }
-    e.out.part = k.part;
+    e.out.kernel = ki;
     out.push_back(std::move(e.out));
   }
   return out;

@@ -26,7 +26,8 @@ struct Binding {
 struct GeneratedKernel {
   std::string label;
   Archetype arch = Archetype::Pointwise;
-  StepPart part = StepPart::Every;  // the Kernel's: which recorded step(s) dispatch it
+  size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its scatter's);
+                      // dispatch and kernel indices differ once a kernel needs two dispatches
   std::string glsl;
   std::vector<uint32_t> spec_constants;
   std::array<uint32_t, 3> grid{1, 1, 1};

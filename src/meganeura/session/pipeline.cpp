@@ -196,14 +196,14 @@ std::vector<size_t> step_kernels(const CompiledStep& s, bool update) {
   std::vector<size_t> out;
   // Indices into s.code, which may hold more dispatches than s.kernels has kernels (a scatter's clear).
   for (size_t i = 0; i < s.code.size(); ++i) {
-    StepPart part = s.code[i].part;
+    StepPart part = s.kernels.kernels[s.code[i].kernel].part;
     if (part == StepPart::Every || part == (update ? StepPart::UpdateOnly : StepPart::AccumulateOnly)) out.push_back(i);
   }
   return out;
 }
 
 bool accumulates(const CompiledStep& s) {
-  for (const GeneratedKernel& k : s.code)
+  for (const Kernel& k : s.kernels.kernels)
     if (k.part == StepPart::AccumulateOnly) return true;
   return false;
 }
@@ -282,7 +282,7 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
   for (size_t i = 0; i < kernels.size(); ++i) {
     const GeneratedKernel& k = s.code[kernels[i]];
     if (barrier_before[i]) os << "  -- barrier --\n";
-    const Kernel& kn = s.kernels.kernels[kernels[i]];
+    const Kernel& kn = s.kernels.kernels[k.kernel];
     os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
        << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
     if (kn.root.valid()) os << " from " << where(s.graph.node(kn.root).prov.loc);

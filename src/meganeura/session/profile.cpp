@@ -93,7 +93,7 @@ std::string Session::profile(const ProfileOptions& options) {
   size_t barriers = 0;
   for (size_t k = 0; k < n; ++k) {
     const GeneratedKernel& code = st.code[s.timed_kernels[k]];
-    const Kernel& kern = st.kernels.kernels[s.timed_kernels[k]];
+    const Kernel& kern = st.kernels.kernels[code.kernel];
     const std::string phase = phase_name(kernel_phase(st.graph, kern));
     nlohmann::json d = stats(per[k]);
     const double med = d["median_ns"].get<double>();

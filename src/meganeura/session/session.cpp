@@ -94,10 +94,7 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
       s.kernel_of.push_back(it->second);
       continue;
     }
-    shader::ShaderSource src;
-    src.label = k.label;
-    src.glsl = k.glsl;
-    shader::CompileResult r = shader::compile_glsl(src, co);
+    shader::CompileResult r = shader::compile_glsl({k.label, k.glsl, {}}, co);
     runtime::KernelDesc d;
     d.label = k.label;
     d.spirv = std::move(r.spirv);

@@ -92,7 +92,7 @@ void SessionImpl::collect_gpu_spans() {
     const GeneratedKernel& k = step.code[timed_kernels[i]];
     double b = ts[2 * i], e = ts[2 * i + 1];
     if (!(e >= b)) continue;  // NaN: never written
-    trace->gpu_span(k.label, phase_name(kernel_phase(step.graph, step.kernels.kernels[timed_kernels[i]])),
+    trace->gpu_span(k.label, phase_name(kernel_phase(step.graph, step.kernels.kernels[k.kernel])),
                     submit_us + (b - t0) / 1000.0, (e - b) / 1000.0,
                     {{"archetype", archetype_name(k.arch)}, {"variant", k.variant}, {"dispatch", std::to_string(i)}});
   }
