@@ -207,6 +207,16 @@ TEST_F(OpsGpu, Losses) {
     cases.push_back({"cross_entropy_index [33,65] ignore 4" + rn,
                      [r](Graph& g, auto& v) { return g.cross_entropy_loss_index(v[0], v[1], 4, r); },
                      {range({33, 65}, -3, 3), random_ints({33}, 8)}});
+    // batch-reduced cross entropy has two kernels: a thread per row (rows of at most 256 classes; 70 rows is more
+    // rows than threads) and a workgroup tree per row (300 classes)
+    for (const Shape& s : {Shape{70, 9}, Shape{3, 300}}) {
+      cases.push_back({"cross_entropy " + shape_str(s) + rn,
+                       [r](Graph& g, auto& v) { return g.cross_entropy_loss(v[0], g.softmax(v[1], -1), r); },
+                       {range(s, -3, 3), range(s, -2, 2)}});
+      cases.push_back({"cross_entropy_index " + shape_str(s) + rn,
+                       [r](Graph& g, auto& v) { return g.cross_entropy_loss_index(v[0], v[1], -100, r); },
+                       {range(s, -3, 3), random_ints({s[0]}, s[1])}});
+    }
   }
   run(cases);
 }
