@@ -24,6 +24,7 @@ grep -E '^\[  (PASSED|FAILED)|FAILED' "$out/tests.txt" | head -20
 {
   "$bin/bench_matmul" $mm --tiers scalar,coopmat-nv,coopmat-khr
   "$bin/bench_matmul" $mm --no-probe --tiers coopmat-nv --mixed16
+  [ -z "${QUICK:-}" ] && "$bin/bench_mma_peak"
   "$bin/bench_bandwidth" $bw
   "$bin/bench_step" $st
 } 2>&1 | tee "$out/vulkan.jsonl"
