@@ -27,6 +27,7 @@ inline std::vector<UnaryCase> unary_cases() {
       {"square", [](Graph& g, NodeId x) { return g.square(x); }, -2, 2},
       {"relu", [](Graph& g, NodeId x) { return g.relu(x); }, -2, 2},
       {"leaky_relu", [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); }, -2, 2},
+      {"leaky_relu_negative_slope", [](Graph& g, NodeId x) { return g.leaky_relu(x, -0.3); }, -2, 2},
       {"elu", [](Graph& g, NodeId x) { return g.elu(x, 0.7); }, -2, 2},
       {"sigmoid", [](Graph& g, NodeId x) { return g.sigmoid(x); }, -4, 4},
       {"tanh", [](Graph& g, NodeId x) { return g.tanh(x); }, -3, 3},

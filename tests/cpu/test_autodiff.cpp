@@ -1,6 +1,9 @@
 // Autodiff: gradients by handle and name, chaining, stop_gradient, unused parameters, compact backward.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include "gradcheck.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
 #include "meganeura/reference/interpreter.hpp"
@@ -154,6 +157,42 @@ TEST(Autodiff, SharedSubexpressionsSumTheirContributions) {
   std::mt19937_64 rng(5);
   reference::Feeds f{{"w", random_tensor({2, 2}, rng)}};
   EXPECT_TRUE(gradcheck(g, loss, f, {w}));
+}
+
+// Relu, leaky relu and elu differentiate through their output (so the pre-activation fuses into the
+// producing matmul's epilogue); the slope at the kinks and at NaN must be what the input gives: relu'(0) = 0
+// for 0 and -0, leaky'(0) = the slope (also for a negative slope, which reads the input), 0 / slope at NaN.
+TEST(Autodiff, ActivationSlopesAtZeroAndNaN) {
+  const double nan = std::nan("");
+  const std::vector<double> xs{0.0, -0.0, nan, 1.5, -1.5, 1e-30, -1e-30};
+  struct Case {
+    const char* name;
+    std::function<NodeId(Graph&, NodeId)> f;
+    std::vector<double> slope;  // d f / d x at xs (NaN: not compared)
+  };
+  const double e = std::exp(-1.5);
+  std::vector<Case> cases{
+      {"relu", [](Graph& g, NodeId x) { return g.relu(x); }, {0, 0, 0, 1, 0, 1, 0}},
+      {"leaky_relu 0.1", [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); }, {0.1, 0.1, 0.1, 1, 0.1, 1, 0.1}},
+      {"leaky_relu -0.3", [](Graph& g, NodeId x) { return g.leaky_relu(x, -0.3); },
+       {-0.3, -0.3, -0.3, 1, -0.3, 1, -0.3}},
+      {"elu 0.7", [](Graph& g, NodeId x) { return g.elu(x, 0.7); }, {0.7, 0.7, nan, 1, 0.7 * e, 1, 0.7}},
+      {"elu -0.5", [](Graph& g, NodeId x) { return g.elu(x, -0.5); }, {-0.5, -0.5, nan, 1, -0.5 * e, 1, -0.5}},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    NodeId x = g.parameter("x", {7});
+    NodeId r = g.input("r", {7});
+    NodeId loss = g.sum(g.mul(c.f(g, x), r));
+    Graph dg = differentiate(g, loss);
+    std::vector<double> rv{1, 2, 3, 4, 5, 6, 7};
+    reference::Feeds f{{"x", HostTensor({7}, xs)}, {"r", HostTensor({7}, rv)}};
+    HostTensor gx = reference::evaluate(dg, f, *dg.gradient(x));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (std::isnan(c.slope[i])) continue;
+      EXPECT_NEAR(gx[i], c.slope[i] * rv[i], 1e-12) << c.name << " at x = " << xs[i];
+    }
+  }
 }
 
 }  // namespace

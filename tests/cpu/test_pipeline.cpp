@@ -36,7 +36,8 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   ASSERT_EQ(kernels.size(), s.code.size());
   std::vector<bool> barriers = plan_barriers(s, kernels);
   std::string text = plan_text(s);
-  EXPECT_NE(text.find("pointwise [h]"), std::string::npos) << text;     // labels carry the user's names
+  EXPECT_NE(text.find("matmul [h]"), std::string::npos) << text;        // labels carry the user's names
+  EXPECT_EQ(text.find("pointwise"), std::string::npos) << text;         // relu is x·w1's epilogue
   EXPECT_NE(text.find("row-reduce [loss]"), std::string::npos) << text;
   EXPECT_NE(text.find("optimizer [update w1]"), std::string::npos) << text;
   EXPECT_NE(text.find("in  x f32[32,784] (100352 B)"), std::string::npos) << text;

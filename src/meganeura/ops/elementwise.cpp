@@ -106,16 +106,24 @@ std::vector<NodeId> vjp_rsqrt(VjpCtx& c) {
 }
 std::vector<NodeId> vjp_reciprocal(VjpCtx& c) { return one(c.g.neg(c.g.mul(c.grad, c.g.square(c.id)))); }
 std::vector<NodeId> vjp_square(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.mul(c.in(0), s(c.g, 2.0)))); }
-std::vector<NodeId> vjp_relu(VjpCtx& c) { return one(c.g.mul(c.grad, c.g.gt(c.in(0), s(c.g, 0.0)))); }
+// Activation gradients read the output, not the input, wherever the output decides the slope: then the
+// pre-activation has no reader but the activation, and the scheduler fuses the activation into the epilogue
+// of the matmul or conv producing it. y > 0 <=> x > 0 for relu (x = 0, -0 and NaN all give a zero slope both
+// ways), and for leaky relu / elu with a slope / alpha >= 0 (their negative branch is <= 0 or NaN there).
+NodeId positive(VjpCtx& c) {
+  bool by_output = c.fwd.op == Op::Relu || c.fwd.attrs.reals[0] >= 0.0;
+  return c.g.gt(by_output ? c.id : c.in(0), s(c.g, 0.0));
+}
+std::vector<NodeId> vjp_relu(VjpCtx& c) { return one(c.g.mul(c.grad, positive(c))); }
 std::vector<NodeId> vjp_leaky_relu(VjpCtx& c) {
   Graph& g = c.g;
-  NodeId slope = g.where(g.gt(c.in(0), s(g, 0.0)), s(g, 1.0), s(g, c.fwd.attrs.reals[0]));
+  NodeId slope = g.where(positive(c), s(g, 1.0), s(g, c.fwd.attrs.reals[0]));
   return one(g.mul(c.grad, slope));
 }
 std::vector<NodeId> vjp_elu(VjpCtx& c) {
   Graph& g = c.g;  // for x <= 0: d alpha (e^x - 1) = alpha e^x = y + alpha
   NodeId neg_slope = g.add(c.id, s(g, c.fwd.attrs.reals[0]));
-  return one(g.mul(c.grad, g.where(g.gt(c.in(0), s(g, 0.0)), s(g, 1.0), neg_slope)));
+  return one(g.mul(c.grad, g.where(positive(c), s(g, 1.0), neg_slope)));
 }
 std::vector<NodeId> vjp_sigmoid(VjpCtx& c) {
   Graph& g = c.g;
