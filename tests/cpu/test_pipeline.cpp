@@ -1,9 +1,11 @@
 // The device-free pass list: compile_step on the README MLP, the dump-plan text and barrier placement.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "fake_caps.hpp"
+#include "meganeura/nn/nn.hpp"
 #include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
@@ -24,7 +26,40 @@ Graph mlp() {
   return g;
 }
 
+// The README's 784-128-10 MLP with biases (nn::Mlp, as examples/profile_session.cpp builds it).
+Graph nn_mlp(int64_t batch = 32) {
+  Graph g;
+  nn::Context ctx(g, 1);
+  NodeId x = g.input("x", {batch, 784});
+  NodeId y = g.input("labels", {batch, 10});
+  nn::Mlp mlp(ctx, "mlp", {784, 128, 10});
+  g.set_outputs({g.named(g.cross_entropy_loss(mlp(x), y), "loss")});
+  return g;
+}
+
+struct StepShape {
+  size_t dispatches = 0, barriers = 0;
+};
+StepShape step_shape(const CompiledStep& s, bool update = true) {
+  std::vector<size_t> ks = step_kernels(s, update);
+  std::vector<bool> b = plan_barriers(s, ks);
+  return {ks.size(), size_t(std::count(b.begin(), b.end(), true))};
+}
+
 }  // namespace
+
+// Every dispatch and every barrier level of the MLP's Adam step, so that a lost fusion shows here:
+//   L0 step counter, x·w0+b0 with relu as epilogue | L1 h·w1+b1 | L2 the loss, its softmax gradient |
+//   L3 db1 (column sum), dw1, dh with relu's mask | L4 db0, dw0 | L5 four updates
+TEST(Pipeline, MlpAdamStepDispatchesAndBarrierLevels) {
+  SessionConfig c;
+  c.optimizer.kind = OptimizerKind::Adam;
+  CompiledStep s = compile_step(nn_mlp(), c, fake_caps());
+  StepShape shape = step_shape(s);
+  EXPECT_EQ(shape.dispatches, 14u) << plan_text(s);
+  EXPECT_EQ(shape.barriers, 6u) << plan_text(s);
+  EXPECT_EQ(s.kernels.count(Archetype::Pointwise), 0u) << plan_text(s);
+}
 
 TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   SessionConfig c;
@@ -99,7 +134,8 @@ TEST(Pipeline, ClippingAndAccumulationAreKernelsOfTheRecordedStep) {
   const std::string text = plan_text(s);
   EXPECT_NE(text.find("accumulate-only step"), std::string::npos) << text;
   EXPECT_NE(text.find("grad-norm [gradient norm]"), std::string::npos) << text;
-  // The norm is complete before the clip factor is computed, and the factor before any update reads it.
+  // The norm is complete before the clip factor is computed, and the factor before any update reads it; the
+  // step counter opens the step.
   std::vector<size_t> ks = step_kernels(s, true);
   std::vector<bool> barriers = plan_barriers(s, ks);
   for (size_t i = 0; i < ks.size(); ++i) {

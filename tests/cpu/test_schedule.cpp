@@ -260,13 +260,20 @@ TEST(Schedule, OptimizerKernelsComeLast) {
   }
   KernelGraph kg = schedule(t, roots);
   size_t before = kg.kernels.size();
+  int top = 0;
+  for (const Kernel& k : kg.kernels) top = std::max(top, k.level);
   append_optimizer(kg, t, pg, {.needs_step = true});
   ASSERT_EQ(kg.kernels.size(), before + 3);
-  int top = 0;
-  for (size_t i = 0; i < before; ++i) top = std::max(top, kg.kernels[i].level);
-  EXPECT_GT(kg.kernels[before].level, top);
-  EXPECT_EQ(kg.kernels.back().arch, Archetype::Counter);
-  EXPECT_GT(kg.kernels.back().level, kg.kernels[before].level);
+  // The step counter costs no level: it is first, beside the first forward kernels.
+  EXPECT_EQ(kg.kernels.front().arch, Archetype::Counter);
+  EXPECT_EQ(kg.kernels.front().level, 0);
+  EXPECT_EQ(kg.kernels[1].level, 0);
+  for (size_t i = before + 1; i < kg.kernels.size(); ++i) {
+    EXPECT_EQ(kg.kernels[i].arch, Archetype::Optimizer);
+    EXPECT_EQ(kg.kernels[i].level, top + 1);
+  }
+  // producer indices follow the insertion
+  for (const auto& [node, index] : kg.producer) EXPECT_TRUE(kg.kernels[index].fused(node));
 }
 
 TEST(Schedule, NormsAreOneRowReductionWithTheirProducersAndConsumersFused) {

@@ -32,10 +32,12 @@ int64_t total_elements(const Graph& g, const std::vector<std::pair<NodeId, NodeI
 
 // The bias correction 1 - beta^t of this step from the previous one: 1 - b^t = (1 - b) + b (1 - b^(t-1)), with
 // 1 - b rounded once on the host. Every term is positive, so unlike 1 - pow(b, t) in float (for b = 0.999,
-// a relative error near 1e-4 at t = 1) it stays accurate to a few ulp.
-std::string correction(double beta, int which) {
+// a relative error near 1e-4 at t = 1) it stays accurate to a few ulp. The step's Counter kernel, first in
+// the step, stores it in hyper.c1 / c2; the updates read it there.
+std::string next_correction(double beta, int which) {
   return "(" + float_lit(1.0 - beta) + " + " + float_lit(beta) + " * hyper.c" + std::to_string(which) + ")";
 }
+std::string correction(int which) { return "hyper.c" + std::to_string(which); }
 
 
 }  // namespace
@@ -81,7 +83,7 @@ void emit_optimizer(Emitter& e) {
       b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g;\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  float mh = m / " + correction(o.beta1, 1) + ";\n  float vh = v / " + correction(o.beta2, 2) + ";\n";
+      b += "  float mh = m / " + correction(1) + ";\n  float vh = v / " + correction(2) + ";\n";
       b += "  " + P + " = p - lr * mh / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
       break;
     }
@@ -92,10 +94,10 @@ void emit_optimizer(Emitter& e) {
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
-      b += "  float vh = v / " + correction(o.beta2, 2) + ";\n";
+      b += "  float vh = v / " + correction(2) + ";\n";
       b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  " + P + " = p - lr * m / " + correction(o.beta1, 1) + ";\n";
+      b += "  " + P + " = p - lr * m / " + correction(1) + ";\n";
       break;
     }
     case OptimizerKind::None:
@@ -166,8 +168,8 @@ void emit_counter(Emitter& e) {
   const OptimizerConfig& o = e.opt.optimizer;
   e.bind_hyper(true);
   e.out.grid = {1, 1, 1};
-  e.finish("layout(local_size_x = 1) in;\n", "  hyper.c1 = " + correction(o.beta1, 1) + ";\n  hyper.c2 = " +
-                                                    correction(o.beta2, 2) + ";\n  hyper.step += 1u;\n");
+  e.finish("layout(local_size_x = 1) in;\n", "  hyper.c1 = " + next_correction(o.beta1, 1) + ";\n  hyper.c2 = " +
+                                                    next_correction(o.beta2, 2) + ";\n  hyper.step += 1u;\n");
 }
 
 uint32_t moments_for(const OptimizerConfig& o) {

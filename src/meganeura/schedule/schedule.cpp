@@ -439,7 +439,17 @@ void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pa
     k.grad = gr;
     k.reads = {gr};
   }
-  if (plan.needs_step) add(Archetype::Counter, StepPart::UpdateOnly, level + 1, "step counter");
+  if (plan.needs_step) {
+    // First, beside the first level's kernels, so it costs no level of its own: this step's updates read
+    // the bias corrections it writes, and the barrier opening every step orders it after the previous
+    // step's updates.
+    Kernel k;
+    k.arch = Archetype::Counter;
+    k.part = StepPart::UpdateOnly;
+    k.label = "step counter";
+    kg.kernels.insert(kg.kernels.begin(), std::move(k));
+    for (auto& [node, index] : kg.producer) ++index;
+  }
 }
 
 }  // namespace meganeura

@@ -22,7 +22,7 @@ enum class Archetype : uint8_t {
               // nearest upsampling: one thread per output element
   Attention,  // flash attention: forward (+ log-sum-exp), dQ, and dK with dV; K/V or Q tiles streamed
   Optimizer,  // the fused parameter update over the persistent arena
-  Counter,    // bumps the step counter of the hyper-parameter block once per step
+  Counter,    // bumps the step counter and bias corrections of the hyper-parameter block, first in the step
   Accumulate, // adds a gradient into its accumulation buffer (gradient accumulation)
   GradNorm,   // partial sums of squares of every gradient, one per workgroup (clipping)
   ClipScale,  // sums the partials and writes the clipping factor into the hyper-parameter block
@@ -85,8 +85,8 @@ struct UpdatePlan {
 };
 
 // Appends, after every other kernel: with accumulation, one AccumulateOnly kernel per parameter; with
-// clipping, GradNorm then ClipScale; one Optimizer kernel per (parameter, gradient) pair; a Counter when
-// needed. Everything but the accumulate kernels is UpdateOnly.
+// clipping, GradNorm then ClipScale; one Optimizer kernel per (parameter, gradient) pair. A Counter, when
+// needed, goes first, at level 0. Everything but the accumulate kernels is UpdateOnly.
 void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
                       const UpdatePlan& plan);
 
