@@ -25,6 +25,7 @@ nlohmann::json shapes_json(const std::vector<CoopMatShape>& shapes) {
   for (const auto& s : shapes) {
     out.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"a", s.a_type}, {"b", s.b_type}, {"c", s.c_type},
                    {"result", s.result_type}, {"scope", s.scope}});
+    if (s.workgroup_invocations) out.back()["workgroup_invocations"] = s.workgroup_invocations;
   }
   return out;
 }
@@ -69,9 +70,11 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
       {"shader_float_atomic_add", c.shader_float_atomic_add},
       {"coopmat_nv", c.coopmat_nv},
       {"coopmat_khr", c.coopmat_khr},
+      {"coopmat2_workgroup", c.coopmat2_workgroup},
   };
   j["coopmat_nv_shapes"] = shapes_json(c.coopmat_nv_shapes);
   j["coopmat_khr_shapes"] = shapes_json(c.coopmat_khr_shapes);
+  j["coopmat2_flexible_shapes"] = shapes_json(c.coopmat2_flexible_shapes);
   if (with_heaps) {
     j["heaps"] = nlohmann::json::array();
     for (const auto& h : c.heaps) {
@@ -85,7 +88,8 @@ std::string shapes_text(const std::vector<CoopMatShape>& shapes) {
   std::string out;
   for (const auto& s : shapes) {
     out += "    " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "  " + s.a_type +
-           " x " + s.b_type + " + " + s.c_type + " -> " + s.result_type + "  (" + s.scope + ")\n";
+           " x " + s.b_type + " + " + s.c_type + " -> " + s.result_type + "  (" + s.scope +
+           (s.workgroup_invocations ? ", " + std::to_string(s.workgroup_invocations) + " invocations" : "") + ")\n";
   }
   return out;
 }
@@ -136,6 +140,8 @@ std::string DeviceCaps::to_table() const {
   out += shapes_text(coopmat_nv_shapes);
   row("cooperative matrix KHR", yes(coopmat_khr) + (coopmat_khr ? " (" + std::to_string(coopmat_khr_shapes.size()) + " shapes)" : ""));
   out += shapes_text(coopmat_khr_shapes);
+  row("cooperative matrix 2, workgroup scope", yes(coopmat2_workgroup) + (coopmat2_workgroup ? " (" + std::to_string(coopmat2_flexible_shapes.size()) + " flexible shapes)" : ""));
+  out += shapes_text(coopmat2_flexible_shapes);
   for (size_t i = 0; i < heaps.size(); ++i) {
     const MemoryHeap& h = heaps[i];
     row("heap " + std::to_string(i) + (h.device_local ? " (device local)" : ""),

@@ -18,6 +18,8 @@ struct CoopMatShape {
   uint32_t m = 0, n = 0, k = 0;
   std::string a_type, b_type, c_type, result_type;  // "f16", "f32", "bf16", "s8", "s32", ...
   std::string scope;                                // "subgroup", ...
+  uint32_t workgroup_invocations = 0;               // flexible shapes (VK_NV_cooperative_matrix2): m, n, k are
+                                                    // granularities for a workgroup of this many invocations
 };
 
 struct MemoryHeap {
@@ -62,6 +64,9 @@ struct DeviceCaps {
   bool coopmat_nv = false;
   bool coopmat_khr = false;
   std::vector<CoopMatShape> coopmat_nv_shapes, coopmat_khr_shapes;
+  // VK_NV_cooperative_matrix2's workgroup-scope matrices of flexible size (enabled with coopmat_khr)
+  bool coopmat2_workgroup = false;
+  std::vector<CoopMatShape> coopmat2_flexible_shapes;
   std::vector<MemoryHeap> heaps;
 
   std::string to_json() const;   // machine-readable, one object

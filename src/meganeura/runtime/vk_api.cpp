@@ -38,6 +38,9 @@ void load_instance(Fns& f, VkInstance instance) {
 #undef MN_VK_LOAD
   f.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = reinterpret_cast<PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
       f.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  f.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
+      reinterpret_cast<PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+          f.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
 }
 
 void load_device(Fns& f, VkDevice device) {

@@ -37,6 +37,37 @@ struct CoopMatPropertiesKHR {
 using PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
                                                                                  CoopMatPropertiesKHR*);
 
+// VK_NV_cooperative_matrix2 (also newer than the headers): workgroup-scope matrices of flexible size, which
+// the driver stages through shared memory itself.
+constexpr const char* kNvCooperativeMatrix2Extension = "VK_NV_cooperative_matrix2";
+constexpr VkStructureType kStructCoopMat2FeaturesNV = static_cast<VkStructureType>(1000593000);
+constexpr VkStructureType kStructCoopMatFlexiblePropertiesNV = static_cast<VkStructureType>(1000593001);
+
+struct CoopMat2FeaturesNV {
+  VkStructureType sType = kStructCoopMat2FeaturesNV;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrixWorkgroupScope = VK_FALSE;
+  VkBool32 cooperativeMatrixFlexibleDimensions = VK_FALSE;
+  VkBool32 cooperativeMatrixReductions = VK_FALSE;
+  VkBool32 cooperativeMatrixConversions = VK_FALSE;
+  VkBool32 cooperativeMatrixPerElementOperations = VK_FALSE;
+  VkBool32 cooperativeMatrixTensorAddressing = VK_FALSE;
+  VkBool32 cooperativeMatrixBlockLoads = VK_FALSE;
+};
+
+struct CoopMatFlexiblePropertiesNV {
+  VkStructureType sType = kStructCoopMatFlexiblePropertiesNV;
+  void* pNext = nullptr;
+  uint32_t MGranularity = 0, NGranularity = 0, KGranularity = 0;
+  uint32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  uint32_t scope = 0;  // VkScopeKHR
+  uint32_t workgroupInvocations = 0;
+};
+
+using PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
+    VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMatFlexiblePropertiesNV*);
+
 #define MN_VK_GLOBAL_FNS(X)                  \
   X(vkCreateInstance)                        \
   X(vkEnumerateInstanceExtensionProperties)  \
@@ -115,6 +146,8 @@ using PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR = VkResult(VKAPI_PTR*)
 struct Fns {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
   PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = nullptr;
+  PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
+      vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV = nullptr;
 #define MN_VK_MEMBER(name) PFN_##name name = nullptr;
   MN_VK_GLOBAL_FNS(MN_VK_MEMBER)
   MN_VK_INSTANCE_FNS(MN_VK_MEMBER)

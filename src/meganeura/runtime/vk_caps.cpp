@@ -78,11 +78,12 @@ void query_features(Instance& inst, PhysicalInfo& p) {
     link(p.coopmat_nv, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
   }
   if (p.has(kKhrCooperativeMatrixExtension)) link(p.coopmat_khr, kStructCoopMatFeaturesKHR);
+  if (p.has(kNvCooperativeMatrix2Extension)) link(p.coopmat2, kStructCoopMat2FeaturesNV);
   inst.fns.vkGetPhysicalDeviceFeatures2(p.handle, &f2);
   p.f10 = f2.features;
   // The chain pointed into this PhysicalInfo, which is about to be copied: keep no stale pointers.
   p.f11.pNext = p.f12.pNext = p.f13.pNext = nullptr;
-  p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext = nullptr;
+  p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext = p.coopmat2.pNext = nullptr;
   if (p.api_version >= VK_API_VERSION_1_3) {
     p.subgroup_size_control.subgroupSizeControl = p.f13.subgroupSizeControl;
     p.subgroup_size_control.computeFullSubgroups = p.f13.computeFullSubgroups;
@@ -170,6 +171,22 @@ void query_coopmat(Instance& inst, PhysicalInfo& p) {
       const auto& s = shapes[i];
       c.coopmat_khr_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType), component_name(s.BType),
                                       component_name(s.CType), component_name(s.ResultType), scope_name(s.scope)});
+    }
+  }
+  c.coopmat2_workgroup = c.coopmat_khr && p.coopmat2.cooperativeMatrixWorkgroupScope == VK_TRUE &&
+                         p.coopmat2.cooperativeMatrixFlexibleDimensions == VK_TRUE;
+  if (c.coopmat2_workgroup && inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
+    uint32_t n = 0;
+    inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, &n, nullptr);
+    std::vector<CoopMatFlexiblePropertiesNV> shapes(n);
+    inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, &n, shapes.data());
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto& s = shapes[i];
+      CoopMatShape shape{s.MGranularity, s.NGranularity, s.KGranularity, component_name(s.AType),
+                         component_name(s.BType), component_name(s.CType), component_name(s.ResultType),
+                         scope_name(s.scope)};
+      shape.workgroup_invocations = s.workgroupInvocations;
+      c.coopmat2_flexible_shapes.push_back(shape);
     }
   }
 }

@@ -26,6 +26,7 @@ struct EnabledFeatures {
   VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat_nv{};
   CoopMatFeaturesKHR coopmat_khr{};
+  CoopMat2FeaturesNV coopmat2{};
   std::vector<const char*> extensions;
 
   explicit EnabledFeatures(const PhysicalInfo& p) {
@@ -92,6 +93,12 @@ struct EnabledFeatures {
     if (p.coopmat_khr.cooperativeMatrix && ext(kKhrCooperativeMatrixExtension)) {
       link(coopmat_khr, kStructCoopMatFeaturesKHR);
       coopmat_khr.cooperativeMatrix = VK_TRUE;
+      if (p.coopmat2.cooperativeMatrixWorkgroupScope && p.coopmat2.cooperativeMatrixFlexibleDimensions &&
+          ext(kNvCooperativeMatrix2Extension)) {
+        link(coopmat2, kStructCoopMat2FeaturesNV);
+        coopmat2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+        coopmat2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+      }
     }
     ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     ext("VK_KHR_portability_subset");  // required whenever a device offers it

@@ -60,6 +60,7 @@ struct PhysicalInfo {
   VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat_nv{};
   CoopMatFeaturesKHR coopmat_khr{};
+  CoopMat2FeaturesNV coopmat2{};
 
   bool has(const char* ext) const;
 };

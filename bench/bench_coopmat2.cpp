@@ -1,0 +1,215 @@
+// An experiment: f16 matmul from workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2). The whole
+// workgroup owns one BM×BN accumulator and multiplies BM×BK by BK×BN tiles loaded straight from the storage
+// buffers; the driver stages them through shared memory itself and may pick instructions that a subgroup-scope
+// kernel cannot reach (kernels/matmul_glsl.cpp stays at ~171 TFLOP/s on an H200). The GLSL is written against
+// GL_NV_cooperative_matrix with gl_ScopeWorkgroup (glslang 12 has no GL_NV_cooperative_matrix2) and rewritten
+// to KHR by shader/coopmat_khr. Sizes must be multiples of the tile. Outputs are checked against a CPU dot
+// product on sampled elements (inputs are multiples of 1/4 in [-2, 2], so the f32 sums are exact).
+//   bench_coopmat2 --sizes 4096,8192 --tiles 128x128x32,128x256x32,256x128x32 --wg 256
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "meganeura/runtime/device.hpp"
+#include "meganeura/session/session.hpp"
+#include "meganeura/shader/coopmat_khr.hpp"
+#include "meganeura/shader/shader.hpp"
+
+namespace {
+
+using namespace meganeura;
+
+const char* kKernel = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = WG) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float16_t a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float16_t b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform P { uint M, N, K; } p;
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> acc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
+  fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> fa;
+  fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> fb;
+  for (uint k = 0u; k < p.K; k += BK) {
+    coopMatLoadNV(fa, a, m0 * p.K + k, p.K, false);
+    coopMatLoadNV(fb, b, k * p.N + n0, p.N, false);
+    acc = coopMatMulAddNV(fa, fb, acc);
+  }
+  coopMatStoreNV(acc, c, m0 * p.N + n0, p.N, false);
+}
+)";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string tok; std::getline(ss, tok, ',');) out.push_back(tok);
+  return out;
+}
+
+uint16_t to_half(float f) {  // exact for the multiples of 1/4 used here (normal or zero)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  if ((x & 0x7FFFFFFFu) == 0) return static_cast<uint16_t>(sign);
+  const int e = int((x >> 23) & 0xFF) - 127 + 15;
+  return static_cast<uint16_t>(sign | (uint32_t(e) << 10) | ((x >> 13) & 0x3FFu));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<uint32_t> sizes = {4096, 8192};
+  std::vector<std::string> tiles = {"128x128x32", "128x256x32", "256x128x32", "128x128x64"};
+  std::vector<uint32_t> wgs;  // default: every workgroup size the device lists for f16 x f16 + f32
+  uint32_t reps = 10;
+  bool compile_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool v = i + 1 < argc;
+    if (arg == "--sizes" && v) {
+      sizes.clear();
+      for (const auto& t : split(argv[++i])) sizes.push_back(static_cast<uint32_t>(std::stoul(t)));
+    } else if (arg == "--tiles" && v) {
+      tiles = split(argv[++i]);
+    } else if (arg == "--wg" && v) {
+      for (const auto& t : split(argv[++i])) wgs.push_back(static_cast<uint32_t>(std::stoul(t)));
+    } else if (arg == "--reps" && v) {
+      reps = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--compile-only") {
+      compile_only = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--reps N] [--compile-only]\n");
+      return 2;
+    }
+  }
+  try {
+    auto compile = [&](uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg, const std::string& label,
+                       const std::string& key) {
+      shader::CompileOptions copt;
+      copt.device_key = key;
+      shader::ShaderSource s{label, kKernel,
+                             {{"WG", std::to_string(wg)}, {"BM", std::to_string(bm) + "u"},
+                              {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"}}};
+      return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
+    };
+    if (compile_only) {
+      int n = 0;
+      for (const std::string& t : tiles) {
+        uint32_t bm = 0, bn = 0, bk = 0;
+        if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
+        n += !compile(bm, bn, bk, wgs.empty() ? 256 : wgs[0], "coopmat2", "").empty();
+      }
+      std::printf("{\"bench\":\"vk_coopmat2\",\"compiled\":%d}\n", n);
+      return 0;
+    }
+    const SessionConfig config = SessionConfig::from_env();
+    runtime::DeviceOptions opt;
+    opt.device_id = config.device_id;
+    opt.validation = config.validation;
+    auto dev = runtime::open_device(opt);
+    const runtime::DeviceCaps& caps = dev->caps();
+    std::string flex;
+    for (const auto& s : caps.coopmat2_flexible_shapes)
+      flex += (flex.empty() ? "" : ",") + std::string("\"") + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+              std::to_string(s.k) + " " + s.a_type + "*" + s.b_type + "+" + s.c_type + " " + s.scope + " wg" +
+              std::to_string(s.workgroup_invocations) + "\"";
+    std::printf("{\"bench\":\"vk_coopmat2_caps\",\"device\":\"%s\",\"workgroup_scope\":%s,\"flexible\":[%s]}\n",
+                caps.name.c_str(), caps.coopmat2_workgroup ? "true" : "false", flex.c_str());
+    if (!caps.coopmat2_workgroup || !caps.timestamps) {
+      std::printf("{\"bench\":\"vk_coopmat2\",\"device\":\"%s\",\"skipped\":\"no workgroup-scope cooperative "
+                  "matrices (VK_NV_cooperative_matrix2) or no timestamps\"}\n",
+                  caps.name.c_str());
+      return 0;
+    }
+    if (wgs.empty())
+      for (const auto& s : caps.coopmat2_flexible_shapes)
+        if (s.a_type == "f16" && s.c_type == "f32" && s.scope == "workgroup" &&
+            std::find(wgs.begin(), wgs.end(), s.workgroup_invocations) == wgs.end())
+          wgs.push_back(s.workgroup_invocations);
+    std::mt19937 rng(3);
+    for (uint32_t n : sizes) {
+      const uint64_t elems = uint64_t(n) * n;
+      std::vector<float> ha(elems), hb(elems);
+      std::vector<uint16_t> a16(elems), b16(elems);
+      for (uint64_t i = 0; i < elems; ++i) {
+        ha[i] = float(int(rng() % 17) - 8) / 4.0f;
+        hb[i] = float(int(rng() % 17) - 8) / 4.0f;
+        a16[i] = to_half(ha[i]);
+        b16[i] = to_half(hb[i]);
+      }
+      runtime::Buffer A = dev->alloc(elems * 2), B = dev->alloc(elems * 2), C = dev->alloc(elems * 4);
+      dev->upload(A, a16.data(), elems * 2);
+      dev->upload(B, b16.data(), elems * 2);
+      for (uint32_t wg : wgs) {
+        for (const std::string& t : tiles) {
+          uint32_t bm = 0, bn = 0, bk = 0;
+          if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
+          const std::string label = "coopmat2_" + t + "_wg" + std::to_string(wg);
+          std::string head = "{\"bench\":\"vk_coopmat2\",\"device\":\"" + caps.name + "\",\"size\":" +
+                             std::to_string(n) + ",\"tile\":\"" + t + "\",\"workgroup\":" + std::to_string(wg);
+          if (n % bm || n % bn || n % bk) continue;
+          try {
+            runtime::KernelDesc desc;
+            desc.label = label;
+            desc.spirv = compile(bm, bn, bk, wg, label, caps.fingerprint());
+            desc.num_buffers = 3;
+            desc.push_constant_bytes = 12;
+            const runtime::KernelId kernel = dev->create_kernel(desc);
+            const uint32_t push[3] = {n, n, n};
+            const uint32_t total = reps + 1;
+            auto list = dev->record(2 * total);
+            runtime::Buffer bufs[3] = {A, B, C};
+            for (uint32_t i = 0; i < total; ++i) {
+              list->timestamp(2 * i);
+              list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
+              list->timestamp(2 * i + 1);
+              list->barrier();
+            }
+            list->finish();
+            dev->submit(*list);
+            dev->wait();
+            const std::vector<double> ts = dev->timestamps(*list);
+            std::vector<double> ns;
+            for (uint32_t i = 1; i < total; ++i) ns.push_back(ts[2 * i + 1] - ts[2 * i]);
+            std::sort(ns.begin(), ns.end());
+            // spot check 64 outputs
+            std::vector<float> hc(elems);
+            dev->download(C, hc.data(), elems * 4);
+            int bad = 0;
+            for (int s = 0; s < 64; ++s) {
+              const uint64_t r = rng() % n, col = rng() % n;
+              double ref = 0;
+              for (uint32_t k = 0; k < n; ++k) ref += double(ha[r * n + k]) * double(hb[uint64_t(k) * n + col]);
+              if (std::fabs(ref - double(hc[r * n + col])) > 1e-3 * (1 + std::fabs(ref))) ++bad;
+            }
+            const double flops = 2.0 * double(n) * n * n;
+            std::printf("%s,\"median_ms\":%.4f,\"tflops\":%.1f,\"spot_check_bad\":%d}\n", head.c_str(),
+                        ns[ns.size() / 2] * 1e-6, flops / ns[ns.size() / 2] * 1e-3, bad);
+          } catch (const Error& e) {
+            std::string msg = e.what();
+            for (char& ch : msg)
+              if (ch == '"' || ch == '\n' || ch == '\\') ch = ' ';
+            std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), msg.substr(0, 300).c_str());
+          }
+          std::fflush(stdout);
+        }
+      }
+      dev->free(A);
+      dev->free(B);
+      dev->free(C);
+    }
+    for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_coopmat2: %s\n", e.what());
+    return 1;
+  }
+}
