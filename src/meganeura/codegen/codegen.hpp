@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "meganeura/codegen/variant.hpp"
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/schedule/schedule.hpp"
@@ -38,6 +39,9 @@ struct GeneratedKernel {
   uint32_t required_subgroup_size = 0;
   bool rewrite_to_khr = false;    // compile, then rewrite NV cooperative matrices to KHR (kernels/matmul.hpp)
   uint64_t hash = 0;              // of everything that changes the compiled shader
+  KernelVariant tuned;            // the per-kernel choices it was generated with (default: the heuristic)
+  uint64_t base_hash = 0;         // the tuning key: hash of the default variant's shader and push constants
+                                  // (shapes), equal for every variant of one kernel
 };
 
 struct CodegenOptions {
@@ -52,6 +56,11 @@ struct CodegenOptions {
 
 std::vector<GeneratedKernel> generate(const Graph& g, const KernelGraph& kg, const runtime::DeviceCaps& caps,
                                       const CodegenOptions& options);
+// The dispatches of kernel `kernel` (one, or two for an atomic scatter) generated with `variant`. Throws
+// ConfigError or GraphError when the variant cannot run this kernel.
+std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& kg, size_t kernel,
+                                             const runtime::DeviceCaps& caps, const CodegenOptions& options,
+                                             const KernelVariant& variant = {});
 
 namespace codegen {
 // Moment buffers per parameter the optimizer needs: none for plain SGD, one for momentum, two for Adam-family.

@@ -25,6 +25,10 @@ struct Emitter {
   std::string extensions;  // #extension lines
   int fn_counter = 0;
   uint32_t dedup_from = 0;  // bind_value shares bindings from this index on (the matmul keeps 0..2 its own)
+  KernelVariant variant;    // the tuner's choices for this kernel (default: the heuristic)
+
+  // Threads per workgroup: the variant's, else CodegenOptions::workgroup.
+  uint32_t wg() const { return variant.workgroup ? variant.workgroup : opt.workgroup; }
 
   Emitter(const Graph& g, const KernelGraph& kg, const Kernel& k, const runtime::DeviceCaps& caps,
           const CodegenOptions& opt);

@@ -106,7 +106,16 @@ void emit_matmul(Emitter& e) {
   kernels::MatmulKernel k;
   try {
     const kernels::MatmulTier best = a_fill || b_fill ? kernels::MatmulTier::Scalar : e.opt.matmul_best;
-    k = kernels::select_matmul(e.caps, s, kernels::choose_tier(e.caps, s, best), ep);
+    // A tuned variant names its tier (and cooperative tile); select_matmul rejects one that cannot run it.
+    kernels::MatmulTier tier = e.variant.tier ? *e.variant.tier : kernels::choose_tier(e.caps, s, best);
+    const bool coop = tier == kernels::MatmulTier::CoopMatNV || tier == kernels::MatmulTier::CoopMatKHR;
+    if (e.variant.tier && coop && (a_fill || b_fill || tier != e.opt.matmul_best))
+      throw ConfigError("[codegen] expected a cooperative tier the device's self-test passed (and no fill operand), got " +
+                        std::string(kernels::tier_name(tier)));
+    if (!e.variant.tile.empty() && !coop)
+      throw ConfigError("[codegen] expected a matmul tile only with a cooperative tier, got " + e.variant.to_string());
+    const kernels::CoopMatTile tile = e.variant.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(e.variant.tile);
+    k = kernels::select_matmul(e.caps, s, tier, ep, tile);
   } catch (const Error& err) {
     throw GraphError(std::string(err.what()) + " at " + at);
   }

@@ -37,8 +37,8 @@ void emit_clear(Emitter& e) {
   e.out.label = "clear " + e.k.label;
   std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n  " +
                      e.store(e.k.root, "i", "0.0") + "\n";
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);
 }
 
@@ -57,8 +57,8 @@ void emit_scatter_atomic(Emitter& e) {
   body += "  if (row < 0 || row >= " + std::to_string(rows) + ") return;\n";
   body += "  atomicAdd(b" + std::to_string(out) + ".d[uint(row) * " + uint_lit(D) + " + i % " + uint_lit(D) + "], " +
           e.load(c.inputs[1], "i") + ");\n";
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);
 }
 
@@ -85,7 +85,7 @@ void emit_scatter_rows(Emitter& e) {
   b += "          for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o + " += " +
        e.load(c.inputs[1], "(base + j) * " + uint_lit(D) + " + d") + ";\n";
   b += "    barrier();\n  }\n";
-  e.out.spec_constants = {e.opt.workgroup};
+  e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(rows, 1, e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
@@ -215,8 +215,8 @@ void emit_movement(Emitter& e) {
   std::string epi = e.region_fn(e.k.root, e.k.epilogue, e.g.node(e.k.root).shape, e.k.core);
   std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n  " +
                      e.store(e.k.root, "i", epi + "(i, core_at(i))") + "\n";
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);
 }
 

@@ -103,8 +103,8 @@ void emit_optimizer(Emitter& e) {
     case OptimizerKind::None:
       throw SessionError("[codegen] expected an optimizer for an update kernel, got OptimizerKind::None");
   }
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
 
@@ -115,8 +115,8 @@ void emit_accumulate(Emitter& e) {
   std::string G = "b" + std::to_string(e.bind_value(e.k.grad, false)) + ".d[i]";
   std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
   b += "  " + A + " += " + G + ";\n";
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.grid = element_grid(n, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
 

@@ -10,7 +10,8 @@ void emit_pointwise(Emitter& e) {
   const Shape& shape = e.g.node(e.k.root).shape;
   int64_t n = numel(shape);
   std::string fn = e.region_fn(e.k.root, e.k.epilogue, shape, NodeId{});
-  const uint32_t wg = 256, per = 4;
+  // The tuner may choose other sizes (KernelVariant); the values computed are the same.
+  const uint32_t wg = e.variant.workgroup ? e.variant.workgroup : 256, per = e.variant.per_thread ? e.variant.per_thread : 4;
   const int64_t threads = (n + per - 1) / per;
   std::string body = "  uint t = " + flat_invocation() + ";\n  if (t >= " + uint_lit(threads) + ") return;\n" +
                      "  for (uint q = 0u; q < " + uint_lit(per) + "; ++q) {\n    uint i = t + q * " +

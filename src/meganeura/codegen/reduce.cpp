@@ -254,7 +254,7 @@ void emit_reduce(Emitter& e) {
     e.out.grid = {1, 1, 1};
   }
   (void)os;
-  e.out.spec_constants = {e.opt.workgroup};
+  e.out.spec_constants = {e.wg()};
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
 

@@ -149,13 +149,14 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
   return plan_memory(s.graph, s.kernels, po);
 }
 
-std::vector<GeneratedKernel> pass_codegen(const CompiledStep& s, const SessionConfig& config,
+std::vector<GeneratedKernel> pass_codegen(CompiledStep& s, const SessionConfig& config,
                                           const runtime::DeviceCaps& caps, const CompileOptions& options) {
   CodegenOptions co = codegen_options(config);
   co.deterministic_scatter = options.deterministic_scatter;
   co.precision = config.precision;
   if (options.matmul_best) co.matmul_best = *options.matmul_best;
   else if (!config.matmul_tier.empty()) co.matmul_best = kernels::parse_tier(config.matmul_tier);
+  s.codegen = co;
   return generate(s.graph, s.kernels, caps, co);
 }
 
@@ -187,6 +188,9 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   t.reset();
   t = span("codegen");
   s.code = pass_codegen(s, config, caps, options);
+  t.reset();
+  t = span("tuned variants");
+  apply_tune_cache(s, config.cache_dir, caps);
   t.reset();
   s.report.kernels = s.kernels.kernels.size();
   return s;
@@ -286,6 +290,7 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
     os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
        << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
     if (kn.root.valid()) os << " from " << where(s.graph.node(kn.root).prov.loc);
+    if (!k.tuned.is_default()) os << " tuned " << k.tuned.to_string();
     os << "\n";
     for (const Binding& b : k.bindings)
       os << "      " << (b.write ? "out " : "in  ") << value_name(b) << " (" << b.bytes << " B)\n";

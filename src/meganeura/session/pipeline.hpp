@@ -27,6 +27,7 @@ struct CompiledStep {
   std::vector<GeneratedKernel> code;                  // one per kernel, same order, plus a clearing
                                                       // dispatch before each scatter-add made with atomics
   bool fuse = true;
+  CodegenOptions codegen;                             // what codegen ran with (the tuner regenerates kernels)
 };
 
 // Kernels already created on one device, by content hash. Sessions that share a device may share one
@@ -52,6 +53,10 @@ struct CompileOptions {
 // that depends on no input or parameter, an op no archetype runs), naming the node.
 CompiledStep compile_step(const Graph& g, const SessionConfig& config, const runtime::DeviceCaps& caps,
                           const CompileOptions& options = {});
+
+// Replaces each tunable kernel's code with the winner Session::tune_with cached for this device under
+// `cache_dir` (session/tune.cpp); a cached variant that no longer generates is skipped with a warning.
+void apply_tune_cache(CompiledStep& step, const std::string& cache_dir, const runtime::DeviceCaps& caps);
 
 // The kernels one recorded command list runs, in order: the update step (every kernel but the
 // accumulate-only ones) or, with gradient accumulation, the accumulate-only step.

@@ -68,6 +68,8 @@ void allocate(SessionImpl& s) {
   }
 }
 
+}  // namespace
+
 runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
   switch (b.kind) {
     case Binding::Value: return s.buffer_of(b.node);
@@ -78,6 +80,24 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
   return {};
 }
 
+runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k) {
+  shader::CompileOptions co;
+  co.cache_dir = s.config.cache_dir;
+  co.device_key = s.device->caps().fingerprint();
+  shader::CompileResult r = shader::compile_glsl({k.label, k.glsl, {}}, co);
+  runtime::KernelDesc d;
+  d.label = k.label;
+  d.spirv = std::move(r.spirv);
+  if (k.rewrite_to_khr) d.spirv = shader::rewrite_coopmat_nv_to_khr(d.spirv, d.label);
+  d.num_buffers = uint32_t(k.bindings.size());
+  d.push_constant_bytes = uint32_t(k.push.size() * 4);
+  d.spec_constants = k.spec_constants;
+  d.required_subgroup_size = k.required_subgroup_size;
+  return d;
+}
+
+namespace {
+
 void compile_kernels(SessionImpl& s, KernelCache* shared) {
   KernelCache local;
   KernelCache& cache = shared ? *shared : local;
@@ -85,25 +105,13 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
   if (cache.device != s.device.get())
     throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
   std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
-  shader::CompileOptions co;
-  co.cache_dir = s.config.cache_dir;
-  co.device_key = s.device->caps().fingerprint();
   for (const GeneratedKernel& k : s.step.code) {
     auto it = by_hash.find(k.hash);
     if (it != by_hash.end()) {
       s.kernel_of.push_back(it->second);
       continue;
     }
-    shader::CompileResult r = shader::compile_glsl({k.label, k.glsl, {}}, co);
-    runtime::KernelDesc d;
-    d.label = k.label;
-    d.spirv = std::move(r.spirv);
-    if (k.rewrite_to_khr) d.spirv = shader::rewrite_coopmat_nv_to_khr(d.spirv, d.label);
-    d.num_buffers = uint32_t(k.bindings.size());
-    d.push_constant_bytes = uint32_t(k.push.size() * 4);
-    d.spec_constants = k.spec_constants;
-    d.required_subgroup_size = k.required_subgroup_size;
-    runtime::KernelId id = s.device->create_kernel(d);
+    runtime::KernelId id = s.device->create_kernel(kernel_desc(s, k));
     by_hash[k.hash] = id;
     s.kernel_of.push_back(id);
   }
@@ -138,6 +146,8 @@ std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vec
   return list;
 }
 
+}  // namespace
+
 void record(SessionImpl& s) {
   s.timed_kernels = step_kernels(s.step, true);
   s.barrier_before = plan_barriers(s.step, s.timed_kernels);
@@ -157,6 +167,8 @@ void record(SessionImpl& s) {
   s.timed_list->barrier();
   s.timed_list->finish();
 }
+
+namespace {
 
 void dump_plan(const SessionImpl& s) {
   if (s.config.dump_plan.empty()) return;

@@ -121,6 +121,36 @@ struct ProfileOptions {
   int iterations = 10;  // timed samples (each of the grouped and the instrumented step)
 };
 
+// Session::tune_with: a search over each kernel's variants (workgroup and tile sizes, matmul tiers; the search
+// space is codegen/variant.hpp's tune_candidates), timed on the device.
+struct TuneOptions {
+  int warmup = 2;             // untimed runs of each candidate before its timed ones
+  int iterations = 10;        // timed runs of each candidate; the median counts
+  int max_candidates = 0;     // per kernel, the current variant included; 0: all
+  double time_budget_s = 0;   // stop starting new kernels after this many seconds (the rest keep theirs); 0: none
+  std::vector<std::string> archetypes;  // archetype names to tune ("pointwise", "matmul", ...); empty: all tunable
+  bool cache = true;          // reuse winners stored under SessionConfig::cache_dir (not timed again) and store new ones
+};
+
+struct TuneKernel {
+  size_t dispatch = 0;        // index in the step's code (the plan dump's #N)
+  std::string label, archetype;
+  std::string old_variant, new_variant;  // KernelVariant::to_string(): "default", "wg=128 per=2", "tier=gemv", ...
+  double old_us = 0, new_us = 0;         // median times (0: not timed)
+  int candidates = 0;         // variants timed
+  std::string note;           // why it was not timed: "not tunable", "cached", "not selected", "time budget"
+};
+
+struct TuneReport {
+  std::string device;
+  std::string timer;          // "gpu timestamps" or "wall clock" (a device without timestamp queries)
+  std::vector<TuneKernel> kernels;  // every dispatch of the step, in order
+  size_t changed = 0;         // dispatches whose variant changed
+  double seconds = 0;         // wall time of the search
+  std::string cache_path;     // the file read and written ("" with the cache off)
+  std::string to_text() const;
+};
+
 class SessionImpl;
 
 class Session {
@@ -167,6 +197,13 @@ class Session {
   // from two timestamps around the whole recorded step
   // (sessions built with gpu_timing on a device with timestamps; otherwise SessionError). Waits for the step.
   double last_step_gpu_ms();
+
+  // Times every candidate variant of each kernel of the step on the device, keeps the fastest, re-records the
+  // step with the winners and (TuneOptions::cache) stores them on disk for later builds of the same kernels on
+  // this device. Candidates run alone on the session's own buffers; every buffer the step keeps between steps
+  // (parameters, optimizer state, inputs, outputs, gradients, the step counter) is saved first and restored
+  // afterwards, so training continues as if tune_with had not run. Throws ConfigError for bad options.
+  TuneReport tune_with(const TuneOptions& options = {});
 
   MemorySummary memory_summary() const;
   const OptimizeReport& report() const;

@@ -109,4 +109,9 @@ class SessionImpl {
 };
 
 
+// Device-half helpers of session.cpp that the tuner (tune.cpp) reuses.
+runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b);
+runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k);  // compiled through the cache
+void record(SessionImpl& s);  // (re-)records every list of the step from s.step.code and s.kernel_of
+
 }  // namespace meganeura

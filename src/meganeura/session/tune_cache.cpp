@@ -1,0 +1,127 @@
+// The tuning cache file (tune_cache.hpp). Schema "meganeura.tune.v1":
+//   {"schema", "device": {"name", "vendor_id", "device_id", "driver_version"},
+//    "kernels": {"<16 hex digits>": {"variant", "label", "archetype", "old_us", "new_us"}}}
+#include "meganeura/session/tune_cache.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "meganeura/core/error.hpp"
+
+namespace meganeura {
+
+namespace {
+
+constexpr const char* kSchema = "meganeura.tune.v1";
+
+std::string hex(uint64_t v, int digits) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void warn(const std::string& message, std::string* warning) {
+  std::fprintf(stderr, "meganeura: warning: %s\n", message.c_str());
+  if (warning) *warning = message;
+}
+
+// Throws std::exception (json or ConfigError) on anything unexpected.
+TuneCache parse(const nlohmann::json& doc, const runtime::DeviceCaps& caps) {
+  if (!doc.is_object() || doc.value("schema", "") != kSchema)
+    throw std::runtime_error(std::string("expected schema '") + kSchema + "'");
+  const nlohmann::json& d = doc.at("device");
+  if (d.at("vendor_id").get<uint32_t>() != caps.vendor_id || d.at("device_id").get<uint32_t>() != caps.device_id ||
+      d.at("driver_version").get<uint32_t>() != caps.driver_version)
+    throw std::runtime_error("made for another device or driver");
+  TuneCache out;
+  for (const auto& [key, e] : doc.at("kernels").items()) {
+    if (key.size() != 16 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw std::runtime_error("kernel key '" + key + "' is not 16 hex digits");
+    TuneCacheEntry t;
+    t.variant = KernelVariant::parse(e.at("variant").get<std::string>());
+    t.label = e.value("label", "");
+    t.archetype = e.value("archetype", "");
+    t.old_us = e.value("old_us", 0.0);
+    t.new_us = e.value("new_us", 0.0);
+    out[std::stoull(key, nullptr, 16)] = t;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& caps) {
+  if (dir.empty()) return "";
+  const std::string name = hex(caps.vendor_id, 4) + "-" + hex(caps.device_id, 4) + "-" + hex(caps.driver_version, 8) + ".json";
+  return (std::filesystem::path(dir) / "tune" / name).string();
+}
+
+namespace {
+
+// The entries, or none with `why` set.
+TuneCache load(const std::string& path, const runtime::DeviceCaps& caps, std::string& why) {
+  if (path.empty()) return {};
+  std::ifstream in(path);
+  if (!in) return {};
+  try {
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse(nlohmann::json::parse(text.str()), caps);
+  } catch (const std::exception& e) {
+    why = "ignoring the tuning cache '" + path + "' (" + e.what() + "); kernels keep their default variants, and "
+          "the next Session::tune_with rewrites the file";
+    return {};
+  }
+}
+
+}  // namespace
+
+TuneCache tune_cache_load(const std::string& path, const runtime::DeviceCaps& caps, std::string* warning) {
+  std::string why;
+  TuneCache out = load(path, caps, why);
+  if (!why.empty()) warn(why, warning);
+  return out;
+}
+
+bool tune_cache_store(const std::string& path, const runtime::DeviceCaps& caps, const TuneCache& entries) {
+  if (path.empty()) return false;
+  std::string ignored;  // a corrupt file is replaced (its reader already warned)
+  TuneCache all = load(path, caps, ignored);
+  for (const auto& [k, v] : entries) all[k] = v;
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const auto& [k, v] : all)
+    kernels[hex(k, 16)] = {{"variant", v.variant.to_string()}, {"label", v.label}, {"archetype", v.archetype},
+                           {"old_us", v.old_us}, {"new_us", v.new_us}};
+  const nlohmann::json doc = {
+      {"schema", kSchema},
+      {"device", {{"name", caps.name}, {"vendor_id", caps.vendor_id}, {"device_id", caps.device_id},
+                  {"driver_version", caps.driver_version}}},
+      {"kernels", kernels}};
+  std::error_code ec;
+  const std::filesystem::path target(path);
+  std::filesystem::create_directories(target.parent_path(), ec);
+  std::random_device rd;
+  const std::filesystem::path tmp = target.string() + ".tmp" + std::to_string(rd());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(1) << "\n";
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      warn("cannot write the tuning cache '" + path + "'", nullptr);
+      return false;
+    }
+  }
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    warn("cannot write the tuning cache '" + path + "': " + ec.message(), nullptr);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace meganeura
