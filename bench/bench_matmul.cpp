@@ -3,6 +3,8 @@
 // scripts/device/matmul_torch.py; scripts/device/matmul.sh runs both and prints the ratio table.
 //   bench_matmul                                   1024, 4096, 8192; scalar (f32), coopmat-nv and coopmat-khr (f16)
 //   bench_matmul --sizes 256 --tiers scalar --iters 3   (lavapipe smoke test)
+//   bench_matmul --tune [--mixed16]                a one-matmul session per size and layout, GPU time before and after
+//                                                  Session::tune_with (gpu_ms_untuned, gpu_ms_tuned, the variants)
 //   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)  --no-probe
 #include <algorithm>
 #include <cmath>
@@ -29,6 +31,7 @@ struct Args {
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
   bool mixed16 = false;  // cooperative tiers read f32 buffers rounded on load (Mixed16 sessions)
+  bool tune = false;     // one-matmul session timed before and after Session::tune_with
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -60,12 +63,14 @@ Args parse(int argc, char** argv) {
       a.optimize = true;
     } else if (arg == "--mixed16") {
       a.mixed16 = true;
+    } else if (arg == "--tune") {
+      a.tune = true;
     } else if (arg == "--no-probe") {
       a.probe = false;
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe] [--tune]\n");
       std::exit(2);
     }
   }
@@ -174,6 +179,61 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
   for (const auto& b : bufs) dev.free(b);
 }
 
+// --tune: C = op(A)·op(B) as an inference session (F32, or Mixed16 with --mixed16), GPU time of its step before
+// and after Session::tune_with (winners not cached, so every run starts from the default variant).
+void tune(uint32_t n, const std::string& layout, const Args& args) {
+  Graph g;
+  const bool ta = layout[0] == 't', tb = layout[1] == 't';
+  auto a = g.input("a", {n, n});
+  auto b = g.input("b", {n, n});
+  g.set_outputs({g.matmul(a, b, ta, tb)});
+  SessionConfig c = SessionConfig::from_env();
+  c.training = false;
+  c.optimizer.kind = OptimizerKind::None;
+  c.gpu_timing = true;
+  c.precision = args.mixed16 ? Precision::Mixed16 : Precision::F32;
+  std::string head = "{\"bench\":\"vk_matmul_tune\",\"layout\":\"" + layout + "\",\"precision\":\"" +
+                     (args.mixed16 ? "mixed16" : "f32") + "\",\"m\":" + std::to_string(n) + ",\"n\":" +
+                     std::to_string(n) + ",\"k\":" + std::to_string(n);
+  try {
+    Session s = build(g, c);
+    const uint64_t elems = uint64_t(n) * n;
+    std::vector<float> host(elems);
+    for (int op = 0; op < 2; ++op) {
+      for (uint64_t i = 0; i < elems; ++i) host[i] = value(i, uint32_t(op + 1));
+      s.set_input(op == 0 ? "a" : "b", host);
+    }
+    auto measure = [&] {
+      for (uint32_t i = 0; i < args.warmup; ++i) s.run();
+      std::vector<double> ms;
+      for (uint32_t i = 0; i < args.iters; ++i) {
+        s.run();
+        ms.push_back(s.last_step_gpu_ms());
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2];
+    };
+    const double before = measure();
+    TuneOptions o;
+    o.warmup = args.warmup;
+    o.iterations = args.iters;
+    o.cache = false;
+    const TuneReport r = s.tune_with(o);
+    std::fputs(r.to_text().c_str(), stderr);
+    const double after = measure();
+    const double flop = 2.0 * double(n) * n * n;
+    const TuneKernel& k = r.kernels.at(0);
+    std::printf("%s,\"device\":\"%s\",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"tflops_untuned\":%.2f,"
+                "\"tflops_tuned\":%.2f,\"variant_untuned\":\"%s\",\"variant_tuned\":\"%s\",\"candidates\":%d,"
+                "\"tune_s\":%.2f}\n",
+                head.c_str(), escape(s.caps().name).c_str(), before, after, flop / (before * 1e9),
+                flop / (after * 1e9), k.old_variant.c_str(), k.new_variant.c_str(), k.candidates, r.seconds);
+  } catch (const Error& e) {
+    std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +262,11 @@ int main(int argc, char** argv) {
       }
       std::printf("]}\n");
       std::fflush(stdout);
+    }
+    if (args.tune) {
+      for (const std::string& layout : args.layouts)
+        for (uint32_t n : args.sizes) tune(n, layout, args);
+      return 0;
     }
     for (const std::string& tier : args.tiers) {
       for (const std::string& layout : args.layouts) {

@@ -7,6 +7,8 @@
 //     bandwidth, bytes = 3·4·N (two reads, one write).
 //   bench_step                                   defaults for the H200
 //   bench_step --steps 20 --gpu-steps 5 --mib 4  smoke test (lavapipe)
+//   bench_step --tune                            also Session::tune_with between two measurements: gpu_ms_untuned,
+//                                                gpu_ms_tuned (and wall_ms_*), the report on stderr
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +26,7 @@ namespace {
 
 struct Args {
   int steps = 2000, gpu_steps = 200, warmup = 100;
+  bool tune = false;  // --tune: measure, Session::tune_with, measure again (the *_untuned / *_tuned fields)
   std::vector<uint64_t> mib = {256, 1024};  // bytes of each pointwise operand
 };
 
@@ -37,6 +40,15 @@ std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale) {
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
+}
+
+// The winners are not written to the cache, so every run starts untuned.
+TuneOptions tune_options() {
+  TuneOptions o;
+  o.warmup = 3;
+  o.iterations = 20;
+  o.cache = false;
+  return o;
 }
 
 const char* precision_name(Precision p) { return p == Precision::F32 ? "f32" : "mixed16"; }
@@ -62,19 +74,37 @@ void mlp(const Args& args, OptimizerKind kind, Precision precision) {
   s.set_parameter("w1", random_vec(784 * 128, rng, 0.05f));
   s.set_parameter("w2", random_vec(1280, rng, 0.1f));
   for (int i = 0; i < args.warmup; ++i) s.run();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < args.steps; ++i) s.run();
-  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> gpu;
-  for (int i = 0; i < args.gpu_steps; ++i) {
-    s.run();
-    gpu.push_back(s.last_step_gpu_ms());
+  auto measure = [&](double& wall_ms, std::vector<double>& gpu) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < args.steps; ++i) s.run();
+    wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / args.steps;
+    gpu.clear();
+    for (int i = 0; i < args.gpu_steps; ++i) {
+      s.run();
+      gpu.push_back(s.last_step_gpu_ms());
+    }
+  };
+  double wall_ms = 0, wall_untuned = 0;
+  std::vector<double> gpu, gpu_untuned;
+  measure(wall_ms, gpu);
+  std::string tuned;
+  if (args.tune) {
+    wall_untuned = wall_ms;
+    gpu_untuned = gpu;
+    const TuneReport r = s.tune_with(tune_options());
+    std::fputs(r.to_text().c_str(), stderr);
+    measure(wall_ms, gpu);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, ",\"gpu_ms_untuned\":%.5f,\"gpu_ms_tuned\":%.5f,\"wall_ms_untuned\":%.5f,"
+                  "\"wall_ms_tuned\":%.5f,\"tune_s\":%.2f,\"tune_changed\":%zu",
+                  median(gpu_untuned), median(gpu), wall_untuned, wall_ms, r.seconds, r.changed);
+    tuned = buf;
   }
   const float loss = s.read_output(0).at(0);
   std::printf("{\"bench\":\"vk_mlp_step\",\"device\":\"%s\",\"optimizer\":\"%s\",\"precision\":\"%s\",\"steps\":%d,"
-              "\"wall_ms_mean\":%.5f,\"gpu_ms_median\":%.5f,\"gpu_ms_best\":%.5f,\"final_loss\":%.5f}\n",
+              "\"wall_ms_mean\":%.5f,\"gpu_ms_median\":%.5f,\"gpu_ms_best\":%.5f,\"final_loss\":%.5f%s}\n",
               s.caps().name.c_str(), kind == OptimizerKind::Sgd ? "sgd" : "adam", precision_name(precision),
-              args.steps, wall_ms / args.steps, median(gpu), *std::min_element(gpu.begin(), gpu.end()), loss);
+              args.steps, wall_ms, median(gpu), *std::min_element(gpu.begin(), gpu.end()), loss, tuned.c_str());
   std::fflush(stdout);
 }
 
@@ -92,27 +122,53 @@ void pointwise(const Args& args, uint64_t mib) {
   std::vector<float> v(size_t(n), 0.5f);
   s.set_input("x", v);
   s.set_input("y", v);
-  for (int i = 0; i < 5; ++i) s.run();
-  std::vector<double> gpu;
-  for (int i = 0; i < 30; ++i) {
-    s.run();
-    gpu.push_back(s.last_step_gpu_ms());
+  auto measure = [&] {
+    for (int i = 0; i < 5; ++i) s.run();
+    std::vector<double> gpu;
+    for (int i = 0; i < 30; ++i) {
+      s.run();
+      gpu.push_back(s.last_step_gpu_ms());
+    }
+    return gpu;
+  };
+  std::vector<double> gpu = measure();
+  const double bytes = 3.0 * 4.0 * double(n);
+  std::string tuned;
+  if (args.tune) {
+    const double untuned = median(gpu);
+    const TuneReport r = s.tune_with(tune_options());
+    std::fputs(r.to_text().c_str(), stderr);
+    gpu = measure();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, ",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"gbps_untuned\":%.1f,\"tuned_variant\":\"%s\"",
+                  untuned, median(gpu), bytes / (untuned * 1e-3) / 1e9,
+                  r.kernels.empty() ? "" : r.kernels[0].new_variant.c_str());
+    tuned = buf;
   }
   const float check = s.read_output(0).at(size_t(n - 1));
-  const double bytes = 3.0 * 4.0 * double(n), t = median(gpu);
+  const double t = median(gpu);
   std::printf("{\"bench\":\"vk_pointwise\",\"device\":\"%s\",\"mib\":%llu,\"kernels\":%zu,\"gpu_ms_median\":%.4f,"
-              "\"gpu_ms_best\":%.4f,\"gbps_median\":%.1f,\"correct\":%s}\n",
+              "\"gpu_ms_best\":%.4f,\"gbps_median\":%.1f,\"correct\":%s%s}\n",
               s.caps().name.c_str(), static_cast<unsigned long long>(mib), s.report().kernels, t,
-              *std::min_element(gpu.begin(), gpu.end()), bytes / (t * 1e-3) / 1e9, check == 1.25f ? "true" : "false");
+              *std::min_element(gpu.begin(), gpu.end()), bytes / (t * 1e-3) / 1e9, check == 1.25f ? "true" : "false",
+              tuned.c_str());
   std::fflush(stdout);
-  (void)args;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::string(argv[i]) == "--tune") {
+      args.tune = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_step: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--steps") args.steps = std::stoi(v);
     else if (a == "--gpu-steps") args.gpu_steps = std::stoi(v);
@@ -126,7 +182,7 @@ int main(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: bench_step [--steps N] [--gpu-steps N] [--warmup N] [--mib 256,1024]\n");
+      std::fprintf(stderr, "usage: bench_step [--steps N] [--gpu-steps N] [--warmup N] [--mib 256,1024] [--tune]\n");
       return 2;
     }
   }
