@@ -16,7 +16,8 @@ using meganeura::RewriteMode;
 using meganeura::SessionConfig;
 
 const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
-                       "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE"};
+                       "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
+                       "MEGANEURA_TUNE"};
 
 // Each test starts from a clean environment and restores what the process had.
 class ConfigEnv : public ::testing::Test {
@@ -102,9 +103,11 @@ TEST_F(ConfigEnv, Booleans) {
   for (const char* yes : {"1", "true", "TRUE", "yes", "on"}) {
     setenv("MEGANEURA_VALIDATION", yes, 1);
     setenv("MEGANEURA_GPU_TIMING", yes, 1);
+    setenv("MEGANEURA_TUNE", yes, 1);
     SessionConfig c = SessionConfig::from_env();
     EXPECT_TRUE(c.validation) << yes;
     EXPECT_TRUE(c.gpu_timing) << yes;
+    EXPECT_TRUE(c.tune) << yes;
   }
   for (const char* no : {"0", "false", "no", "off"}) {
     setenv("MEGANEURA_VALIDATION", no, 1);
@@ -112,10 +115,13 @@ TEST_F(ConfigEnv, Booleans) {
   }
   unsetenv("MEGANEURA_VALIDATION");
   unsetenv("MEGANEURA_GPU_TIMING");
+  unsetenv("MEGANEURA_TUNE");
+  EXPECT_FALSE(SessionConfig::from_env().tune);
   const std::string msg = error_of("MEGANEURA_VALIDATION", "2");
   EXPECT_NE(msg.find("MEGANEURA_VALIDATION"), std::string::npos);
   EXPECT_NE(msg.find("true"), std::string::npos);
   EXPECT_NE(error_of("MEGANEURA_GPU_TIMING", "sometimes").find("MEGANEURA_GPU_TIMING"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_TUNE", "fast").find("MEGANEURA_TUNE"), std::string::npos);
 }
 
 TEST_F(ConfigEnv, RewriteModes) {

@@ -265,6 +265,27 @@ TEST_F(Tune, CachedWinnersAreUsedByTheNextBuildWithoutTiming) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(Tune, ConfigTuneTunesAtBuildAndTheNextBuildReadsTheCache) {
+  const std::string dir = fresh_dir("config");
+  SessionConfig c = config(dir);
+  c.tune = true;  // MEGANEURA_TUNE=1
+  c.dump_plan = dir + "/first.txt";
+  { Session s = build(model(), c, shared_device()); }
+  const std::string first = read_file(c.dump_plan);
+  EXPECT_NE(first.find("tuning on " + test::gpu_device().caps().name), std::string::npos) << first;
+  EXPECT_NE(first.find("candidates)"), std::string::npos) << first;
+  c.dump_plan = dir + "/second.txt";
+  Session s = build(model(), c, shared_device());
+  const std::string second = read_file(c.dump_plan);
+  EXPECT_EQ(second.find("candidates)"), std::string::npos) << second;  // nothing timed: every winner is cached
+  EXPECT_NE(second.find("(cached)"), std::string::npos) << second;
+  feed(s);
+  s.run();
+  s.run();
+  expect_same(state(s), reference_run(), false, "built with tune");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(Tune, CorruptCacheIsAWarningAndTheNextTuneRewritesIt) {
   const std::string dir = fresh_dir("corrupt");
   const std::string path = tune_cache_path(dir, test::gpu_device().caps());

@@ -92,6 +92,7 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_MATMUL")) c.matmul_tier = parse_matmul("MEGANEURA_MATMUL", *v);
   if (auto v = env("MEGANEURA_GPU_TIMING")) c.gpu_timing = parse_bool("MEGANEURA_GPU_TIMING", *v);
   if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
+  if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
   return c;
 }
 

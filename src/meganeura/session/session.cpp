@@ -172,7 +172,7 @@ namespace {
 
 void dump_plan(const SessionImpl& s) {
   if (s.config.dump_plan.empty()) return;
-  std::string text = plan_text(s.step) + s.matmul_tiers;
+  std::string text = plan_text(s.step) + s.matmul_tiers + s.tune_report;
   if (s.config.dump_plan == "-" || s.config.dump_plan == "1") {  // README: =1 prints
     std::fputs(text.c_str(), stderr);
     return;
@@ -250,6 +250,11 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   {
     Trace::Scope t(impl->trace, "record", "build");
     record(*impl);
+  }
+  if (impl->config.tune) {  // MEGANEURA_TUNE; the report goes with the plan dump
+    Trace::Scope t(impl->trace, "tune", "build");
+    const TuneReport r = tune(*impl, {});
+    impl->tune_report = r.to_text();
   }
   dump_plan(*impl);
   return Session(std::move(impl));

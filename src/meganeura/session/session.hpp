@@ -51,6 +51,8 @@ struct SessionConfig {
   std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
   bool gpu_timing = false;              // MEGANEURA_GPU_TIMING
   std::string trace_path;               // MEGANEURA_TRACE
+  bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
+                                        // winners are not timed again, so only the first build pays)
 
   static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
   static SessionConfig debug();         // aliasing off, host-visible, intermediates kept

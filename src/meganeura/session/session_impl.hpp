@@ -23,6 +23,7 @@ class SessionImpl {
   std::unique_ptr<runtime::CommandList> list;             // the step that updates (every step without accumulation)
   std::unique_ptr<runtime::CommandList> accumulate_list;  // gradient accumulation: the step that only accumulates
   std::string matmul_tiers;  // the matmul self-test's report (Mixed16 sessions), for plan dumps
+  std::string tune_report;   // SessionConfig::tune: what build's tuning changed, for plan dumps
   float learning_rate = 0.0f;
   uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
   int phase = 0;       // micro-steps accumulated since the last update
@@ -113,5 +114,6 @@ class SessionImpl {
 runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b);
 runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k);  // compiled through the cache
 void record(SessionImpl& s);  // (re-)records every list of the step from s.step.code and s.kernel_of
+TuneReport tune(SessionImpl& s, const TuneOptions& options);  // Session::tune_with (tune.cpp)
 
 }  // namespace meganeura

@@ -175,9 +175,10 @@ void apply_tune_cache(CompiledStep& step, const std::string& cache_dir, const ru
   }
 }
 
-TuneReport Session::tune_with(const TuneOptions& o) {
+TuneReport Session::tune_with(const TuneOptions& o) { return tune(*impl_, o); }
+
+TuneReport tune(SessionImpl& s, const TuneOptions& o) {
   check(o);
-  SessionImpl& s = *impl_;
   const runtime::DeviceCaps& caps = s.device->caps();
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
