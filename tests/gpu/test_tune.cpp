@@ -286,6 +286,38 @@ TEST_F(Tune, ConfigTuneTunesAtBuildAndTheNextBuildReadsTheCache) {
   std::filesystem::remove_all(dir);
 }
 
+// Gradient accumulation (a second, accumulate-only list) and GPU timing (a timed list, profiles) are re-recorded
+// with the winners too.
+TEST_F(Tune, AccumulatingTimedSessionIsReRecordedAndProfilesShowTheVariants) {
+  auto run = [&](bool tuned) {
+    SessionConfig c = config("");
+    c.optimizer.grad_accumulation = 2;
+    c.gpu_timing = true;
+    Session s = build(model(), c, shared_device());
+    feed(s);
+    s.run();  // half an update accumulated: tuning must keep it
+    if (tuned) {
+      TuneOptions o = quick();
+      o.cache = false;
+      o.archetypes = {"accumulate", "optimizer", "pointwise", "copy"};
+      const TuneReport r = s.tune_with(o);
+      size_t accumulate = 0;
+      for (const TuneKernel& k : r.kernels) accumulate += k.archetype == "accumulate" && k.candidates > 1;
+      EXPECT_EQ(accumulate, 3u) << r.to_text();
+    }
+    s.run();
+    s.run();
+    s.run();
+    const State st = state(s);
+    if (tuned) {
+      const std::string profile = s.profile({.warmup = 0, .iterations = 1});
+      EXPECT_NE(profile.find("\"tuned\""), std::string::npos);
+    }
+    return st;
+  };
+  expect_same(run(true), run(false), true, "accumulating, timed");
+}
+
 TEST_F(Tune, CorruptCacheIsAWarningAndTheNextTuneRewritesIt) {
   const std::string dir = fresh_dir("corrupt");
   const std::string path = tune_cache_path(dir, test::gpu_device().caps());

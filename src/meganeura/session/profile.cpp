@@ -107,6 +107,7 @@ std::string Session::profile(const ProfileOptions& options) {
     d["archetype"] = archetype_name(code.arch);
     d["variant"] = code.variant;
     d["family"] = code.variant;
+    d["tuned"] = code.tuned.to_string();
     d["phase"] = phase;
     d["kernel_hash"] = hash;
     d["spec_constants"] = code.spec_constants;
