@@ -1,19 +1,18 @@
 // Per-dispatch GPU timing profile of one training step, written as JSON (schema: docs/debugging.md).
 //
-//   MEGANEURA_GPU_TIMING=1 build/bin/profile_session out.json [--model mlp] [--batch N]
+//   MEGANEURA_GPU_TIMING=1 build/bin/profile_session out.json [--model mlp|cnn|transformer] [--batch N]
 //                                                            [--iterations N] [--warmup N]
 //
-// mlp: the README's 784-128-10 MLP (nn::Mlp "mlp"), trained with Adam on seeded random data; the names nn gives
-// the layers appear as dispatch labels (forward) and grad/<name> (backward).
+// The models (examples/models.hpp) train with Adam on seeded random data; the names nn gives the layers appear
+// as dispatch labels (forward) and grad/<name> (backward).
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 
 #include "meganeura/meganeura.hpp"
-#include "meganeura/nn/nn.hpp"
+#include "models.hpp"
 
 using namespace meganeura;
 
@@ -32,7 +31,7 @@ int main(int argc, char** argv) {
     else if (a == "--iterations") po.iterations = std::stoi(value());
     else if (a == "--warmup") po.warmup = std::stoi(value());
     else if (a == "--help" || a == "-h" || (!a.empty() && a[0] == '-')) {
-      std::fprintf(stderr, "usage: MEGANEURA_GPU_TIMING=1 profile_session OUT.json [--model mlp] [--batch N] "
+      std::fprintf(stderr, "usage: MEGANEURA_GPU_TIMING=1 profile_session OUT.json [--model mlp|cnn|transformer] [--batch N] "
                            "[--iterations N] [--warmup N]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     } else out = a;
@@ -51,30 +50,10 @@ int main(int argc, char** argv) {
     config.optimizer.learning_rate = 1e-3;
     Graph g;
     nn::Context ctx(g, 1);
-    NodeId loss;
-    if (model == "mlp") {
-      NodeId x = g.input("x", {batch, 784});
-      NodeId y = g.input("labels", {batch, 10});
-      nn::Mlp mlp(ctx, "mlp", {784, 128, 10});
-      loss = g.named(g.cross_entropy_loss(mlp(x), y), "loss");
-    } else {
-      throw ConfigError("[profile_session] expected --model mlp, got '" + model + "'");
-    }
-    g.set_outputs({loss});
+    g.set_outputs({examples::build_model(g, ctx, model, batch)});
     Session s = build(g, config);
     for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (NodeId in : s.graph().inputs()) {
-      const Node& n = s.graph().node(in);
-      std::vector<float> v(size_t(numel(n.shape)));
-      for (float& f : v) f = u(rng);
-      if (n.prov.name == "labels") {
-        std::fill(v.begin(), v.end(), 0.0f);
-        for (int64_t r = 0; r < batch; ++r) v[size_t(r * 10 + int64_t(rng() % 10))] = 1.0f;
-      }
-      s.set_input(n.prov.name, v);
-    }
+    examples::feed_random(s);
     const std::string json = s.profile(po);
     std::ofstream f(out);
     if (!f) throw ConfigError("[profile_session] expected a writable output path, got '" + out + "'");

@@ -256,12 +256,33 @@ void check_stats(const nlohmann::json& s, size_t samples, const std::string& wha
   EXPECT_GT(s["max_ns"].get<double>(), 0.0) << what;
 }
 
+// {name: {value, format, description}}, value typed by format; at least one statistic, and a nonzero number
+// among them (a driver that captures reports instruction or register counts).
+void check_pipeline_stats(const nlohmann::json& st, const std::string& what) {
+  ASSERT_TRUE(st.is_object()) << what;
+  ASSERT_FALSE(st.empty()) << what;
+  bool nonzero = false;
+  for (const auto& [name, v] : st.items()) {
+    ASSERT_FALSE(name.empty()) << what;
+    ASSERT_TRUE(v["description"].is_string()) << what << name;
+    const std::string f = v["format"];
+    if (f == "bool32") ASSERT_TRUE(v["value"].is_boolean()) << what << name;
+    else if (f == "int64") ASSERT_TRUE(v["value"].is_number_integer()) << what << name;
+    else if (f == "uint64") ASSERT_TRUE(v["value"].is_number_unsigned()) << what << name;
+    else if (f == "float64") ASSERT_TRUE(v["value"].is_number()) << what << name;
+    else ADD_FAILURE() << what << ": statistic " << name << " has format " << f;
+    nonzero |= v["value"].is_number() && v["value"].get<double>() != 0.0;
+  }
+  EXPECT_TRUE(nonzero) << what << ": " << st.dump();
+}
+
 void check_profile(const nlohmann::json& p, int iterations) {
   ASSERT_EQ(p["schema"], "meganeura.profile.v1");
   for (const char* k : {"name", "backend", "device_type", "driver_name", "api_version"})
     ASSERT_TRUE(p["device"][k].is_string()) << k;
   for (const char* k : {"vendor_id", "device_id", "timestamp_period_ns", "subgroup_size"})
     ASSERT_TRUE(p["device"][k].is_number()) << k;
+  ASSERT_TRUE(p["device"]["pipeline_executable_info"].is_boolean());
   for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "inputs", "outputs", "total",
                         "device_allocated_bytes"})
     ASSERT_TRUE(p["memory"][k].is_number_unsigned()) << k;
@@ -290,6 +311,9 @@ void check_profile(const nlohmann::json& p, int iterations) {
     ASSERT_TRUE(d["barrier_before"].is_boolean());
     EXPECT_EQ(d["kernel_hash"].get<std::string>().size(), 16u);
     check_stats(d, size_t(iterations), "dispatch " + std::to_string(i));
+    // The driver's pipeline statistics: a row has them exactly when the device can capture them.
+    ASSERT_EQ(d.contains("pipeline_stats"), p["device"]["pipeline_executable_info"].get<bool>()) << i;
+    if (d.contains("pipeline_stats")) check_pipeline_stats(d["pipeline_stats"], "dispatch " + std::to_string(i));
     const std::string ph = d["phase"];
     EXPECT_TRUE(ph == "forward" || ph == "backward" || ph == "update") << ph;
     phases.insert(ph);
@@ -346,6 +370,33 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
   Block b;
   Session s = build(b.g, config(true), shared_device());
   EXPECT_THROW(s.profile(), SessionError);
+}
+
+// The CNN and the transformer block of examples/models.hpp profile too, each dispatch labelled by its layer.
+TEST_F(Debugging, ProfileSessionToolProfilesTheCnnAndTheTransformerBlock) {
+  for (const auto& [model, layer] : {std::pair<std::string, std::string>{"cnn", "conv2"}, {"transformer", "blk0.attn"}}) {
+    const fs::path out = temp_dir() / ("profile-" + model + ".json");
+    fs::remove(out);
+    const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() + "' '" +
+                            MEGANEURA_BINARY_DIR "/bin/profile_session' '" + out.string() + "' --model " + model +
+                            " --iterations 2 --warmup 0 --batch 2 > '" + (temp_dir() / "profile.log").string() +
+                            "' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream f(out);
+    ASSERT_TRUE(f.good()) << model;
+    nlohmann::json p = nlohmann::json::parse(f);
+    check_profile(p, 2);
+    bool fwd = false, bwd = false;
+    for (const nlohmann::json& d : p["dispatches"]) {
+      fwd |= d["phase"] == "forward" && d["label"].get<std::string>().find(layer) != std::string::npos;
+      bwd |= d["phase"] == "backward" && d["label"].get<std::string>().find("grad/" + layer) != std::string::npos;
+    }
+    EXPECT_TRUE(fwd) << model;
+    EXPECT_TRUE(bwd) << model;
+  }
+  // An unknown model is refused with a non-zero exit.
+  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=1 '" MEGANEURA_BINARY_DIR "/bin/profile_session' '" +
+                         (temp_dir() / "x.json").string() + "' --model resnet > /dev/null 2>&1").c_str()), 0);
 }
 
 TEST_F(Debugging, SessionProfileInProcessCoversEveryDispatch) {

@@ -60,6 +60,7 @@ struct DeviceCaps {
   bool timestamps = false;
   double timestamp_period_ns = 0.0;
   bool shader_float_atomic_add = false;
+  bool pipeline_executable_info = false;  // VK_KHR_pipeline_executable_properties: Device::pipeline_executables
   // cooperative matrix
   bool coopmat_nv = false;
   bool coopmat_khr = false;
@@ -102,6 +103,33 @@ inline Buffer slice(const Buffer& b, uint64_t offset, uint64_t size) {
   return Buffer{b.block, b.offset + offset, size};
 }
 
+// What the driver says about a compiled kernel (VK_KHR_pipeline_executable_properties). Capturing costs
+// pipeline-creation time, internal representations much more: only profiling tools ask for them.
+enum class PipelineCapture : uint8_t { None, Statistics, Representations };  // Representations: statistics too
+
+struct PipelineStatistic {
+  std::string name, description;
+  std::string format;  // "bool32", "int64", "uint64", "float64": which of the values below is set
+  bool b32 = false;
+  int64_t i64 = 0;
+  uint64_t u64 = 0;
+  double f64 = 0.0;
+};
+
+struct PipelineRepresentation {
+  std::string name, description;
+  bool is_text = true;  // else `data` holds the driver's binary bytes
+  std::string data;
+};
+
+// One executable of a pipeline (a compute pipeline usually has one).
+struct PipelineExecutable {
+  std::string name, description;
+  uint32_t subgroup_size = 0;
+  std::vector<PipelineStatistic> statistics;
+  std::vector<PipelineRepresentation> representations;  // only with PipelineCapture::Representations
+};
+
 struct KernelDesc {
   std::string label;                     // provenance label, shown in errors, profiles and debug labels
   std::vector<uint32_t> spirv;
@@ -109,6 +137,7 @@ struct KernelDesc {
   uint32_t push_constant_bytes = 0;
   std::vector<uint32_t> spec_constants;  // constant_id i = spec_constants[i] (32-bit each)
   uint32_t required_subgroup_size = 0;   // 0: the driver's choice; else needs caps.subgroup_size_control
+  PipelineCapture capture = PipelineCapture::None;  // ignored where caps.pipeline_executable_info is false
 };
 using KernelId = uint32_t;
 
@@ -150,6 +179,9 @@ class Device {
   virtual uint64_t allocated_bytes() const = 0;  // bytes of device memory in blocks
 
   virtual KernelId create_kernel(const KernelDesc& desc) = 0;
+  // The executables of a kernel created with a PipelineCapture, with what was captured; empty without
+  // capture or where the device lacks VK_KHR_pipeline_executable_properties.
+  virtual std::vector<PipelineExecutable> pipeline_executables(KernelId) { return {}; }
 
   virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
   // Returns at once. Submitting a list again first waits for its previous submission. Uploads and

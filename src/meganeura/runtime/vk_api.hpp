@@ -141,7 +141,10 @@ using PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
   X(vkCreateFence)                   \
   X(vkDestroyFence)                  \
   X(vkWaitForFences)                 \
-  X(vkResetFences)
+  X(vkResetFences)                   \
+  X(vkGetPipelineExecutablePropertiesKHR) \
+  X(vkGetPipelineExecutableStatisticsKHR) \
+  X(vkGetPipelineExecutableInternalRepresentationsKHR)
 
 struct Fns {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;

@@ -79,11 +79,14 @@ void query_features(Instance& inst, PhysicalInfo& p) {
   }
   if (p.has(kKhrCooperativeMatrixExtension)) link(p.coopmat_khr, kStructCoopMatFeaturesKHR);
   if (p.has(kNvCooperativeMatrix2Extension)) link(p.coopmat2, kStructCoopMat2FeaturesNV);
+  if (p.has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
+    link(p.pipeline_executable, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
   inst.fns.vkGetPhysicalDeviceFeatures2(p.handle, &f2);
   p.f10 = f2.features;
   // The chain pointed into this PhysicalInfo, which is about to be copied: keep no stale pointers.
   p.f11.pNext = p.f12.pNext = p.f13.pNext = nullptr;
   p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext = p.coopmat2.pNext = nullptr;
+  p.pipeline_executable.pNext = nullptr;
   if (p.api_version >= VK_API_VERSION_1_3) {
     p.subgroup_size_control.subgroupSizeControl = p.f13.subgroupSizeControl;
     p.subgroup_size_control.computeFullSubgroups = p.f13.computeFullSubgroups;
@@ -263,6 +266,7 @@ std::vector<PhysicalInfo> query_physical_devices(Instance& inst) {
     c.buffer_device_address = p.f12.bufferDeviceAddress == VK_TRUE;
     c.vulkan_memory_model = p.f12.vulkanMemoryModel == VK_TRUE;
     c.shader_float_atomic_add = p.atomic_float.shaderBufferFloat32AtomicAdd == VK_TRUE;
+    c.pipeline_executable_info = p.pipeline_executable.pipelineExecutableInfo == VK_TRUE;
     c.heaps = query_heaps(inst, p);
     if (p.compute_family == UINT32_MAX) continue;  // nothing we can use
     out.push_back(std::move(p));

@@ -27,6 +27,7 @@ struct EnabledFeatures {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat_nv{};
   CoopMatFeaturesKHR coopmat_khr{};
   CoopMat2FeaturesNV coopmat2{};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pipeline_executable{};
   std::vector<const char*> extensions;
 
   explicit EnabledFeatures(const PhysicalInfo& p) {
@@ -99,6 +100,11 @@ struct EnabledFeatures {
         coopmat2.cooperativeMatrixWorkgroupScope = VK_TRUE;
         coopmat2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
       }
+    }
+    // Costs nothing until a kernel asks for a capture (KernelDesc::capture).
+    if (p.caps.pipeline_executable_info && ext(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      link(pipeline_executable, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+      pipeline_executable.pipelineExecutableInfo = VK_TRUE;
     }
     ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     ext("VK_KHR_portability_subset");  // required whenever a device offers it
@@ -352,6 +358,7 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   k.label = desc.label;
   k.num_buffers = desc.num_buffers;
   k.push_bytes = desc.push_constant_bytes;
+  k.capture = c.pipeline_executable_info ? desc.capture : PipelineCapture::None;
   auto cleanup = [&] {
     if (k.pipeline) f_.vkDestroyPipeline(device_, k.pipeline, nullptr);
     if (k.layout) f_.vkDestroyPipelineLayout(device_, k.layout, nullptr);
@@ -391,6 +398,9 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   required.requiredSubgroupSize = sg;
   VkComputePipelineCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  if (k.capture != PipelineCapture::None) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  if (k.capture == PipelineCapture::Representations)
+    ci.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   ci.stage.pNext = sg ? &required : nullptr;
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;

@@ -18,6 +18,7 @@ struct Kernel {
   VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t num_buffers = 0;
   uint32_t push_bytes = 0;
+  PipelineCapture capture = PipelineCapture::None;
 };
 
 class VulkanCommandList;
@@ -35,6 +36,7 @@ class VulkanDevice final : public Device {
   void fill_zero(const Buffer& b) override;
   uint64_t allocated_bytes() const override { return memory_->allocated_bytes(); }
   KernelId create_kernel(const KernelDesc& desc) override;
+  std::vector<PipelineExecutable> pipeline_executables(KernelId id) override;  // vk_pipeline_info.cpp
   std::unique_ptr<CommandList> record(uint32_t timestamp_capacity) override;
   void submit(CommandList& list) override;
   void wait() override;

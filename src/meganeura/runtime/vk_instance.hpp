@@ -61,6 +61,7 @@ struct PhysicalInfo {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat_nv{};
   CoopMatFeaturesKHR coopmat_khr{};
   CoopMat2FeaturesNV coopmat2{};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pipeline_executable{};
 
   bool has(const char* ext) const;
 };

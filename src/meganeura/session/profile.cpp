@@ -43,6 +43,24 @@ const char* rewrite_name(RewriteMode m) {
   return "?";
 }
 
+// The driver's statistics of one pipeline: {name: {value, format, description}}; with several executables
+// the names are prefixed "<executable>/".
+nlohmann::json pipeline_stats(const std::vector<runtime::PipelineExecutable>& exes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const runtime::PipelineExecutable& e : exes) {
+    for (const runtime::PipelineStatistic& st : e.statistics) {
+      nlohmann::json v = st.format == "bool32"  ? nlohmann::json(st.b32)
+                         : st.format == "int64" ? nlohmann::json(st.i64)
+                         : st.format == "uint64" ? nlohmann::json(st.u64)
+                         : st.format == "float64" ? nlohmann::json(st.f64)
+                                                  : nlohmann::json(nullptr);
+      out[exes.size() > 1 ? e.name + "/" + st.name : st.name] = {
+          {"value", v}, {"format", st.format}, {"description", st.description}};
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Session::profile(const ProfileOptions& options) {
@@ -116,6 +134,8 @@ std::string Session::profile(const ProfileOptions& options) {
     d["invocations"] = threads;
     d["barrier_before"] = bool(s.barrier_before[k]);
     d["builder"] = kern.root.valid() ? where(st.graph.node(kern.root).prov.loc) : "";
+    if (caps.pipeline_executable_info)
+      d["pipeline_stats"] = pipeline_stats(s.device->pipeline_executables(s.kernel_of[s.timed_kernels[k]]));
     dispatches.push_back(std::move(d));
     families[code.variant].first++;
     families[code.variant].second += med;
@@ -148,7 +168,8 @@ std::string Session::profile(const ProfileOptions& options) {
        {{"name", caps.name}, {"backend", caps.backend}, {"device_type", caps.device_type},
         {"vendor_id", caps.vendor_id}, {"device_id", caps.device_id}, {"driver_name", caps.driver_name},
         {"driver_info", caps.driver_info}, {"api_version", caps.api_version},
-        {"timestamp_period_ns", caps.timestamp_period_ns}, {"subgroup_size", caps.subgroup_size}}},
+        {"timestamp_period_ns", caps.timestamp_period_ns}, {"subgroup_size", caps.subgroup_size},
+        {"pipeline_executable_info", caps.pipeline_executable_info}}},
       {"memory",
        {{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer_state", m.optimizer_state},
         {"activations", m.activations}, {"inputs", m.inputs}, {"outputs", m.outputs}, {"total", m.total()},

@@ -80,6 +80,13 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
   return {};
 }
 
+// gpu_timing captures the driver's statistics of each pipeline (profile rows), pipeline_ir its code as well.
+static runtime::PipelineCapture pipeline_capture(const SessionConfig& c) {
+  return c.pipeline_ir ? runtime::PipelineCapture::Representations
+         : c.gpu_timing ? runtime::PipelineCapture::Statistics
+                        : runtime::PipelineCapture::None;
+}
+
 runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k) {
   shader::CompileOptions co;
   co.cache_dir = s.config.cache_dir;
@@ -93,6 +100,7 @@ runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k) 
   d.push_constant_bytes = uint32_t(k.push.size() * 4);
   d.spec_constants = k.spec_constants;
   d.required_subgroup_size = k.required_subgroup_size;
+  d.capture = pipeline_capture(s.config);
   return d;
 }
 
@@ -105,14 +113,16 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
   if (cache.device != s.device.get())
     throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
   std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
+  const uint64_t salt = uint64_t(pipeline_capture(s.config)) * 0x9E3779B97F4A7C15ull;  // a capture is another pipeline
   for (const GeneratedKernel& k : s.step.code) {
-    auto it = by_hash.find(k.hash);
+    const uint64_t key = k.hash ^ salt;
+    auto it = by_hash.find(key);
     if (it != by_hash.end()) {
       s.kernel_of.push_back(it->second);
       continue;
     }
     runtime::KernelId id = s.device->create_kernel(kernel_desc(s, k));
-    by_hash[k.hash] = id;
+    by_hash[key] = id;
     s.kernel_of.push_back(id);
   }
 }

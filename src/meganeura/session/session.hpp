@@ -14,6 +14,7 @@ namespace meganeura {
 namespace runtime {
 class Device;
 struct DeviceCaps;
+struct PipelineExecutable;
 }  // namespace runtime
 
 enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
@@ -49,7 +50,8 @@ struct SessionConfig {
   std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path
   std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura
   std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
-  bool gpu_timing = false;              // MEGANEURA_GPU_TIMING
+  bool gpu_timing = false;              // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
+  bool pipeline_ir = false;             // also capture the driver's internal representations (slow; Session::pipelines)
   std::string trace_path;               // MEGANEURA_TRACE
   bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
                                         // winners are not timed again, so only the first build pays)
@@ -151,6 +153,14 @@ struct TuneReport {
   double seconds = 0;         // wall time of the search
   std::string cache_path;     // the file read and written ("" with the cache off)
   std::string to_text() const;
+// One distinct pipeline of a session and what the driver reports about it (include runtime/device.hpp to use
+// `executables`).
+struct PipelineReport {
+  std::string label;                // of its first dispatch
+  std::string variant;              // the template variant (profile "family")
+  std::string kernel_hash;          // 16 hex digits, as in profiles
+  std::vector<size_t> dispatches;   // indices (into the kernel graph's code) of the dispatches that run it
+  std::vector<runtime::PipelineExecutable> executables;
 };
 
 class SessionImpl;
@@ -206,6 +216,10 @@ class Session {
   // (parameters, optimizer state, inputs, outputs, gradients, the step counter) is saved first and restored
   // afterwards, so training continues as if tune_with had not run. Throws ConfigError for bad options.
   TuneReport tune_with(const TuneOptions& options = {});
+  // Every distinct pipeline with the driver's statistics (sessions built with gpu_timing or pipeline_ir) and
+  // internal representations (pipeline_ir), on devices with VK_KHR_pipeline_executable_properties; otherwise
+  // the executables are empty.
+  std::vector<PipelineReport> pipelines() const;
 
   MemorySummary memory_summary() const;
   const OptimizeReport& report() const;

@@ -44,6 +44,9 @@ CompileResult compile_glsl(const ShaderSource& source, const CompileOptions& opt
 // when the module is not valid.
 void validate_spirv(std::span<const uint32_t> spirv, const std::string& label, uint32_t vulkan_minor = 2);
 
+// spirv-dis text (friendly names, indented), for tools that dump kernels.
+std::string disassemble(std::span<const uint32_t> spirv);
+
 // "   1 | #version 450\n   2 | ..." for error messages.
 std::string numbered_source(const std::string& glsl);
 

@@ -1,4 +1,4 @@
-// SPIRV-Tools validation for the Vulkan target.
+// SPIRV-Tools validation for the Vulkan target, and disassembly for tools.
 #include <spirv-tools/libspirv.hpp>
 
 #include "meganeura/shader/shader.hpp"
@@ -27,6 +27,18 @@ void validate_spirv(std::span<const uint32_t> spirv, const std::string& label, u
                           "', got validation errors:\n" + diagnostics,
                       label, "");
   }
+}
+
+std::string disassemble(std::span<const uint32_t> spirv) {
+  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_3);
+  std::string text, diagnostics;
+  tools.SetMessageConsumer(
+      [&](spv_message_level_t, const char*, const spv_position_t&, const char* msg) { diagnostics += msg; });
+  if (!tools.Disassemble(spirv.data(), spirv.size(), &text,
+                         SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT)) {
+    throw ShaderError("[shader::disassemble] expected a SPIR-V module, got " + diagnostics, "", "");
+  }
+  return text;
 }
 
 }  // namespace meganeura::shader
