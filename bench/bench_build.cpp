@@ -5,17 +5,17 @@
 //                                allocation + recording, with an empty on-disk SPIR-V cache every iteration
 //   BM_BuildSession/<graph>/warm  the same with the cache filled by an earlier build (pipelines are still
 //                                created: the driver's JIT is not cached)
-// Graphs: the README MLP (784-128-10, batch 32) and a 12-layer pre-norm transformer (seq 64, width 128,
-// 4 heads, FFN 512, GELU) whose attention is written with primitives (batched matmuls + softmax), layer
-// norm likewise, so that it builds on every device today. Training sessions (autodiff + Adam).
+// Graphs: the README MLP (784-128-10, batch 32) and 12 nn::TransformerBlock layers (seq 64, width 128, 4 heads,
+// SwiGLU FFN 512, RMSNorm, RoPE, causal flash attention), the blocks a model is built from. Training sessions
+// (autodiff + Adam).
 //   bench_build --benchmark_min_time=0.5   (Google Benchmark 1.7: seconds)
 #include <benchmark/benchmark.h>
 
-#include <cmath>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
 
+#include "meganeura/nn/nn.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/pipeline.hpp"
 
@@ -35,32 +35,14 @@ Graph mlp() {
 
 Graph transformer(int layers = 12, int64_t seq = 64, int64_t d = 128, int64_t heads = 4, int64_t ffn = 512) {
   Graph g;
-  const int64_t dh = d / heads;
-  NodeId x = g.input("x", {seq, d});
-  NodeId target = g.input("target", {seq, d});
-  auto norm = [&](NodeId h, const std::string& p) {
-    NodeId mu = g.mean(h, {-1}, true);
-    NodeId c = g.sub(h, mu);
-    NodeId var = g.mean(g.square(c), {-1}, true);
-    NodeId y = g.mul(c, g.rsqrt(g.add(var, g.scalar(1e-5))));
-    return g.add(g.mul(y, g.parameter(p + ".gamma", {d})), g.parameter(p + ".beta", {d}));
-  };
-  auto linear = [&](NodeId h, const std::string& p, int64_t in, int64_t out) {
-    return g.add(g.matmul(h, g.parameter(p + ".w", {in, out})), g.parameter(p + ".b", {out}));
-  };
-  auto split_heads = [&](NodeId h) { return g.permute(g.reshape(h, {seq, heads, dh}), {1, 0, 2}); };  // [H, S, Dh]
-  for (int l = 0; l < layers; ++l) {
-    const std::string p = "blk" + std::to_string(l);
-    NodeId h = norm(x, p + ".ln1");
-    NodeId q = split_heads(linear(h, p + ".q", d, d));
-    NodeId k = split_heads(linear(h, p + ".k", d, d));
-    NodeId v = split_heads(linear(h, p + ".v", d, d));
-    NodeId att = g.softmax(g.mul(g.matmul(q, k, false, true), g.scalar(1.0 / std::sqrt(double(dh)))));
-    NodeId o = g.reshape(g.permute(g.matmul(att, v), {1, 0, 2}), {seq, d});
-    x = g.add(x, linear(o, p + ".o", d, d));
-    NodeId f = g.gelu(linear(norm(x, p + ".ln2"), p + ".fc1", d, ffn));
-    x = g.add(x, linear(f, p + ".fc2", ffn, d));
-  }
+  nn::Context ctx(g, 1);
+  nn::AttentionConfig attn;
+  attn.dim = d;
+  attn.heads = heads;
+  attn.kv_heads = heads;
+  NodeId x = g.input("x", {1, seq, d});
+  NodeId target = g.input("target", {1, seq, d});
+  for (int l = 0; l < layers; ++l) x = nn::TransformerBlock(ctx, "blk" + std::to_string(l), attn, ffn)(x);
   g.set_outputs({g.mse_loss(x, target)});
   return g;
 }

@@ -6,8 +6,8 @@
 Works on whatever text the driver gives: SASS (`/*0080*/ @P0 HMMA.16816.F32 R4, R8, R12, R4 ;`), PTX, NIR,
 LLVM IR, SPIR-V (`%12 = OpFAdd %float %a %b`). For every line that looks like an instruction it counts the
 mnemonic: the first token after stripping address comments, comments (`;`, `//`, `/* */`), predicates (`@P0`,
-`@!PT`), braces and an assignment's destination (`%x = `, `ssa_5 = `); labels (`name:`) and directives
-(`.reg`, `#...`) are not instructions. SASS modifiers are kept in the full mnemonic (`HMMA.16816.F32`) and
+`@!PT`), braces and an assignment's destination (`%x = `, `ssa_5 = `); labels (`name:`), directives
+(`.reg`, `#...`) and lines opening a block (`define void @main() {`) are not instructions. SASS modifiers are kept in the full mnemonic (`HMMA.16816.F32`) and
 dropped in the base (`HMMA`).
 
 pipeline_stats files are split at their `=== title ===` lines; each representation / SPIR-V section is
@@ -53,7 +53,7 @@ def instruction(line):
         if i >= 0:
             s = s[:i]
     s = s.strip().lstrip("{}").strip()
-    if not s or s.startswith(("#", ".")) or s.endswith(":") or s.rstrip("}").strip() == "":
+    if not s or s.startswith(("#", ".")) or s.endswith((":", "{")):  # labels, directives, block openers
         return None
     s = PREDICATE.sub("", s)
     m = DESTINATION.match(s)
