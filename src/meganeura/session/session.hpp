@@ -153,6 +153,8 @@ struct TuneReport {
   double seconds = 0;         // wall time of the search
   std::string cache_path;     // the file read and written ("" with the cache off)
   std::string to_text() const;
+};
+
 // One distinct pipeline of a session and what the driver reports about it (include runtime/device.hpp to use
 // `executables`).
 struct PipelineReport {
@@ -216,6 +218,7 @@ class Session {
   // (parameters, optimizer state, inputs, outputs, gradients, the step counter) is saved first and restored
   // afterwards, so training continues as if tune_with had not run. Throws ConfigError for bad options.
   TuneReport tune_with(const TuneOptions& options = {});
+
   // Every distinct pipeline with the driver's statistics (sessions built with gpu_timing or pipeline_ir) and
   // internal representations (pipeline_ir), on devices with VK_KHR_pipeline_executable_properties; otherwise
   // the executables are empty.
