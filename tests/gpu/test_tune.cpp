@@ -382,6 +382,15 @@ TEST_F(Tune, BadOptionsAreConfigErrorsNamingTheField) {
   expect_error(o, "archetypes");
   o.archetypes = {"point"};
   expect_error(o, "archetypes");
+  // A budget spent before the first kernel: nothing is timed, every tunable kernel says why.
+  o = quick();
+  o.cache = false;
+  o.time_budget_s = 1e-9;
+  const TuneReport r = s.tune_with(o);
+  for (const TuneKernel& k : r.kernels) {
+    EXPECT_EQ(k.candidates, 0) << r.to_text();
+    EXPECT_TRUE(k.note == "time budget" || k.note == "not tunable") << k.note;
+  }
   // Still usable.
   feed(s);
   s.run();
