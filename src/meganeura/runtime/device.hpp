@@ -173,6 +173,10 @@ class Device {
   // memory; throws DeviceError naming the requested size and heap budget when out of memory
   virtual Buffer alloc(uint64_t bytes) = 0;
   virtual void free(const Buffer& b) = 0;
+  // Host-visible, coherent memory (a mapped range of host_pointer(b)'s bytes) for staging: command lists copy
+  // to and from it, the host reads and writes it directly. Freed with free().
+  virtual Buffer alloc_host(uint64_t bytes) = 0;
+  virtual std::byte* host_pointer(const Buffer& b) = 0;  // DeviceError unless b lies in alloc_host memory
   virtual void upload(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset = 0) = 0;
   virtual void download(const Buffer& src, void* data, uint64_t bytes, uint64_t offset = 0) = 0;
   virtual void fill_zero(const Buffer& b) = 0;
@@ -184,10 +188,14 @@ class Device {
   virtual std::vector<PipelineExecutable> pipeline_executables(KernelId) { return {}; }
 
   virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
-  // Returns at once. Submitting a list again first waits for its previous submission. Uploads and
-  // downloads wait for everything submitted before they start.
-  virtual void submit(CommandList& list) = 0;
+  // Returns at once with the submission's id (1, 2, ... in submission order). A list is pending at most once:
+  // submitting it again first waits for its previous submission, so work in flight uses one list per frame.
+  // Uploads and downloads wait for everything submitted before they start.
+  virtual uint64_t submit(CommandList& list) = 0;
   virtual void wait() = 0;                     // blocks until everything submitted finished
+  // Blocks until submission `id` (and every earlier one) finished; 0 returns at once. DeviceError for an id
+  // not yet handed out.
+  virtual void wait(uint64_t id) = 0;
   // Timestamps of the last completed submission of `list`, in nanoseconds, one per query of the list's
   // timestamp_capacity; queries the list never wrote are NaN. Waits for the submission to finish.
   virtual std::vector<double> timestamps(CommandList& list) = 0;

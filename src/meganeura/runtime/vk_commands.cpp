@@ -33,8 +33,6 @@ VulkanCommandList::VulkanCommandList(VulkanDevice& d, uint32_t timestamp_capacit
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, nullptr, d.pool(),
                                  VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
   check(f.vkAllocateCommandBuffers(d.handle(), &ai, &cb), "Device::record", "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, 0};
-  check(f.vkCreateFence(d.handle(), &fi, nullptr, &fence), "Device::record", "vkCreateFence");
   if (capacity > 0) {
     VkQueryPoolCreateInfo qi{};
     qi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
@@ -53,7 +51,7 @@ VulkanCommandList::VulkanCommandList(VulkanDevice& d, uint32_t timestamp_capacit
 VulkanCommandList::~VulkanCommandList() {
   if (dev == nullptr) return;
   try {
-    if (pending) dev->wait_fence(fence, "CommandList::~CommandList");
+    dev->wait_until(last, "CommandList::~CommandList");
   } catch (const Error&) {
     // The device is lost; freeing the objects is all that is left to do.
   }
@@ -67,10 +65,8 @@ void VulkanCommandList::release() {
   for (VkDescriptorPool p : pools_) f.vkDestroyDescriptorPool(d, p, nullptr);
   pools_.clear();
   if (queries != VK_NULL_HANDLE) f.vkDestroyQueryPool(d, queries, nullptr);
-  if (fence != VK_NULL_HANDLE) f.vkDestroyFence(d, fence, nullptr);
   if (cb != VK_NULL_HANDLE) f.vkFreeCommandBuffers(d, dev->pool(), 1, &cb);
   queries = VK_NULL_HANDLE;
-  fence = VK_NULL_HANDLE;
   cb = VK_NULL_HANDLE;
   dev->forget(this);
   dev = nullptr;

@@ -26,11 +26,11 @@ class VulkanCommandList final : public CommandList {
 
   VulkanDevice* dev = nullptr;
   VkCommandBuffer cb = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
   VkQueryPool queries = VK_NULL_HANDLE;
   uint32_t capacity = 0;
   std::vector<bool> written;
-  bool finished = false, submitted = false, pending = false;
+  bool finished = false;
+  uint64_t last = 0;  // id of the latest submission, 0: never submitted
 
  private:
   VulkanDevice& device(const char* where);

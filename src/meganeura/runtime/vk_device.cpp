@@ -160,6 +160,8 @@ VulkanDevice::~VulkanDevice() {
   if (staging_) f_.vkDestroyBuffer(device_, staging_, nullptr);
   if (staging_memory_) f_.vkFreeMemory(device_, staging_memory_, nullptr);
   memory_.reset();
+  for (const InFlight& e : in_flight_) f_.vkDestroyFence(device_, e.fence, nullptr);
+  for (VkFence fence : spare_fences_) f_.vkDestroyFence(device_, fence, nullptr);
   f_.vkDestroyFence(device_, transfer_fence_, nullptr);
   f_.vkDestroyCommandPool(device_, pool_, nullptr);
   f_.vkDestroyDevice(device_, nullptr);
@@ -177,8 +179,9 @@ void VulkanDevice::name_object(VkObjectType type, uint64_t handle, const std::st
   f_.vkSetDebugUtilsObjectNameEXT(device_, &ni);
 }
 
-void VulkanDevice::wait_fence(VkFence fence, const char* where) {
-  VkResult r = f_.vkWaitForFences(device_, 1, &fence, VK_TRUE, kFenceTimeoutNs);
+void VulkanDevice::wait_fences(const std::vector<VkFence>& fences, const char* where) {
+  if (fences.empty()) return;
+  VkResult r = f_.vkWaitForFences(device_, uint32_t(fences.size()), fences.data(), VK_TRUE, kFenceTimeoutNs);
   if (r == VK_TIMEOUT) {
     throw DeviceError(std::string("[") + where + "] expected submitted work to finish within 600 s, got a timeout on " +
                       info_.caps.name + " (a kernel that never ends?)");
@@ -186,7 +189,16 @@ void VulkanDevice::wait_fence(VkFence fence, const char* where) {
   check(r, where, "vkWaitForFences");
 }
 
-Buffer VulkanDevice::alloc(uint64_t bytes) { return memory_->alloc(bytes); }
+Buffer VulkanDevice::alloc(uint64_t bytes) { return memory_->alloc(bytes, false); }
+
+Buffer VulkanDevice::alloc_host(uint64_t bytes) { return memory_->alloc(bytes, true); }
+
+std::byte* VulkanDevice::host_pointer(const Buffer& b) {
+  memory_->check_range(b, 0, b.size, "Device::host_pointer");
+  if (!memory_->is_host(b))
+    throw DeviceError("[Device::host_pointer] expected a buffer from Device::alloc_host, got one of device memory");
+  return reinterpret_cast<std::byte*>(memory_->mapped(b));
+}
 
 void VulkanDevice::free(const Buffer& b) { memory_->free(b); }
 
@@ -212,7 +224,7 @@ void VulkanDevice::one_shot(F&& record, const char* where) {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &transfer_cb_;
   check(f_.vkQueueSubmit(queue_, 1, &si, transfer_fence_), where, "vkQueueSubmit");
-  wait_fence(transfer_fence_, where);
+  wait_fences({transfer_fence_}, where);
 }
 
 void VulkanDevice::ensure_staging(uint64_t bytes) {
@@ -431,38 +443,58 @@ VulkanCommandList& VulkanDevice::as_vulkan(CommandList& list, const char* where)
   return *vl;
 }
 
-void VulkanDevice::submit(CommandList& list) {
+uint64_t VulkanDevice::submit(CommandList& list) {
   VulkanCommandList& vl = as_vulkan(list, "Device::submit");
   if (!vl.finished) throw DeviceError("[Device::submit] expected a finished command list, got one still recording");
-  if (vl.pending) {
-    wait_fence(vl.fence, "Device::submit");
-    vl.pending = false;
+  wait_until(vl.last, "Device::submit");  // a command buffer without simultaneous use is pending at most once
+  VkFence fence = VK_NULL_HANDLE;
+  if (spare_fences_.empty()) {
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, 0};
+    check(f_.vkCreateFence(device_, &fi, nullptr, &fence), "Device::submit", "vkCreateFence");
+  } else {
+    fence = spare_fences_.back();
+    spare_fences_.pop_back();
   }
-  check(f_.vkResetFences(device_, 1, &vl.fence), "Device::submit", "vkResetFences");
   VkSubmitInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &vl.cb;
-  check(f_.vkQueueSubmit(queue_, 1, &si, vl.fence), "Device::submit", "vkQueueSubmit");
-  vl.pending = true;
-  vl.submitted = true;
+  const VkResult r = f_.vkQueueSubmit(queue_, 1, &si, fence);
+  if (r != VK_SUCCESS) spare_fences_.push_back(fence);
+  check(r, "Device::submit", "vkQueueSubmit");
+  in_flight_.push_back({++submitted_, fence});
+  vl.last = submitted_;
+  return submitted_;
 }
 
-void VulkanDevice::wait() {
-  for (VulkanCommandList* l : lists_) {
-    if (!l->pending) continue;
-    wait_fence(l->fence, "Device::wait");
-    l->pending = false;
+// A fence's signal covers every command submitted earlier to the queue too, but each one is waited for
+// anyway: that is what lets it be reset and reused.
+void VulkanDevice::wait_until(uint64_t id, const char* where) {
+  if (id > submitted_) {
+    throw DeviceError(std::string("[") + where + "] expected a submission id from Device::submit (at most " +
+                      std::to_string(submitted_) + "), got " + std::to_string(id));
   }
+  if (id <= completed_) return;
+  std::vector<VkFence> fences;
+  for (const InFlight& e : in_flight_)
+    if (e.id <= id) fences.push_back(e.fence);
+  wait_fences(fences, where);
+  check(f_.vkResetFences(device_, uint32_t(fences.size()), fences.data()), where, "vkResetFences");
+  while (!in_flight_.empty() && in_flight_.front().id <= id) {
+    spare_fences_.push_back(in_flight_.front().fence);
+    in_flight_.pop_front();
+  }
+  completed_ = id;
 }
+
+void VulkanDevice::wait() { wait_until(submitted_, "Device::wait"); }
+
+void VulkanDevice::wait(uint64_t id) { wait_until(id, "Device::wait"); }
 
 std::vector<double> VulkanDevice::timestamps(CommandList& list) {
   VulkanCommandList& vl = as_vulkan(list, "Device::timestamps");
-  if (!vl.submitted) throw DeviceError("[Device::timestamps] expected a list submitted at least once, got none");
-  if (vl.pending) {
-    wait_fence(vl.fence, "Device::timestamps");
-    vl.pending = false;
-  }
+  if (vl.last == 0) throw DeviceError("[Device::timestamps] expected a list submitted at least once, got none");
+  wait_until(vl.last, "Device::timestamps");
   const uint64_t mask =
       info_.timestamp_valid_bits >= 64 ? ~0ull : ((1ull << info_.timestamp_valid_bits) - 1);
   std::vector<double> out(vl.capacity, std::numeric_limits<double>::quiet_NaN());

@@ -1,5 +1,6 @@
 #pragma once
 // Private to the Vulkan backend: the Device and CommandList implementations.
+#include <deque>
 #include <memory>
 #include <set>
 #include <vector>
@@ -30,6 +31,8 @@ class VulkanDevice final : public Device {
 
   const DeviceCaps& caps() const override { return info_.caps; }
   Buffer alloc(uint64_t bytes) override;
+  Buffer alloc_host(uint64_t bytes) override;
+  std::byte* host_pointer(const Buffer& b) override;
   void free(const Buffer& b) override;
   void upload(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset) override;
   void download(const Buffer& src, void* data, uint64_t bytes, uint64_t offset) override;
@@ -38,8 +41,9 @@ class VulkanDevice final : public Device {
   KernelId create_kernel(const KernelDesc& desc) override;
   std::vector<PipelineExecutable> pipeline_executables(KernelId id) override;  // vk_pipeline_info.cpp
   std::unique_ptr<CommandList> record(uint32_t timestamp_capacity) override;
-  void submit(CommandList& list) override;
+  uint64_t submit(CommandList& list) override;
   void wait() override;
+  void wait(uint64_t id) override;
   std::vector<double> timestamps(CommandList& list) override;
   std::vector<std::string> validation_messages() const override;
   std::vector<MemoryHeap> memory_heaps() const override { return query_heaps(*inst_, info_); }
@@ -53,7 +57,8 @@ class VulkanDevice final : public Device {
   VkCommandPool pool() const { return pool_; }
   bool debug_utils() const { return inst_->debug_utils; }
   void forget(VulkanCommandList* list) { lists_.erase(list); }
-  void wait_fence(VkFence fence, const char* where);
+  void wait_fences(const std::vector<VkFence>& fences, const char* where);
+  void wait_until(uint64_t id, const char* where);
 
  private:
   VulkanCommandList& as_vulkan(CommandList& list, const char* where);
@@ -78,6 +83,14 @@ class VulkanDevice final : public Device {
   void* staging_map_ = nullptr;
   uint64_t staging_bytes_ = 0;
   std::vector<Kernel> kernels_;
+  // Submissions in flight, oldest first, each with the fence it signals; finished fences are reset and reused.
+  struct InFlight {
+    uint64_t id;
+    VkFence fence;
+  };
+  std::deque<InFlight> in_flight_;
+  std::vector<VkFence> spare_fences_;
+  uint64_t submitted_ = 0, completed_ = 0;
   std::set<VulkanCommandList*> lists_;
 };
 

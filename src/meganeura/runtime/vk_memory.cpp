@@ -6,6 +6,7 @@ namespace meganeura::runtime::vk {
 namespace {
 
 constexpr uint64_t kDefaultBlock = 256ull << 20;
+constexpr uint64_t kHostBlock = 4ull << 20;  // staging areas are small
 // 256 bytes keeps every buffer aligned for vec4 and cooperative-matrix loads on any device we know.
 constexpr uint64_t kMinAlignment = 256;
 
@@ -27,26 +28,29 @@ BlockAllocator::BlockAllocator(Instance& inst, const Fns& fns, VkDevice device, 
 
   VkPhysicalDeviceMemoryProperties mem;
   inst.fns.vkGetPhysicalDeviceMemoryProperties(info.handle, &mem);
-  const VkMemoryPropertyFlags required =
-      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-  // In host-visible mode prefer memory that is also device-local (ReBAR, integrated, lavapipe) and cached.
-  int best_score = -1;
-  for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
-    const VkMemoryPropertyFlags flags = mem.memoryTypes[i].propertyFlags;
-    if ((flags & required) != required) continue;
-    int score = 0;
-    if (host_visible && (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) score += 2;
-    if (host_visible && (flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) score += 1;
-    if (score > best_score) {
-      best_score = score;
-      memory_type_ = i;
-      heap_ = mem.memoryTypes[i].heapIndex;
+  const VkMemoryPropertyFlags host_flags = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (int host = 0; host < 2; ++host) {
+    const bool mapped = host || host_visible;
+    const VkMemoryPropertyFlags required = mapped ? host_flags : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    // Host-visible device buffers (debug mode) prefer memory that is also device-local (ReBAR, integrated,
+    // lavapipe); host buffers prefer cached memory, which the host reads back fast.
+    int best_score = -1;
+    for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+      const VkMemoryPropertyFlags flags = mem.memoryTypes[i].propertyFlags;
+      if ((flags & required) != required) continue;
+      int score = 0;
+      if (mapped && !host && (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) score += 2;
+      if (mapped && (flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) score += host ? 4 : 1;
+      if (score > best_score) {
+        best_score = score;
+        memory_type_[host] = i;
+        heap_[host] = mem.memoryTypes[i].heapIndex;
+      }
     }
-  }
-  if (memory_type_ == UINT32_MAX) {
-    throw DeviceError(std::string("[open_device] expected a ") + (host_visible ? "host-visible coherent" : "device-local") +
-                      " memory type on " + info.caps.name + ", got none");
+    if (memory_type_[host] == UINT32_MAX) {
+      throw DeviceError(std::string("[open_device] expected a ") + (mapped ? "host-visible coherent" : "device-local") +
+                        " memory type on " + info.caps.name + ", got none");
+    }
   }
 }
 
@@ -57,22 +61,25 @@ BlockAllocator::~BlockAllocator() {
   }
 }
 
-DeviceError BlockAllocator::out_of_memory(const MemoryHeap& heap, uint64_t request, const std::string& got) const {
+DeviceError BlockAllocator::out_of_memory(const MemoryHeap& heap, uint32_t heap_index, uint64_t request,
+                                          const std::string& got) const {
   return DeviceError("[Device::alloc] expected " + bytes_text(request) + " to fit memory heap " +
-                     std::to_string(heap_) + " (size " + bytes_text(heap.size) + ", budget " +
+                     std::to_string(heap_index) + " (size " + bytes_text(heap.size) + ", budget " +
                      bytes_text(heap.budget) + ", in use " + bytes_text(heap.usage) + "), got " + got);
 }
 
-uint32_t BlockAllocator::new_block(uint64_t bytes, uint64_t request) {
-  const MemoryHeap heap = query_heaps(inst_, info_)[heap_];
+uint32_t BlockAllocator::new_block(uint64_t bytes, uint64_t request, bool host) {
+  const uint32_t type = memory_type_[host];
+  const MemoryHeap heap = query_heaps(inst_, info_)[heap_[host]];
   const uint64_t available = heap.budget > heap.usage ? heap.budget - heap.usage : 0;
-  auto oom = [&](const std::string& got) { return out_of_memory(heap, request, got); };
+  auto oom = [&](const std::string& got) { return out_of_memory(heap, heap_[host], request, got); };
   // A full-size block that would overrun the budget shrinks to what this request needs.
   if (bytes > available && bytes > request) bytes = round_up(request, alignment_);
   if (bytes > available) throw oom("only " + bytes_text(available) + " left in the budget");
 
   Block b;
   b.size = bytes;
+  b.host = host;
   VkBufferCreateInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = bytes;
@@ -81,22 +88,22 @@ uint32_t BlockAllocator::new_block(uint64_t bytes, uint64_t request) {
   check(f_.vkCreateBuffer(device_, &bi, nullptr, &b.buffer), "Device::alloc", "vkCreateBuffer");
   VkMemoryRequirements req;
   f_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
-  if (!(req.memoryTypeBits & (1u << memory_type_))) {
+  if (!(req.memoryTypeBits & (1u << type))) {
     f_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    throw DeviceError("[Device::alloc] expected storage buffers to accept memory type " + std::to_string(memory_type_) +
+    throw DeviceError("[Device::alloc] expected storage buffers to accept memory type " + std::to_string(type) +
                       ", got type bits " + std::to_string(req.memoryTypeBits));
   }
   VkMemoryAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   ai.allocationSize = req.size;
-  ai.memoryTypeIndex = memory_type_;
+  ai.memoryTypeIndex = type;
   VkResult r = f_.vkAllocateMemory(device_, &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     f_.vkDestroyBuffer(device_, b.buffer, nullptr);
     throw oom(result_name(r) + " allocating a block of " + bytes_text(req.size));
   }
   r = f_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
-  if (r == VK_SUCCESS && host_visible_) r = f_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped);
+  if (r == VK_SUCCESS && (host || host_visible_)) r = f_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped);
   if (r != VK_SUCCESS) {
     f_.vkDestroyBuffer(device_, b.buffer, nullptr);
     f_.vkFreeMemory(device_, b.memory, nullptr);
@@ -121,22 +128,22 @@ bool BlockAllocator::take(Block& block, uint64_t bytes, uint64_t& offset) {
   return false;
 }
 
-Buffer BlockAllocator::alloc(uint64_t bytes) {
+Buffer BlockAllocator::alloc(uint64_t bytes, bool host) {
   // Zero-byte buffers still get a distinct, bindable range.
   const uint64_t reserved = round_up(std::max<uint64_t>(bytes, 1), alignment_);
   const uint64_t range = info_.caps.max_storage_buffer_range;
   if (reserved > range) {
     // A request beyond the whole heap is out of memory first: say so with the budget.
-    const MemoryHeap heap = query_heaps(inst_, info_)[heap_];
-    if (reserved > heap.budget) throw out_of_memory(heap, bytes, "a request larger than the whole budget");
+    const MemoryHeap heap = query_heaps(inst_, info_)[heap_[host]];
+    if (reserved > heap.budget) throw out_of_memory(heap, heap_[host], bytes, "a request larger than the whole budget");
     throw DeviceError("[Device::alloc] expected at most maxStorageBufferRange = " + bytes_text(range) +
                       " per buffer on " + info_.caps.name + ", got a request for " + bytes_text(bytes));
   }
   uint64_t offset = 0;
   for (uint32_t i = 0; i < blocks_.size(); ++i) {
-    if (take(blocks_[i], reserved, offset)) return Buffer{i, offset, bytes};
+    if (blocks_[i].host == host && take(blocks_[i], reserved, offset)) return Buffer{i, offset, bytes};
   }
-  const uint32_t idx = new_block(std::max(block_bytes_, reserved), bytes);
+  const uint32_t idx = new_block(std::max(host ? std::min(kHostBlock, block_bytes_) : block_bytes_, reserved), bytes, host);
   if (!take(blocks_[idx], reserved, offset)) {
     throw DeviceError("[Device::alloc] expected a fresh block to hold " + bytes_text(bytes) + ", got one of " +
                       bytes_text(blocks_[idx].size));

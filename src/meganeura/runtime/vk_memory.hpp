@@ -12,13 +12,14 @@ namespace meganeura::runtime::vk {
 class BlockAllocator {
  public:
   // host_visible: blocks are mapped (debug mode); otherwise device-local memory reached through staging.
+  // Host buffers (alloc(bytes, true)) live in blocks of their own: host-visible, coherent, mapped.
   BlockAllocator(Instance& inst, const Fns& fns, VkDevice device, const PhysicalInfo& info, bool host_visible,
                  uint64_t block_bytes);
   ~BlockAllocator();
   BlockAllocator(const BlockAllocator&) = delete;
   BlockAllocator& operator=(const BlockAllocator&) = delete;
 
-  Buffer alloc(uint64_t bytes);
+  Buffer alloc(uint64_t bytes, bool host);
   void free(const Buffer& b);
   uint64_t allocated_bytes() const { return allocated_; }
   uint64_t alignment() const { return alignment_; }
@@ -30,6 +31,7 @@ class BlockAllocator {
   uint64_t block_size(const Buffer& b) const { return blocks_[b.block].size; }
   char* mapped(const Buffer& b) const { return static_cast<char*>(blocks_[b.block].mapped) + b.offset; }
   bool host_visible() const { return host_visible_; }
+  bool is_host(const Buffer& b) const { return blocks_[b.block].host; }
 
  private:
   struct Block {
@@ -37,12 +39,13 @@ class BlockAllocator {
     VkBuffer buffer = VK_NULL_HANDLE;
     uint64_t size = 0;
     void* mapped = nullptr;
+    bool host = false;  // an alloc_host block
     std::map<uint64_t, uint64_t> free;  // offset -> size, coalesced
     std::map<uint64_t, uint64_t> used;  // offset -> reserved size
   };
 
-  uint32_t new_block(uint64_t bytes, uint64_t request);
-  DeviceError out_of_memory(const MemoryHeap& heap, uint64_t request, const std::string& got) const;
+  uint32_t new_block(uint64_t bytes, uint64_t request, bool host);
+  DeviceError out_of_memory(const MemoryHeap& heap, uint32_t heap_index, uint64_t request, const std::string& got) const;
   bool take(Block& block, uint64_t bytes, uint64_t& offset);
 
   Instance& inst_;
@@ -52,8 +55,8 @@ class BlockAllocator {
   bool host_visible_;
   uint64_t block_bytes_;
   uint64_t alignment_;
-  uint32_t memory_type_ = UINT32_MAX;
-  uint32_t heap_ = 0;
+  uint32_t memory_type_[2] = {UINT32_MAX, UINT32_MAX};  // device buffers, host buffers
+  uint32_t heap_[2] = {0, 0};
   uint64_t allocated_ = 0;
   std::vector<Block> blocks_;
 };

@@ -66,7 +66,7 @@ nlohmann::json pipeline_stats(const std::vector<runtime::PipelineExecutable>& ex
 std::string Session::profile(const ProfileOptions& options) {
   SessionImpl& s = *impl_;
   const runtime::DeviceCaps& caps = s.device->caps();
-  if (!s.timed_list)
+  if (!s.timed())
     throw SessionError(std::string("[Session::profile] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
                                    "on a device with timestamp queries, got ") +
                        (s.config.gpu_timing ? caps.name + " without timestamps" : "gpu_timing off"));
@@ -77,8 +77,9 @@ std::string Session::profile(const ProfileOptions& options) {
   const size_t n = s.timed_kernels.size();  // dispatches of the updating step
   s.collect_gpu_spans();
   s.device->wait();
+  using Kind = SessionImpl::ListKind;
   for (int i = 0; i < options.warmup; ++i) {
-    s.device->submit(*s.list);
+    s.submit_frame(Kind::Update);
     s.device->wait();
   }
   std::vector<double> grouped_gpu, grouped_wall, timed_gpu, timed_wall;
@@ -86,18 +87,18 @@ std::string Session::profile(const ProfileOptions& options) {
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < options.iterations; ++i) {
     auto a = clock::now();
-    s.device->submit(*s.list);
+    runtime::CommandList& list = s.submit_frame(Kind::Update);
     s.device->wait();
     grouped_wall.push_back(wall_ns(a, clock::now()));
-    std::vector<double> ts = s.device->timestamps(*s.list);
+    std::vector<double> ts = s.device->timestamps(list);
     grouped_gpu.push_back(ts[1] - ts[0]);
   }
   for (int i = 0; i < options.iterations; ++i) {
     auto a = clock::now();
-    s.device->submit(*s.timed_list);
+    runtime::CommandList& list = s.submit_frame(Kind::Timed);
     s.device->wait();
     timed_wall.push_back(wall_ns(a, clock::now()));
-    std::vector<double> ts = s.device->timestamps(*s.timed_list);
+    std::vector<double> ts = s.device->timestamps(list);
     timed_gpu.push_back(ts[2 * n - 1] - ts[0]);
     for (size_t k = 0; k < n; ++k) per[k].push_back(ts[2 * k + 1] - ts[2 * k]);
   }

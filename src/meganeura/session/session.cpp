@@ -60,11 +60,44 @@ void allocate(SessionImpl& s) {
     const std::vector<float>& data = s.step.graph.constant_data(sl.node);
     if (!data.empty()) dev.upload(s.slot_buffer[i], data.data(), data.size() * 4);
   }
-  if (plan.hyper) {
-    s.learning_rate = float(s.config.optimizer.learning_rate);
-    uint32_t block[4] = {0, 0, 0, 0};
-    std::memcpy(&block[0], &s.learning_rate, 4);
-    dev.upload(s.slot_buffer[*plan.hyper], block, sizeof block);
+  if (plan.hyper) s.learning_rate = float(s.config.optimizer.learning_rate);
+}
+
+// Each frame's staging (inputs, then the learning rate) and readback (outputs), 16-byte aligned entries.
+void allocate_frames(SessionImpl& s) {
+  const int frames = s.config.frames_in_flight;
+  if (frames < 1 || frames > 16)
+    throw ConfigError("[build] expected SessionConfig::frames_in_flight in 1..16, got " + std::to_string(frames));
+  const CompiledStep& st = s.step;
+  auto align = [](uint64_t v) { return (v + 15) / 16 * 16; };
+  uint64_t staging = 0, readback = 0;
+  for (NodeId in : st.graph.inputs()) {
+    if (!st.plan.slot_of.count(st.kernels.storage_of(in))) continue;  // nothing reads it
+    const uint64_t bytes = uint64_t(numel(st.graph.node(in).shape)) * 4;
+    s.staged.push_back({in, s.buffer_of(in), staging, bytes});
+    staging = align(staging + bytes);
+  }
+  if (st.plan.hyper) {
+    s.staged.push_back({NodeId{}, runtime::slice(s.slot_buffer[*st.plan.hyper], 0, 4), staging, 4});
+    staging = align(staging + 4);
+  }
+  for (NodeId o : st.outputs) {
+    s.readback_offset.push_back(readback);
+    readback = align(readback + uint64_t(numel(st.graph.node(o).shape)) * 4);
+  }
+  runtime::Device& dev = *s.device;
+  s.frames.resize(size_t(frames));
+  for (SessionImpl::Frame& f : s.frames) {
+    f.staging = dev.alloc_host(staging);
+    s.owned.push_back(f.staging);
+    f.readback = dev.alloc_host(readback);
+    s.owned.push_back(f.readback);
+    f.staging_map = dev.host_pointer(f.staging);
+    f.readback_map = dev.host_pointer(f.readback);
+    // Version 0 of every staged value: zero inputs (as the zeroed arena) and the configured learning rate.
+    if (staging) std::memset(f.staging_map, 0, staging);
+    if (st.plan.hyper) std::memcpy(f.staging_map + s.staged.back().offset, &s.learning_rate, 4);
+    f.versions.assign(s.staged.size(), 0);
   }
 }
 
@@ -140,17 +173,36 @@ void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel) 
   list.end_label();
 }
 
-// With `timestamps`, query 0 before the first dispatch and 1 after the last (the grouped step's GPU time).
-std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vector<size_t>& kernels, bool timestamps) {
+// A frame's inputs and learning rate, copied from its staging before the first dispatch.
+void copy_in(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list) {
+  for (const SessionImpl::Staged& v : s.staged)
+    if (v.bytes) list.copy(runtime::slice(f.staging, v.offset, v.bytes), v.dst, v.bytes);
+  if (!s.staged.empty()) list.barrier();
+}
+
+// The outputs, copied to the frame's readback after the last dispatch (and its barrier).
+void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list) {
+  for (size_t i = 0; i < s.step.outputs.size(); ++i) {
+    const NodeId o = s.step.outputs[i];
+    const uint64_t bytes = uint64_t(numel(s.step.graph.node(o).shape)) * 4;
+    if (bytes) list.copy(s.buffer_of(o), runtime::slice(f.readback, s.readback_offset[i], bytes), bytes);
+  }
+}
+
+// With `timestamps`, query 0 before the first command and 1 after the last (the grouped step's GPU time).
+std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const SessionImpl::Frame& f,
+                                                  const std::vector<size_t>& kernels, bool timestamps) {
   const std::vector<bool> barrier_before = plan_barriers(s.step, kernels);
   std::unique_ptr<runtime::CommandList> list = s.device->record(timestamps ? 2 : 0);
   if (timestamps) list->timestamp(0);
+  copy_in(s, f, *list);
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (barrier_before[i]) list->barrier();
     record_dispatch(s, *list, kernels[i]);
   }
-  // Host reads after wait() and the next step's first kernel see every write of this one.
+  // The readback copies, host reads after wait() and the next step's first kernel see every write of this one.
   list->barrier();
+  copy_out(s, f, *list);
   if (timestamps) list->timestamp(1);
   list->finish();
   return list;
@@ -161,21 +213,25 @@ std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const std::vec
 void record(SessionImpl& s) {
   s.timed_kernels = step_kernels(s.step, true);
   s.barrier_before = plan_barriers(s.step, s.timed_kernels);
-  s.list = record_list(s, s.timed_kernels, timing(s));
-  if (accumulates(s.step)) s.accumulate_list = record_list(s, step_kernels(s.step, false), false);
-  if (!timing(s)) return;
-  // The timed list: the updating step with every dispatch alone between two timestamps, so each one's time is
-  // its own.
-  const std::vector<size_t>& ks = s.timed_kernels;
-  s.timed_list = s.device->record(uint32_t(2 * ks.size()));
-  for (size_t i = 0; i < ks.size(); ++i) {
-    s.timed_list->barrier();
-    s.timed_list->timestamp(uint32_t(2 * i));
-    record_dispatch(s, *s.timed_list, ks[i]);
-    s.timed_list->timestamp(uint32_t(2 * i + 1));
+  for (SessionImpl::Frame& f : s.frames) {
+    f.list = record_list(s, f, s.timed_kernels, timing(s));
+    if (accumulates(s.step)) f.accumulate_list = record_list(s, f, step_kernels(s.step, false), false);
+    if (!timing(s)) continue;
+    // The timed list: the updating step with every dispatch alone between two timestamps, so each one's time
+    // is its own.
+    const std::vector<size_t>& ks = s.timed_kernels;
+    f.timed_list = s.device->record(uint32_t(2 * ks.size()));
+    copy_in(s, f, *f.timed_list);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      f.timed_list->barrier();
+      f.timed_list->timestamp(uint32_t(2 * i));
+      record_dispatch(s, *f.timed_list, ks[i]);
+      f.timed_list->timestamp(uint32_t(2 * i + 1));
+    }
+    f.timed_list->barrier();
+    copy_out(s, f, *f.timed_list);
+    f.timed_list->finish();
   }
-  s.timed_list->barrier();
-  s.timed_list->finish();
 }
 
 namespace {
@@ -252,6 +308,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   {
     Trace::Scope t(impl->trace, "allocate", "build");
     allocate(*impl);
+    allocate_frames(*impl);
   }
   {
     Trace::Scope t(impl->trace, "compile shaders", "build");
@@ -289,13 +346,54 @@ Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
+namespace {
+
+// Writes staged value `i` into the next frame's staging, once the step that last used that frame finished.
+void stage(SessionImpl& s, size_t i, const void* data) {
+  SessionImpl::Staged& v = s.staged[i];
+  const size_t next = size_t(s.last_step % s.frames.size());
+  SessionImpl::Frame& f = s.frames[next];
+  s.device->wait(f.submission);
+  std::memcpy(f.staging_map + v.offset, data, v.bytes);
+  f.versions[i] = ++v.version;
+  v.newest = next;
+}
+
+void stage_input(SessionImpl& s, const std::string& name, const void* data, size_t count, DType given) {
+  const NodeId n = s.leaf_id("set_input", name, Op::Input);
+  s.check_value("set_input", n, count, given);
+  for (size_t i = 0; i < s.staged.size(); ++i)
+    if (s.staged[i].node == n) stage(s, i, data);
+}
+
+}  // namespace
+
+runtime::CommandList& SessionImpl::submit_frame(ListKind kind) {
+  const size_t next = size_t(last_step % frames.size());
+  Frame& f = frames[next];
+  collect_gpu_spans(f);  // before its queries are reused
+  device->wait(f.submission);
+  for (size_t i = 0; i < staged.size(); ++i) {
+    const Staged& v = staged[i];
+    if (f.versions[i] == v.version) continue;
+    std::memcpy(f.staging_map + v.offset, frames[v.newest].staging_map + v.offset, v.bytes);
+    f.versions[i] = v.version;
+  }
+  runtime::CommandList& list = kind == ListKind::Timed ? *f.timed_list
+                               : kind == ListKind::Update ? *f.list
+                                                          : *f.accumulate_list;
+  if (kind == ListKind::Timed && trace) f.traced_us = Trace::now_us();
+  f.submission = device->submit(list);
+  f.step = ++last_step;
+  if (kind != ListKind::Accumulate) last_update_frame = next;
+  return list;
+}
+
 void Session::set_input(const std::string& name, std::span<const float> data) {
-  NodeId n = impl_->leaf_id("set_input", name, Op::Input);
-  impl_->upload_value("set_input", n, data.data(), data.size(), DType::F32);
+  stage_input(*impl_, name, data.data(), data.size(), DType::F32);
 }
 void Session::set_input(const std::string& name, std::span<const int32_t> data) {
-  NodeId n = impl_->leaf_id("set_input", name, Op::Input);
-  impl_->upload_value("set_input", n, data.data(), data.size(), DType::I32);
+  stage_input(*impl_, name, data.data(), data.size(), DType::I32);
 }
 void Session::set_parameter(const std::string& name, std::span<const float> data) {
   NodeId n = impl_->leaf_id("set_parameter", name, Op::Parameter);
@@ -304,28 +402,66 @@ void Session::set_parameter(const std::string& name, std::span<const float> data
 std::vector<float> Session::read_parameter(const std::string& name) {
   return impl_->download_value(impl_->leaf_id("read_parameter", name, Op::Parameter));
 }
-std::vector<float> Session::read_output(size_t index) {
-  const auto& outs = impl_->step.outputs;
-  if (index >= outs.size())
-    throw SessionError("[Session::read_output] expected an output index below " + std::to_string(outs.size()) +
-                       ", got " + std::to_string(index));
-  return impl_->download_value(outs[index]);
-}
-std::vector<float> Session::read_output(const std::string& name) {
-  const Graph& g = impl_->step.graph;
+namespace {
+
+size_t output_index(const SessionImpl& s, const std::string& name) {
+  const Graph& g = s.step.graph;
   std::string known;
-  for (NodeId o : impl_->step.outputs) {
-    if (g.node(o).prov.name == name) return impl_->download_value(o);
-    known += (known.empty() ? "" : ", ") + node_label(g, o);
+  for (size_t i = 0; i < s.step.outputs.size(); ++i) {
+    if (g.node(s.step.outputs[i]).prov.name == name) return i;
+    known += (known.empty() ? "" : ", ") + node_label(g, s.step.outputs[i]);
   }
   throw SessionError("[Session::read_output] expected the name of an output (" + known + "), got '" + name + "'");
+}
+
+size_t check_output_index(const SessionImpl& s, size_t index) {
+  if (index >= s.step.outputs.size())
+    throw SessionError("[Session::read_output] expected an output index below " +
+                       std::to_string(s.step.outputs.size()) + ", got " + std::to_string(index));
+  return index;
+}
+
+// Output `index` of step `step` from its frame's readback.
+std::vector<float> read_step_output(SessionImpl& s, size_t index, uint64_t step) {
+  if (step == 0 || step > s.last_step)
+    throw SessionError("[Session::read_output] expected the id of a submitted step (1.." + std::to_string(s.last_step) +
+                       "), got step " + std::to_string(step));
+  const size_t frame = size_t((step - 1) % s.frames.size());
+  SessionImpl::Frame& f = s.frames[frame];
+  if (f.step != step)
+    throw SessionError("[Session::read_output] expected a step whose outputs are still held, got step " +
+                       std::to_string(step) + ": its frame " + std::to_string(frame) + " now holds step " +
+                       std::to_string(f.step) + " (frames_in_flight " + std::to_string(s.frames.size()) +
+                       "; read a step's outputs before that many later steps are submitted)");
+  s.device->wait(f.submission);
+  return s.to_floats(s.step.outputs[index], f.readback_map + s.readback_offset[index]);
+}
+
+// The latest step's output; before any step, what the output buffer holds.
+std::vector<float> read_latest_output(SessionImpl& s, size_t index) {
+  if (s.last_step == 0) return s.download_value(s.step.outputs[index]);
+  return read_step_output(s, index, s.last_step);
+}
+
+}  // namespace
+
+std::vector<float> Session::read_output(size_t index) {
+  return read_latest_output(*impl_, check_output_index(*impl_, index));
+}
+std::vector<float> Session::read_output(const std::string& name) {
+  return read_latest_output(*impl_, output_index(*impl_, name));
+}
+std::vector<float> Session::read_output(size_t index, uint64_t step) {
+  return read_step_output(*impl_, check_output_index(*impl_, index), step);
+}
+std::vector<float> Session::read_output(const std::string& name, uint64_t step) {
+  return read_step_output(*impl_, output_index(*impl_, name), step);
 }
 void Session::set_learning_rate(double lr) {
   if (!impl_->step.plan.hyper)
     throw SessionError("[Session::set_learning_rate] expected a training session with an optimizer, got one without");
-  float f = float(lr);
-  impl_->learning_rate = f;
-  impl_->device->upload(impl_->slot_buffer[*impl_->step.plan.hyper], &f, 4);
+  impl_->learning_rate = float(lr);
+  stage(*impl_, impl_->staged.size() - 1, &impl_->learning_rate);
 }
 
 std::vector<float> Session::read_gradient(const std::string& parameter) {
@@ -408,21 +544,17 @@ void Session::set_optimizer_step(uint64_t step) {
   impl_->device->upload(hyper, c, sizeof c, 12);
 }
 
-void Session::step() {
+uint64_t Session::step() {
   SessionImpl& s = *impl_;
-  const bool update = !s.accumulate_list || s.phase + 1 >= s.config.optimizer.grad_accumulation;
-  if (update && s.trace && s.timed_list) {
-    s.collect_gpu_spans();  // the previous traced step's dispatches, before its queries are reused
+  const bool update = !s.frames[0].accumulate_list || s.phase + 1 >= s.config.optimizer.grad_accumulation;
+  using Kind = SessionImpl::ListKind;
+  {
     Trace::Scope t(s.trace, "submit", "step");
-    s.submit_us = Trace::now_us();
-    s.device->submit(*s.timed_list);
-    s.gpu_spans_pending = true;
-  } else {
-    Trace::Scope t(s.trace, "submit", "step");
-    s.device->submit(update ? *s.list : *s.accumulate_list);
+    s.submit_frame(!update ? Kind::Accumulate : s.trace && s.timed() ? Kind::Timed : Kind::Update);
   }
   s.phase = update ? 0 : s.phase + 1;
   if (update && s.step.plan.hyper) ++s.steps;
+  return s.last_step;
 }
 void Session::wait() {
   {
@@ -437,7 +569,7 @@ double Session::last_step_gpu_ms() {
     throw SessionError("[Session::last_step_gpu_ms] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
                        "on a device with timestamp queries, got gpu_timing " +
                        std::string(impl_->config.gpu_timing ? "on" : "off") + " on " + impl_->device->caps().name);
-  const std::vector<double> t = impl_->device->timestamps(*impl_->list);
+  const std::vector<double> t = impl_->device->timestamps(*impl_->frames[impl_->last_update_frame].list);
   return (t.at(1) - t.at(0)) * 1e-6;
 }
 

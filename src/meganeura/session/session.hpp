@@ -55,6 +55,10 @@ struct SessionConfig {
   std::string trace_path;               // MEGANEURA_TRACE
   bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
                                         // winners are not timed again, so only the first build pays)
+  // Steps that may be queued on the GPU at once, each with its own staging for inputs and the learning rate
+  // and its own readback of the outputs (docs/architecture.md, "frames in flight"). 1: every step() waits for
+  // the one before it to finish.
+  int frames_in_flight = 3;
 
   static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
   static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
@@ -174,12 +178,20 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
+  // Inputs and the learning rate go to the next step's staging, copied in by that step: they never wait for
+  // running steps, only for the step that last used the same frame (frames_in_flight steps back).
   void set_input(const std::string& name, std::span<const float> data);
   void set_input(const std::string& name, std::span<const int32_t> data);
+  // Parameters, optimizer state, gradients and debug reads wait for every submitted step first.
   void set_parameter(const std::string& name, std::span<const float> data);
   std::vector<float> read_parameter(const std::string& name);
+  // The output of the latest step (waits for it).
   std::vector<float> read_output(size_t index);
   std::vector<float> read_output(const std::string& name);
+  // The output of step `step` (an id from step()); waits for that step only. SessionError naming the step once
+  // frames_in_flight later steps were submitted (its frame's readback was reused).
+  std::vector<float> read_output(size_t index, uint64_t step);
+  std::vector<float> read_output(const std::string& name, uint64_t step);
   // The value of a named node after step() and wait(): in a debug session (SessionConfig::debug()) every value
   // the step computes; otherwise only stored ones. Throws NodeReadError with the reason and the kernel involved.
   std::vector<float> read_node_by_name(const std::string& name);
@@ -193,10 +205,11 @@ class Session {
   uint64_t optimizer_step() const;  // updates applied so far (Adam's bias-correction count)
   void set_optimizer_step(uint64_t step);  // also drops a partly accumulated update
 
-  // Submits the recorded step; returns at once. With grad_accumulation k, every k-th call updates and the
-  // others only accumulate gradients.
-  void step();
-  void wait();  // blocks until the step finished
+  // Submits the recorded step and returns its id (1, 2, ...) at once; up to frames_in_flight steps queue on the
+  // GPU (a step waits only for the one frames_in_flight steps before it). With grad_accumulation k, every k-th
+  // call updates and the others only accumulate gradients.
+  uint64_t step();
+  void wait();  // blocks until every submitted step finished
   void run() { step(); wait(); }
   // step() + wait(), then scans the outputs (and gradients) for NaN/Inf — in a debug session every stored value —
   // and reports the first offending one. Not a root-cause guarantee: see NanReport.

@@ -2,6 +2,7 @@
 // Private to session/: the state behind a Session, shared by session.cpp (build, step, I/O), debug.cpp
 // (read_node_by_name, step_debug), profile.cpp (GPU timing profiles) and trace.cpp (timelines).
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,25 +21,56 @@ class SessionImpl {
   std::vector<runtime::Buffer> owned;       // buffers to free
   std::vector<runtime::Buffer> slot_buffer; // per plan slot
   std::vector<runtime::KernelId> kernel_of; // per dispatch
-  std::unique_ptr<runtime::CommandList> list;             // the step that updates (every step without accumulation)
-  std::unique_ptr<runtime::CommandList> accumulate_list;  // gradient accumulation: the step that only accumulates
   std::string matmul_tiers;  // the matmul self-test's report (Mixed16 sessions), for plan dumps
   std::string tune_report;   // SessionConfig::tune: what build's tuning changed, for plan dumps
   float learning_rate = 0.0f;
   uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
   int phase = 0;       // micro-steps accumulated since the last update
 
+  // Frames in flight (SessionConfig::frames_in_flight): step t (1, 2, ...) runs in frame (t-1) % frames. A frame
+  // has host-visible staging for every input and the learning rate, a readback area for every output, and its
+  // own recorded lists, which copy the staging in first and the outputs out last: the host fills the next
+  // frame while earlier steps run, and waits only for a frame it reuses.
+  struct Staged {                    // an input, or the learning rate (the hyper block's first word)
+    NodeId node;                     // invalid for the learning rate
+    runtime::Buffer dst;
+    uint64_t offset = 0, bytes = 0;  // in every frame's staging
+    uint64_t version = 0;            // bumped by each set_input / set_learning_rate
+    size_t newest = 0;               // a frame whose staging holds that version
+  };
+  struct Frame {
+    runtime::Buffer staging, readback;
+    std::byte* staging_map = nullptr;
+    const std::byte* readback_map = nullptr;
+    std::vector<uint64_t> versions;  // per Staged: the version this frame's staging holds
+    // The step that updates (every step without accumulation); with gradient accumulation the step that only
+    // accumulates; with GPU timing the timed step (below).
+    std::unique_ptr<runtime::CommandList> list, accumulate_list, timed_list;
+    uint64_t step = 0, submission = 0;  // the frame's latest step and its device submission; 0: none
+    double traced_us = -1;              // trace clock at a traced submission whose GPU spans are not collected
+  };
+  std::vector<Staged> staged;
+  std::vector<uint64_t> readback_offset;  // per output, in every frame's readback
+  std::vector<Frame> frames;
+  uint64_t last_step = 0;        // steps submitted
+  size_t last_update_frame = 0;  // frame of the latest updating step
+  enum class ListKind : uint8_t { Update, Accumulate, Timed };
+  // Waits for the next frame's previous step, brings its staging up to date, submits its list of `kind` and
+  // returns that list (session.cpp). Step bookkeeping (phase, optimizer steps) is the caller's.
+  runtime::CommandList& submit_frame(ListKind kind);
+
   // GPU timing (SessionConfig::gpu_timing, or a trace): a second recording of the step with a barrier and two
   // timestamps around every dispatch (query 2i before dispatch i, 2i+1 after it); the normal list then carries
   // two timestamps around the whole step (grouped execution, the baseline of the overhead figure).
-  std::unique_ptr<runtime::CommandList> timed_list;
   std::vector<size_t> timed_kernels;  // kernel index of each dispatch of `list` and `timed_list`
   std::vector<bool> barrier_before;   // of `list`
+  bool timed() const { return !frames.empty() && frames[0].timed_list != nullptr; }
   // MEGANEURA_TRACE: the process-wide trace for that path; steps then submit the timed list.
   Trace* trace = nullptr;
-  double submit_us = 0;            // trace clock at the last traced submission
-  bool gpu_spans_pending = false;  // a traced submission whose timestamps are not in the trace yet
-  void collect_gpu_spans();        // trace.cpp
+  void collect_gpu_spans(Frame& f);  // trace.cpp; waits for the frame's traced step
+  void collect_gpu_spans() {         // every frame's
+    for (Frame& f : frames) collect_gpu_spans(f);
+  }
 
   ~SessionImpl() {
     if (!device) return;
@@ -51,9 +83,7 @@ class SessionImpl {
       device->wait();
     } catch (...) {
     }
-    timed_list.reset();
-    list.reset();
-    accumulate_list.reset();
+    frames.clear();
     for (const runtime::Buffer& b : owned) device->free(b);
   }
 
@@ -77,7 +107,7 @@ class SessionImpl {
 
   const runtime::Buffer& buffer_of(NodeId n) const { return slot_buffer.at(step.plan.slot(step.kernels, n)); }
 
-  void upload_value(const std::string& fn, NodeId n, const void* data, size_t count, DType given) {
+  void check_value(const std::string& fn, NodeId n, size_t count, DType given) const {
     const Node& nd = step.graph.node(n);
     size_t want = size_t(numel(nd.shape));
     if (count != want)
@@ -87,24 +117,34 @@ class SessionImpl {
     if (int_node != (given == DType::I32))
       throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" + nd.prov.name +
                          "', got " + dtype_name(given));
+  }
+  void upload_value(const std::string& fn, NodeId n, const void* data, size_t count, DType given) {
+    check_value(fn, n, count, given);
     device->upload(buffer_of(n), data, count * 4);
   }
 
-  std::vector<float> download_value(NodeId n) {
-    const Node& nd = step.graph.node(kernels_storage(n));
-    size_t count = size_t(numel(step.graph.node(n).shape));
-    device->wait();
-    if (nd.dtype == DType::F32) {
-      std::vector<float> out(count);
-      if (count) device->download(buffer_of(n), out.data(), count * 4);
+  // n's value from 4-byte words (f32, or integers shown as floats).
+  std::vector<float> to_floats(NodeId n, const void* words) const {
+    const DType dt = step.graph.node(kernels_storage(n)).dtype;
+    const size_t count = size_t(numel(step.graph.node(n).shape));
+    std::vector<float> out(count);
+    if (count == 0) return out;
+    if (dt == DType::F32) {
+      std::memcpy(out.data(), words, count * 4);
       return out;
     }
     std::vector<int32_t> raw(count);
-    if (count) device->download(buffer_of(n), raw.data(), count * 4);
-    std::vector<float> out(count);
-    for (size_t i = 0; i < count; ++i)
-      out[i] = nd.dtype == DType::U32 ? float(uint32_t(raw[i])) : float(raw[i]);
+    std::memcpy(raw.data(), words, count * 4);
+    for (size_t i = 0; i < count; ++i) out[i] = dt == DType::U32 ? float(uint32_t(raw[i])) : float(raw[i]);
     return out;
+  }
+
+  std::vector<float> download_value(NodeId n) {
+    size_t count = size_t(numel(step.graph.node(n).shape));
+    device->wait();
+    std::vector<int32_t> raw(count);
+    if (count) device->download(buffer_of(n), raw.data(), count * 4);
+    return to_floats(n, raw.data());
   }
   NodeId kernels_storage(NodeId n) const { return step.kernels.storage_of(n); }
 };

@@ -81,10 +81,11 @@ Trace::Scope::~Scope() {
   if (t_) t_->cpu_span(name_, category_, begin_, now_us());
 }
 
-void SessionImpl::collect_gpu_spans() {
-  if (!trace || !gpu_spans_pending || !timed_list) return;
-  gpu_spans_pending = false;
-  std::vector<double> ts = device->timestamps(*timed_list);
+void SessionImpl::collect_gpu_spans(Frame& f) {
+  if (!trace || f.traced_us < 0 || !f.timed_list) return;
+  const double submit_us = f.traced_us;
+  f.traced_us = -1;
+  std::vector<double> ts = device->timestamps(*f.timed_list);
   if (ts.empty()) return;
   // The GPU clock is not the CPU's: dispatches are placed relative to the submission's CPU time.
   const double t0 = ts[0];
