@@ -20,9 +20,12 @@ namespace {
 // y_hat = x @ w + b with x [B, 2], w [2, 1], b [1]; loss = mean((y_hat - y)^2). Stands in for a Session:
 // its step applies fused SGD (with momentum, whose buffers are its optimizer state) and accumulates
 // gradients over grad_accumulation steps, as a session does.
+// Steps run at submit_step; with depth > 1 it pretends to queue them as a session does, and checks that the
+// Trainer reads each loss once, in order, with at most `depth` steps unread.
 class FakeLinear : public TrainTarget {
  public:
-  FakeLinear(int64_t batch, OptimizerConfig opt) : batch_(batch), opt_(opt), lr_(opt.learning_rate) {}
+  FakeLinear(int64_t batch, OptimizerConfig opt, int depth = 1)
+      : batch_(batch), opt_(opt), lr_(opt.learning_rate), depth_(depth) {}
   std::vector<float> w{0.1f, -0.1f}, b{0.0f};
   std::vector<float> mw{0, 0}, mb{0};  // momentum
   std::vector<double> lrs_seen;
@@ -36,7 +39,20 @@ class FakeLinear : public TrainTarget {
     return {{"w", TensorRole::Parameter, DType::F32, {2, 1}}, {"b", TensorRole::Parameter, DType::F32, {1}}};
   }
   void set_input(const std::string& name, const DataTensor& v) override { (name == "x" ? x_ : y_) = v.f32; }
-  double run_step() override {
+  uint64_t submit_step() override {
+    EXPECT_LT(unread_.size(), size_t(depth_)) << "more than steps_in_flight() steps submitted";
+    unread_.push_back(run_step());
+    return ++submitted;
+  }
+  double step_loss(uint64_t id) override {
+    EXPECT_EQ(id, submitted - unread_.size() + 1) << "losses read out of order";
+    const double loss = unread_.front();
+    unread_.erase(unread_.begin());
+    return loss;
+  }
+  int steps_in_flight() const override { return depth_; }
+  uint64_t submitted = 0;
+  double run_step() {
     ++runs;
     double loss = 0;
     for (int64_t r = 0; r < batch_; ++r) {
@@ -91,6 +107,8 @@ class FakeLinear : public TrainTarget {
   double acc_[3] = {0, 0, 0};
   int phase_ = 0;
   std::vector<float> x_, y_;
+  int depth_;
+  std::vector<double> unread_;
 };
 
 std::shared_ptr<TensorDataset> line_data(int n) {
@@ -129,8 +147,8 @@ struct Setup {
   std::unique_ptr<Trainer> trainer;
 };
 
-Setup make(TrainConfig c, OptimizerConfig opt = sgd(0.1)) {
-  auto m = std::make_unique<FakeLinear>(c.batch_size, opt);
+Setup make(TrainConfig c, OptimizerConfig opt = sgd(0.1), int depth = 1) {
+  auto m = std::make_unique<FakeLinear>(c.batch_size, opt, depth);
   FakeLinear* raw = m.get();
   return {raw, std::make_unique<Trainer>(std::move(m), std::move(c))};
 }
@@ -234,6 +252,53 @@ TEST(Trainer, CallbacksStopAndHistoryRenderings) {
   EXPECT_GT(fs::file_size(p), 100u);
   fs::remove(p);
   EXPECT_THROW(h.save("history.txt"), ConfigError);
+}
+
+// A target that queues 3 steps: the same losses, history and parameters as a synchronous one (the learning
+// rate of each step is set before it is submitted), step callbacks run late, and a stop finishes the steps
+// already submitted.
+TEST(Trainer, PipelinedTargetMatchesSynchronousAndStopsAfterSubmittedSteps) {
+  TrainConfig c = quiet(8);
+  c.schedule.kind = ScheduleKind::Cosine;
+  c.epochs = 3;
+  auto sync = make(c, sgd(0.2, 0.5, 2));
+  auto piped = make(c, sgd(0.2, 0.5, 2), 3);
+  DataLoader l1(line_data(40), {.batch_size = 8, .shuffle = true, .seed = 5});
+  DataLoader l2(line_data(40), {.batch_size = 8, .shuffle = true, .seed = 5});
+  std::vector<uint64_t> submitted_at_callback;
+  piped.trainer->on_step([&](const StepEvent&) { submitted_at_callback.push_back(piped.model->submitted); });
+  const History& a = sync.trainer->train(l1, 3);
+  const History& b = piped.trainer->train(l2, 3);
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_EQ(a.steps[i].step, b.steps[i].step);
+    EXPECT_EQ(a.steps[i].loss, b.steps[i].loss);
+    EXPECT_EQ(a.steps[i].lr, b.steps[i].lr);
+  }
+  ASSERT_EQ(a.epochs.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(a.epochs[e].train_loss, b.epochs[e].train_loss);
+  EXPECT_EQ(sync.model->w, piped.model->w);
+  EXPECT_EQ(sync.model->b, piped.model->b);
+  EXPECT_EQ(sync.model->lrs_seen, piped.model->lrs_seen);
+  // 5 steps per epoch: callbacks see steps 1..3 once 3 were submitted, then one behind each new submission;
+  // the queue drains at each epoch end.
+  ASSERT_EQ(submitted_at_callback.size(), 15u);
+  const std::vector<uint64_t> first_epoch(submitted_at_callback.begin(), submitted_at_callback.begin() + 5);
+  EXPECT_EQ(first_epoch, (std::vector<uint64_t>{3, 4, 5, 5, 5}));
+
+  auto stop = make(quiet(8), sgd(0.1), 3);
+  int seen = 0;
+  stop.trainer->on_step([&](const StepEvent& e) {
+    EXPECT_EQ(e.step, ++seen);
+    EXPECT_EQ(e.step_in_epoch, seen);
+    if (seen == 2) stop.trainer->request_stop();
+  });
+  DataLoader l3(line_data(64), {.batch_size = 8, .shuffle = false});
+  const History& h = stop.trainer->train(l3, 1);
+  EXPECT_EQ(stop.model->runs, 4);  // steps 3 and 4 were queued when step 2 asked to stop
+  EXPECT_EQ(seen, 4);
+  ASSERT_EQ(h.epochs.size(), 1u);
+  EXPECT_EQ(h.epochs[0].steps, 4);
 }
 
 TEST(Trainer, ResumeFromCheckpointMatchesUninterruptedTraining) {

@@ -41,9 +41,8 @@ void SessionTarget::set_input(const std::string& name, const DataTensor& value) 
   else session_.set_input(name, std::span<const float>(value.f32));
 }
 
-double SessionTarget::run_step() {
-  session_.run();
-  const std::vector<float> loss = session_.read_output(loss_output_);
+double SessionTarget::step_loss(uint64_t id) {
+  const std::vector<float> loss = session_.read_output(loss_output_, id);
   if (loss.empty()) throw SessionError("[Trainer] expected a loss value in output " + std::to_string(loss_output_) +
                                        ", got an empty output");
   return loss[0];

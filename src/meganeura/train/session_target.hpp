@@ -15,7 +15,9 @@ class SessionTarget : public TrainTarget {
   std::vector<TensorInfo> inputs() const override;
   std::vector<TensorInfo> parameters() const override;
   void set_input(const std::string& name, const DataTensor& value) override;
-  double run_step() override;
+  uint64_t submit_step() override { return session_.step(); }
+  double step_loss(uint64_t id) override;
+  int steps_in_flight() const override { return session_.config().frames_in_flight; }
   OptimizerConfig fused_optimizer() const override;
   void set_learning_rate(double lr) override { session_.set_learning_rate(lr); }
   std::vector<float> read_parameter(const std::string& name) override { return session_.read_parameter(name); }

@@ -17,9 +17,14 @@ class TrainTarget {
   virtual std::vector<TensorInfo> inputs() const = 0;
   virtual std::vector<TensorInfo> parameters() const = 0;
   virtual void set_input(const std::string& name, const DataTensor& value) = 0;
-  // Forward, backward and the fused update (with gradient accumulation k, only every k-th call updates; the
-  // others add their gradients up); returns the loss.
-  virtual double run_step() = 0;
+  // Queues forward, backward and the fused update (with gradient accumulation k, only every k-th call updates;
+  // the others add their gradients up) with the inputs and learning rate set so far; returns the step's id. A
+  // synchronous target runs the step here.
+  virtual uint64_t submit_step() = 0;
+  // The loss of a submitted step, once it finished. The Trainer asks for every id once, in submission order,
+  // and never lets more than steps_in_flight() steps wait for it.
+  virtual double step_loss(uint64_t id) = 0;
+  virtual int steps_in_flight() const { return 1; }
   virtual OptimizerConfig fused_optimizer() const = 0;  // the update rule inside run_step
   virtual void set_learning_rate(double lr) = 0;
   virtual std::vector<float> read_parameter(const std::string& name) = 0;

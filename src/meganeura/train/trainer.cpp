@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/train/progress.hpp"
@@ -102,30 +103,28 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
   Progress progress(out_, config_.progress, config_.log_interval);
   stop_ = false;
   double applied_lr = -1;
+  // Steps submitted but not yet accounted for, oldest first: the target runs up to steps_in_flight() of them
+  // while the host prepares the next batch.
+  struct Submitted {
+    uint64_t id;
+    int64_t micro_step, step_in_epoch;
+    double lr;
+  };
+  std::deque<Submitted> in_flight;
+  const size_t depth = static_cast<size_t>(std::max(1, target_->steps_in_flight()));
   for (int e = 0; e < epochs && !stop_; ++e) {
     const int epoch = epochs_done_;
     loader.start_epoch(static_cast<uint64_t>(epoch));
     progress.begin_epoch(epoch, epochs_done_ - e + epochs, full_batches);
     const double t0 = now_s();
     double epoch_loss = 0, interval_loss = 0;
-    int64_t steps = 0, interval_steps = 0;
+    int64_t steps = 0, submitted = 0, interval_steps = 0;
     double interval_t0 = t0;
-    while (auto batch = loader.next()) {
-      if (batch->rows < loader.batch_size()) continue;  // a compiled step has a fixed batch size
-      check_batch(*batch);
-      // The rate of the update this micro-batch contributes to; only the updating step reads it.
-      lr_ = learning_rate_at(config_.schedule, optimizer_.learning_rate, update_step_, total_updates);
-      if (lr_ != applied_lr) {
-        target_->set_learning_rate(lr_);
-        applied_lr = lr_;
-      }
-      set_inputs(*batch);
-      const double loss = target_->run_step();
-      if (++micro_in_update_ == accumulation) {
-        micro_in_update_ = 0;
-        ++update_step_;
-      }
-      ++micro_step_;
+    // The oldest submitted step's loss, history, progress and callbacks.
+    auto finish_oldest = [&] {
+      const Submitted sub = in_flight.front();
+      in_flight.pop_front();
+      const double loss = target_->step_loss(sub.id);
       ++steps;
       ++interval_steps;
       epoch_loss += loss;
@@ -135,16 +134,35 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
       // A single step's loss is noisy: show the mean since the last history point.
       progress.step(steps, interval_loss / static_cast<double>(interval_steps), rate);
       if (interval_steps >= config_.log_interval) {
-        history_.steps.push_back({micro_step_, epoch, interval_loss / static_cast<double>(interval_steps), lr_,
+        history_.steps.push_back({sub.micro_step, epoch, interval_loss / static_cast<double>(interval_steps), sub.lr,
                                   static_cast<double>(interval_steps) / std::max(1e-9, now - interval_t0)});
         interval_loss = 0;
         interval_steps = 0;
         interval_t0 = now;
       }
-      const StepEvent ev{micro_step_, epoch, steps, loss, lr_};
+      const StepEvent ev{sub.micro_step, epoch, sub.step_in_epoch, loss, sub.lr};
       for (auto& cb : step_callbacks_) cb(ev);
-      if (stop_) break;
+    };
+    while (!stop_) {
+      auto batch = loader.next();
+      if (!batch) break;
+      if (batch->rows < loader.batch_size()) continue;  // a compiled step has a fixed batch size
+      check_batch(*batch);
+      // The rate of the update this micro-batch contributes to; only the updating step reads it.
+      lr_ = learning_rate_at(config_.schedule, optimizer_.learning_rate, update_step_, total_updates);
+      if (lr_ != applied_lr) {
+        target_->set_learning_rate(lr_);
+        applied_lr = lr_;
+      }
+      set_inputs(*batch);
+      in_flight.push_back({target_->submit_step(), ++micro_step_, ++submitted, lr_});
+      if (++micro_in_update_ == accumulation) {
+        micro_in_update_ = 0;
+        ++update_step_;
+      }
+      if (in_flight.size() >= depth) finish_oldest();
     }
+    while (!in_flight.empty()) finish_oldest();  // before the epoch's summary and evaluation
     if (interval_steps > 0)
       history_.steps.push_back({micro_step_, epoch, interval_loss / static_cast<double>(interval_steps), lr_,
                                 static_cast<double>(interval_steps) / std::max(1e-9, now_s() - interval_t0)});

@@ -2,6 +2,12 @@
 // Trainer: runs epochs of a loader through a TrainTarget (usually a compiled Session), with learning-rate
 // schedules, progress output, evaluation, callbacks, history and checkpoints. The update itself (clipping
 // and gradient accumulation included) runs inside the target's step.
+//
+// Steps are pipelined: the Trainer keeps up to target().steps_in_flight() steps (a session's frames_in_flight)
+// submitted and accounts for a step — its loss, history, progress, step callbacks — only when it has to wait
+// for it, so a step callback for step k runs after later steps were submitted (with their inputs and learning
+// rates already fixed), and update_step() / last_learning_rate() are those of the latest submitted step. The
+// queue drains at every epoch end, before the summary and evaluation.
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -44,7 +50,9 @@ class Trainer : public TensorStore {
   void set_evaluator(std::function<EvalResult()> evaluator) { evaluator_ = std::move(evaluator); }
   void on_step(std::function<void(const StepEvent&)> fn) { step_callbacks_.push_back(std::move(fn)); }
   void on_epoch_end(std::function<void(const EpochRecord&)> fn) { epoch_callbacks_.push_back(std::move(fn)); }
-  void request_stop() { stop_ = true; }  // from a callback: ends train() after the current step
+  // From a callback: submits no further step; train() returns once the steps already submitted have finished
+  // (their losses, history and callbacks included).
+  void request_stop() { stop_ = true; }
   void set_output(std::FILE* out) { out_ = out; }  // progress stream (stderr by default)
 
   const History& history() const { return history_; }
