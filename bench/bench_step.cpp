@@ -1,8 +1,10 @@
 // Whole compiled steps on a GPU, one JSON line per measurement (issue 7; the torch twin is
 // scripts/device/bench_torch.py, the table scripts/device/bench_table.py):
 //   * the README MLP (784-128-10, batch 32, no biases, one-hot cross-entropy) training step with SGD (lr 0.1)
-//     and Adam (lr 1e-3), F32 and Mixed16: wall time of run() (submit + fence wait; the mean of --steps steps
-//     after warm-up) and GPU time (two timestamps around the recorded step, median of --gpu-steps);
+//     and Adam (lr 1e-3), F32 and Mixed16: wall time per step synchronised each step (run(): submit + fence
+//     wait; wall_ms_mean, the mean of --steps steps after warm-up) and pipelined (step() --steps times, then one
+//     wait; wall_ms_pipelined: up to frames_in_flight steps queued), and GPU time (two timestamps around the
+//     recorded step, its input and output copies included; median of --gpu-steps);
 //   * a fused pointwise kernel, out = x·1.5 + y over N floats (inference session, one dispatch): GPU time and
 //     bandwidth, bytes = 3·4·N (two reads, one write).
 //   bench_step                                   defaults for the H200
@@ -74,10 +76,16 @@ void mlp(const Args& args, OptimizerKind kind, Precision precision) {
   s.set_parameter("w1", random_vec(784 * 128, rng, 0.05f));
   s.set_parameter("w2", random_vec(1280, rng, 0.1f));
   for (int i = 0; i < args.warmup; ++i) s.run();
+  double pipelined_ms = 0;
   auto measure = [&](double& wall_ms, std::vector<double>& gpu) {
-    const auto t0 = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    auto t0 = clock::now();
     for (int i = 0; i < args.steps; ++i) s.run();
-    wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / args.steps;
+    wall_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / args.steps;
+    t0 = clock::now();
+    for (int i = 0; i < args.steps; ++i) s.step();
+    s.wait();
+    pipelined_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / args.steps;
     gpu.clear();
     for (int i = 0; i < args.gpu_steps; ++i) {
       s.run();
@@ -102,9 +110,11 @@ void mlp(const Args& args, OptimizerKind kind, Precision precision) {
   }
   const float loss = s.read_output(0).at(0);
   std::printf("{\"bench\":\"vk_mlp_step\",\"device\":\"%s\",\"optimizer\":\"%s\",\"precision\":\"%s\",\"steps\":%d,"
-              "\"wall_ms_mean\":%.5f,\"gpu_ms_median\":%.5f,\"gpu_ms_best\":%.5f,\"final_loss\":%.5f%s}\n",
+              "\"wall_ms_mean\":%.5f,\"wall_ms_pipelined\":%.5f,\"frames_in_flight\":%d,\"gpu_ms_median\":%.5f,"
+              "\"gpu_ms_best\":%.5f,\"final_loss\":%.5f%s}\n",
               s.caps().name.c_str(), kind == OptimizerKind::Sgd ? "sgd" : "adam", precision_name(precision),
-              args.steps, wall_ms, median(gpu), *std::min_element(gpu.begin(), gpu.end()), loss, tuned.c_str());
+              args.steps, wall_ms, pipelined_ms, s.config().frames_in_flight, median(gpu),
+              *std::min_element(gpu.begin(), gpu.end()), loss, tuned.c_str());
   std::fflush(stdout);
 }
 

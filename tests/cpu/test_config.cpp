@@ -17,7 +17,7 @@ using meganeura::SessionConfig;
 
 const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
                        "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
-                       "MEGANEURA_TUNE"};
+                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT"};
 
 // Each test starts from a clean environment and restores what the process had.
 class ConfigEnv : public ::testing::Test {
@@ -151,6 +151,17 @@ TEST_F(ConfigEnv, MatmulTierAndPaths) {
   const std::string msg = error_of("MEGANEURA_MATMUL", "tensorcore");
   EXPECT_NE(msg.find("MEGANEURA_MATMUL"), std::string::npos);
   EXPECT_NE(msg.find("coopmat-khr"), std::string::npos);
+}
+
+TEST_F(ConfigEnv, FramesInFlight) {
+  EXPECT_EQ(SessionConfig::from_env().frames_in_flight, 3);
+  setenv("MEGANEURA_FRAMES_IN_FLIGHT", "1", 1);
+  EXPECT_EQ(SessionConfig::from_env().frames_in_flight, 1);
+  setenv("MEGANEURA_FRAMES_IN_FLIGHT", "16", 1);
+  EXPECT_EQ(SessionConfig::from_env().frames_in_flight, 16);
+  unsetenv("MEGANEURA_FRAMES_IN_FLIGHT");
+  for (const char* bad : {"0", "17", "-1", "3x", "003"})
+    EXPECT_NE(error_of("MEGANEURA_FRAMES_IN_FLIGHT", bad).find("1 to 16"), std::string::npos) << bad;
 }
 
 TEST_F(ConfigEnv, DebugKeepsEnvironmentAndTurnsOnDebugging) {

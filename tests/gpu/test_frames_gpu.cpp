@@ -227,3 +227,32 @@ TEST_F(FramesGpu, DeviceSubmissionIdsAndHostMemory) {
   dev.free(host);
   dev.free(gpu);
 }
+
+// Inputs and outputs above a frame's size limit (16 MiB) bypass the staging: uploaded when set, read from the
+// device for the latest step only; the small ones beside them still go through the frames.
+TEST_F(FramesGpu, LargeValuesBypassTheFrames) {
+  const int64_t n = (16 << 20) / 4 + 3;
+  Graph g;
+  const NodeId x = g.input("x", {n});
+  const NodeId a = g.input("a", {1});
+  g.set_outputs({g.named(g.mul(x, g.scalar(2.0)), "big"), g.named(g.mul(a, g.scalar(3.0)), "small")});
+  SessionConfig cfg = test::gpu_config();
+  cfg.training = false;
+  cfg.dump_plan.clear();
+  std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+  Session s = build(g, cfg, dev);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 1000);
+  s.set_input("x", v);
+  s.set_input("a", std::vector<float>{1.0f});
+  const uint64_t first = s.step();
+  s.set_input("a", std::vector<float>{2.0f});
+  const uint64_t second = s.step();
+  const std::vector<float> big = s.read_output("big", second);
+  ASSERT_EQ(big.size(), size_t(n));
+  EXPECT_EQ(big[0], 0.0f);
+  EXPECT_EQ(big[size_t(n - 1)], 2.0f * float((n - 1) % 1000));
+  EXPECT_THROW(s.read_output("big", first), SessionError);
+  EXPECT_EQ(s.read_output("small", first).at(0), 3.0f);
+  EXPECT_EQ(s.read_output("small", second).at(0), 6.0f);
+}

@@ -73,6 +73,18 @@ std::string parse_matmul(const char* var, const std::string& value) {
   reject(var, value, "one of auto, scalar, coopmat-nv, coopmat-khr");
 }
 
+int parse_frames(const char* var, const std::string& value) {
+  const char* accepted = "a whole number of steps from 1 to 16";
+  if (value.empty() || value.size() > 2) reject(var, value, accepted);
+  int n = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') reject(var, value, accepted);
+    n = n * 10 + (c - '0');
+  }
+  if (n < 1 || n > 16) reject(var, value, accepted);
+  return n;
+}
+
 std::string default_cache_dir() {
   if (auto xdg = env("XDG_CACHE_HOME")) return *xdg + "/meganeura";
   if (auto home = env("HOME")) return *home + "/.cache/meganeura";
@@ -93,6 +105,7 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_GPU_TIMING")) c.gpu_timing = parse_bool("MEGANEURA_GPU_TIMING", *v);
   if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
   if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
+  if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT")) c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
   return c;
 }
 

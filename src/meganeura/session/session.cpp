@@ -63,6 +63,12 @@ void allocate(SessionImpl& s) {
   if (plan.hyper) s.learning_rate = float(s.config.optimizer.learning_rate);
 }
 
+// Inputs and outputs larger than this skip the frames: such an input is uploaded when set (after every
+// submitted step finished), such an output downloaded when read (only the latest step's). Copying them
+// through staging on every step would cost more than queueing saves, and a value set once would be copied
+// again every step.
+constexpr uint64_t kFrameValueBytes = 16ull << 20;
+
 // Each frame's staging (inputs, then the learning rate) and readback (outputs), 16-byte aligned entries.
 void allocate_frames(SessionImpl& s) {
   const int frames = s.config.frames_in_flight;
@@ -74,6 +80,7 @@ void allocate_frames(SessionImpl& s) {
   for (NodeId in : st.graph.inputs()) {
     if (!st.plan.slot_of.count(st.kernels.storage_of(in))) continue;  // nothing reads it
     const uint64_t bytes = uint64_t(numel(st.graph.node(in).shape)) * 4;
+    if (bytes > kFrameValueBytes) continue;
     s.staged.push_back({in, s.buffer_of(in), staging, bytes});
     staging = align(staging + bytes);
   }
@@ -82,8 +89,9 @@ void allocate_frames(SessionImpl& s) {
     staging = align(staging + 4);
   }
   for (NodeId o : st.outputs) {
-    s.readback_offset.push_back(readback);
-    readback = align(readback + uint64_t(numel(st.graph.node(o).shape)) * 4);
+    const uint64_t bytes = uint64_t(numel(st.graph.node(o).shape)) * 4;
+    s.readback_offset.push_back(bytes > kFrameValueBytes ? UINT64_MAX : readback);
+    if (bytes <= kFrameValueBytes) readback = align(readback + bytes);
   }
   runtime::Device& dev = *s.device;
   s.frames.resize(size_t(frames));
@@ -185,7 +193,8 @@ void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::Comman
   for (size_t i = 0; i < s.step.outputs.size(); ++i) {
     const NodeId o = s.step.outputs[i];
     const uint64_t bytes = uint64_t(numel(s.step.graph.node(o).shape)) * 4;
-    if (bytes) list.copy(s.buffer_of(o), runtime::slice(f.readback, s.readback_offset[i], bytes), bytes);
+    if (bytes && s.readback_offset[i] != UINT64_MAX)
+      list.copy(s.buffer_of(o), runtime::slice(f.readback, s.readback_offset[i], bytes), bytes);
   }
 }
 
@@ -363,7 +372,8 @@ void stage_input(SessionImpl& s, const std::string& name, const void* data, size
   const NodeId n = s.leaf_id("set_input", name, Op::Input);
   s.check_value("set_input", n, count, given);
   for (size_t i = 0; i < s.staged.size(); ++i)
-    if (s.staged[i].node == n) stage(s, i, data);
+    if (s.staged[i].node == n) return stage(s, i, data);
+  if (s.step.plan.slot_of.count(s.kernels_storage(n))) s.device->upload(s.buffer_of(n), data, count * 4);
 }
 
 }  // namespace
@@ -433,6 +443,13 @@ std::vector<float> read_step_output(SessionImpl& s, size_t index, uint64_t step)
                        std::to_string(step) + ": its frame " + std::to_string(frame) + " now holds step " +
                        std::to_string(f.step) + " (frames_in_flight " + std::to_string(s.frames.size()) +
                        "; read a step's outputs before that many later steps are submitted)");
+  if (s.readback_offset[index] == UINT64_MAX) {  // a large output: on the device, the latest step's only
+    if (step != s.last_step)
+      throw SessionError("[Session::read_output] expected the latest step (" + std::to_string(s.last_step) +
+                         ") for output " + std::to_string(index) + ", larger than a frame's readback holds, got step " +
+                         std::to_string(step));
+    return s.download_value(s.step.outputs[index]);
+  }
   s.device->wait(f.submission);
   return s.to_floats(s.step.outputs[index], f.readback_map + s.readback_offset[index]);
 }

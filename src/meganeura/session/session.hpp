@@ -57,7 +57,7 @@ struct SessionConfig {
                                         // winners are not timed again, so only the first build pays)
   // Steps that may be queued on the GPU at once, each with its own staging for inputs and the learning rate
   // and its own readback of the outputs (docs/architecture.md, "frames in flight"). 1: every step() waits for
-  // the one before it to finish.
+  // the one before it to finish. MEGANEURA_FRAMES_IN_FLIGHT.
   int frames_in_flight = 3;
 
   static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
