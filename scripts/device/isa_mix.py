@@ -12,13 +12,17 @@ dropped in the base (`HMMA`).
 
 pipeline_stats files are split at their `=== title ===` lines; each representation / SPIR-V section is
 counted on its own (the `executable` sections hold statistics, not code, and are skipped unless
---all-sections). A file without such lines is one section. Standard library only (Debian python3).
+--all-sections). A file without such lines is one section. A binary representation (`.bin`) that is an ELF file
+(a cubin, on NVIDIA) is disassembled with nvdisasm or cuobjdump -sass when either is on PATH, else named on
+stderr. Standard library only (Debian python3).
 """
 import argparse
 import collections
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 SECTION = re.compile(r"^=== (.*) ===\s*$")
@@ -105,12 +109,26 @@ def verdict(base):
     return "no tensor-core MMA instruction in this text"
 
 
+def disassemble_binary(path):
+    """Text of a binary representation pipeline_stats wrote (.bin): an ELF (a cubin, on NVIDIA) goes through
+    nvdisasm or cuobjdump -sass when one is on PATH; None otherwise (the caller says why)."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            return None, "not an ELF file"
+    for tool in (["nvdisasm", "-c", path], ["cuobjdump", "-sass", path]):
+        if shutil.which(tool[0]):
+            r = subprocess.run(tool, capture_output=True, text=True, check=False)
+            if r.returncode == 0 and r.stdout.strip():
+                return r.stdout, tool[0]
+    return None, "an ELF file that no nvdisasm or cuobjdump on PATH disassembled"
+
+
 def files(paths):
     for p in paths:
         if os.path.isdir(p):
             for root, _, names in os.walk(p):
                 for n in sorted(names):
-                    if n.endswith((".txt", ".sass", ".ptx", ".nir", ".ll", ".spvasm", ".asm")):
+                    if n.endswith((".txt", ".sass", ".ptx", ".nir", ".ll", ".spvasm", ".asm", ".bin")):
                         yield os.path.join(root, n)
         else:
             yield p
@@ -123,8 +141,19 @@ def main(argv):
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--all-sections", action="store_true", help="also count `executable` (statistics) sections")
     a = ap.parse_args(argv)
-    report = []
+    report, notes = [], []
     for path in sorted(set(files(a.paths))):
+        if path.endswith(".bin"):
+            text, how = disassemble_binary(path)
+            if text is None:
+                notes.append(f"{path}: binary representation, {how}")
+                continue
+            full, base = mix(text.splitlines())
+            if full:
+                report.append({"file": path, "section": "disassembled by " + how, "instructions": sum(full.values()),
+                               "distinct": len(full), "verdict": verdict(base), "key": key_counts(base),
+                               "top": full.most_common(a.top), "base": dict(base.most_common())})
+            continue
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         for title, lines in sections(text, os.path.basename(path)):
@@ -136,11 +165,13 @@ def main(argv):
             report.append({"file": path, "section": title, "instructions": sum(full.values()),
                            "distinct": len(full), "verdict": verdict(base), "key": key_counts(base),
                            "top": full.most_common(a.top), "base": dict(base.most_common())})
+    for n in notes:
+        print("isa_mix: " + n, file=sys.stderr)
     if not report:
         print("isa_mix: no instruction-looking lines in " + " ".join(a.paths), file=sys.stderr)
         return 1
     if a.json:
-        json.dump({"sections": report}, sys.stdout, indent=1)
+        json.dump({"sections": report, "notes": notes}, sys.stdout, indent=1)
         print()
         return 0
     for r in report:

@@ -263,4 +263,16 @@ attributes #0 = { nounwind }
   EXPECT_EQ(nir["base"], (nlohmann::json{{"load_const", 1}, {"fadd", 1}, {"fmul", 1}, {"store_ssbo", 1}}));
   const nlohmann::json& llvm = mix["sections"][2];
   EXPECT_EQ(llvm["base"], (nlohmann::json{{"fadd", 1}, {"store", 1}, {"ret", 1}}));
+  // Binary representations (.bin) in a directory: an ELF that no disassembler reads, and something else, are
+  // named in the notes; the text file is still counted.
+  const fs::path dir = temp_dir() / "with-bin";
+  fs::create_directories(dir);
+  fs::copy_file(file, dir / "000_k.txt", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "000_k.0.0.bin", std::ios::binary) << "\x7f" "ELF not really";
+  std::ofstream(dir / "000_k.0.1.bin", std::ios::binary) << "opaque";
+  const nlohmann::json dmix = isa_mix(dir);
+  EXPECT_EQ(dmix["sections"].size(), 3u);
+  ASSERT_EQ(dmix["notes"].size(), 2u);
+  EXPECT_NE(dmix["notes"][0].get<std::string>().find("an ELF file that no nvdisasm"), std::string::npos);
+  EXPECT_NE(dmix["notes"][1].get<std::string>().find("not an ELF file"), std::string::npos);
 }
