@@ -6,6 +6,8 @@
 //   bench_matmul --tune [--mixed16]                a one-matmul session per size and layout, GPU time before and after
 //                                                  Session::tune_with (gpu_ms_untuned, gpu_ms_tuned, the variants)
 //   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)  --no-probe
+//            --variants scalar.64,scalar.128.k2,...  (kernels::MatmulVariant strings, instead of the tiers' defaults;
+//            each line's "variant" says what ran)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +30,7 @@ struct Args {
   std::vector<std::string> tiers = {"scalar", "coopmat-nv", "coopmat-khr"};
   std::vector<std::string> layouts = {"nn"};
   std::vector<std::string> tiles = {""};  // cooperative tiles, "" = the default
+  std::vector<std::string> variants;      // forced variants; empty: choose_variant per tier
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
   bool mixed16 = false;  // cooperative tiers read f32 buffers rounded on load (Mixed16 sessions)
@@ -51,6 +54,8 @@ Args parse(int argc, char** argv) {
       for (const auto& t : split(argv[++i])) a.sizes.push_back(static_cast<uint32_t>(std::stoul(t)));
     } else if (arg == "--tiers" && has_value) {
       a.tiers = split(argv[++i]);
+    } else if (arg == "--variants" && has_value) {
+      a.variants = split(argv[++i]);
     } else if (arg == "--tiles" && has_value) {
       a.tiles = split(argv[++i]);
     } else if (arg == "--layouts" && has_value) {
@@ -70,7 +75,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe] [--tune]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe] [--tune]\n");
       std::exit(2);
     }
   }
@@ -99,8 +104,10 @@ float value(uint64_t i, uint32_t salt) {
   return float(x & 0xffffff) / float(1 << 23) - 1.0f;
 }
 
-void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::string& tier_name, uint32_t n,
-         const std::string& layout, const std::string& tile, const Args& args) {
+// `forced`: a MatmulVariant string, or "" for the tier's choose_variant.
+void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string tier_name, uint32_t n,
+         const std::string& layout, const std::string& tile, const std::string& forced, const Args& args) {
+  if (!forced.empty()) tier_name = kernels::tier_name(kernels::MatmulVariant::parse(forced).tier);
   const MatmulTier tier = kernels::parse_tier(tier_name);
   kernels::MatmulShape s;
   s.m = s.n = s.k = n;
@@ -114,9 +121,14 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
                      "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
   std::vector<runtime::Buffer> bufs;
   try {
-    const kernels::MatmulKernel kern = kernels::select_matmul(
-        dev.caps(), s, tier, {}, tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(tile));
-    const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(kern, copt));
+    const kernels::MatmulVariant variant =
+        forced.empty() ? kernels::choose_variant(dev.caps(), s, tier,
+                                                 tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(tile))
+                       : kernels::MatmulVariant::parse(forced);
+    head += ",\"variant\":\"" + variant.to_string() + "\"";
+    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, variant);
+    std::vector<runtime::KernelId> ids;
+    for (const kernels::MatmulPass& pass : kern.passes) ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
     const uint64_t elems = uint64_t(n) * n, esize = f16 && !round ? 2 : 4;
     std::vector<float> host[2];
     for (int op = 0; op < 2; ++op) {
@@ -135,11 +147,13 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
       }
     }
     bufs.push_back(dev.alloc(elems * 4));
+    if (kern.scratch_bytes > 0) bufs.push_back(dev.alloc(kern.scratch_bytes));  // split-K partials
+    const runtime::Buffer scratch = kern.scratch_bytes > 0 ? bufs.back() : runtime::Buffer{};
     const uint32_t total = args.warmup + args.iters;
     auto list = dev.record(2 * total);
     for (uint32_t i = 0; i < total; ++i) {
       list->timestamp(2 * i);
-      kernels::record_matmul(*list, id, kern, bufs[0], bufs[1], bufs[2]);
+      kernels::record_matmul(*list, ids, kern, bufs[0], bufs[1], bufs[2], {}, scratch);
       list->timestamp(2 * i + 1);
       list->barrier();
     }
@@ -170,7 +184,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, const std::st
     std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
                 "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
                 head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
-                worst < 1e-4 ? "true" : "false", (kern.source.label + (round ? " f32-in" : "")).c_str(),
+                worst < 1e-4 ? "true" : "false", (kern.passes.front().source.label + (round ? " f32-in" : "")).c_str(),
                 args.optimize ? "true" : "false");
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
@@ -268,12 +282,17 @@ int main(int argc, char** argv) {
         for (uint32_t n : args.sizes) tune(n, layout, args);
       return 0;
     }
-    for (const std::string& tier : args.tiers) {
+    for (const std::string& v : args.variants) {
+      for (const std::string& layout : args.layouts) {
+        for (uint32_t n : args.sizes) run(*dev, copt, "", n, layout, "", v, args);
+      }
+    }
+    for (const std::string& tier : args.variants.empty() ? args.tiers : std::vector<std::string>{}) {
       for (const std::string& layout : args.layouts) {
         for (const std::string& tile : args.tiles) {
           const bool coop = tier.rfind("coopmat", 0) == 0;
           if (!coop && &tile != &args.tiles.front()) continue;  // tiles only vary the cooperative tiers
-          for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, coop ? tile : "", args);
+          for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, coop ? tile : "", "", args);
         }
       }
     }

@@ -12,6 +12,7 @@ inline runtime::DeviceCaps fake_caps() {
   c.max_shared_memory = 32768;
   c.min_storage_buffer_offset_alignment = 64;
   c.max_workgroup_count[0] = c.max_workgroup_count[1] = c.max_workgroup_count[2] = 65535;
+  c.compute_units = 8;  // small: the README MLP's matmuls fill it without split-K (one dispatch per kernel)
   return c;
 }
 

@@ -48,8 +48,9 @@ void expect_matches(MatmulTier tier, const MatmulShape& s, const kernels::Matmul
   EXPECT_TRUE(r.ok) << kernels::tier_name(tier) << " " << name(s) << ": " << r.detail;
 }
 
-// Every transpose combination, aligned and ragged, batched; small outputs take the scalar tier's 16x16 kernel,
-// the 1030x520 one its 128x128 kernel.
+// Every transpose combination, aligned and ragged, batched, with the tile the rule picks (on lavapipe, which
+// reports no compute units, 64 are assumed: small outputs take the 16x16 kernel, 1030x520 the 64x64 one); every
+// tile and split-K are forced in test_matmul_split.cpp.
 std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
   std::vector<MatmulShape> v;
   for (int t = 0; t < 4; ++t) {
@@ -57,7 +58,7 @@ std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
     v.push_back(shape(128, 128, 64, ta, tb, 1, in));
     v.push_back(shape(70, 45, 83, ta, tb, 2, in));
     v.push_back(shape(131, 9, 17, ta, tb, 1, in));
-    v.push_back(shape(1030, 520, 7, ta, tb, 1, in));  // 45 tiles of 128x128: the large-tile kernel
+    v.push_back(shape(1030, 520, 7, ta, tb, 1, in));  // 153 tiles of 64x64
   }
   return v;
 }
@@ -239,20 +240,20 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
         MatmulShape s = shape(128, 128, k, t & 1, t & 2, 1, variant == 2 ? MatmulInput::F32RoundF16 : MatmulInput::F16);
         const kernels::MatmulKernel kern = kernels::select_matmul(
             caps, s, MatmulTier::CoopMatKHR, doubled(epilogue));
-        ASSERT_TRUE(kern.rewrite_to_khr);
+        ASSERT_TRUE(kern.passes[0].rewrite_to_khr);
         // compile_glsl validates the NV module; an invalid one throws here.
-        const std::vector<uint32_t> nv = shader::compile_glsl(kern.source, compile_options()).spirv;
+        const std::vector<uint32_t> nv = shader::compile_glsl(kern.passes[0].source, compile_options()).spirv;
         auto before = opcode_counts(nv);
-        EXPECT_EQ(before[shader::spv::kOpTypeCoopMatNV], 3) << kern.source.label;
+        EXPECT_EQ(before[shader::spv::kOpTypeCoopMatNV], 3) << kern.passes[0].source.label;
         EXPECT_GT(before[shader::spv::kOpMulAddNV], 0);
         EXPECT_TRUE(has_capability(nv, shader::spv::kCapCoopMatNV));
 
         shader::CoopMatRewriteStats st;
-        const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, kern.source.label, &st);
+        const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, kern.passes[0].source.label, &st);
         auto after = opcode_counts(khr);
         for (uint32_t op : {shader::spv::kOpTypeCoopMatNV, shader::spv::kOpLoadNV, shader::spv::kOpStoreNV,
                             shader::spv::kOpMulAddNV, shader::spv::kOpLengthNV}) {
-          EXPECT_EQ(after.count(op), 0u) << "NV opcode " << op << " left in " << kern.source.label;
+          EXPECT_EQ(after.count(op), 0u) << "NV opcode " << op << " left in " << kern.passes[0].source.label;
         }
         EXPECT_EQ(after[shader::spv::kOpTypeCoopMatKHR], 3);
         EXPECT_EQ(after[shader::spv::kOpLoadKHR], before[shader::spv::kOpLoadNV]);
@@ -285,8 +286,8 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
       const MatmulShape s = shape(1024, 1024, 1024, t == 1, t == 2, 1, MatmulInput::F16);
       const kernels::MatmulKernel k =
           kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
-      EXPECT_EQ(k.grid[0] * kernels::CoopMatTile::parse(tile).bn, 1024u);
-      const runtime::KernelDesc d = kernels::build_matmul_kernel(k, compile_options());
+      EXPECT_EQ(k.passes[0].grid[0] * kernels::CoopMatTile::parse(tile).bn, 1024u);
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes[0], compile_options());
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
     }
   }

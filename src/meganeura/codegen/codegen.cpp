@@ -50,6 +50,10 @@ std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& 
     case Archetype::GradNorm: codegen::emit_grad_norm(e); break;
     case Archetype::ClipScale: codegen::emit_clip_scale(e); break;
   }
+  for (GeneratedKernel& b : e.before) {  // split-K's product pass
+    b.kernel = ki;
+    out.push_back(std::move(b));
+  }
   e.out.kernel = ki;
   out.push_back(std::move(e.out));
   // The tuning key covers the shader and its push constants (a matmul's shape travels there), not the variant.

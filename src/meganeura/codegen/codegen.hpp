@@ -4,6 +4,7 @@
 // sizes as specialization constants; shapes are baked into the source, so equal kernels dedupe by hash.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ namespace meganeura {
 
 // What a shader binding refers to; the session maps it to a buffer of the memory plan.
 struct Binding {
-  enum Kind : uint8_t { Value, Moment, Accumulator, Hyper } kind = Value;
-  NodeId node;          // Value: the storage node; Moment, Accumulator: the parameter
+  // Scratch: bytes only this kernel's dispatches use (split-K's partial products), planned in the activation
+  // arena for the kernel's level (MemoryPlan::scratch).
+  enum Kind : uint8_t { Value, Moment, Accumulator, Hyper, Scratch } kind = Value;
+  NodeId node;          // Value: the storage node; Moment, Accumulator: the parameter; Scratch: the kernel's root
   uint32_t moment = 0;
   bool write = false;
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
@@ -27,8 +30,9 @@ struct Binding {
 struct GeneratedKernel {
   std::string label;
   Archetype arch = Archetype::Pointwise;
-  size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its scatter's);
-                      // dispatch and kernel indices differ once a kernel needs two dispatches
+  size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its scatter's,
+                      // so does a split matmul's product pass); dispatch and kernel indices differ once a kernel
+                      // needs two dispatches
   std::string glsl;
   std::vector<uint32_t> spec_constants;
   std::array<uint32_t, 3> grid{1, 1, 1};
@@ -73,6 +77,10 @@ inline uint64_t hyper_bytes(uint32_t partials) { return kHyperHead + 4 * uint64_
 // Workgroups of the GradNorm kernel over `elements` gradient values: one partial sum each, stored after
 // the hyper-parameter block's head.
 uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup);
+// The kernels::MatmulShape codegen gives matmul node `mm` (for searching its variants: kernels::matmul_candidates
+// with matmul_best_tier as `best`).
+kernels::MatmulShape matmul_shape(const Graph& g, NodeId mm, Precision precision);
+kernels::MatmulTier matmul_best_tier(const Graph& g, NodeId mm, const CodegenOptions& options);
 }  // namespace codegen
 
 // FNV-1a over the bytes; stable across runs and platforms (no pointer or container order involved).

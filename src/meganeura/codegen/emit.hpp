@@ -21,6 +21,7 @@ struct Emitter {
   const runtime::DeviceCaps& caps;
   const CodegenOptions& opt;
   GeneratedKernel out;
+  std::vector<GeneratedKernel> before;  // dispatches of the same kernel that run before `out` (split-K's product)
   std::string decls;  // functions and buffers, in order of emission
   std::string extensions;  // #extension lines
   int fn_counter = 0;

@@ -1,8 +1,11 @@
 // The MatMul archetype: C[b] = epilogue(op(A[b]) · op(B[b])) through the matmul tier family
-// (kernels/matmul.hpp: GEMV for small M, scalar 128x128, cooperative matrix NV / KHR). Codegen supplies what
-// the family leaves open: the fused epilogue region (a generated function of the flat output index and the
+// (kernels/matmul.hpp: GEMV for small M, scalar tiles, cooperative matrix NV / KHR, split-K). Codegen supplies
+// what the family leaves open: the fused epilogue region (a generated function of the flat output index and the
 // accumulator, with its own bindings from 3 on), the broadcast batch offsets of each operand, and the element
 // type of the stored root. Shapes travel as push constants; the epilogue bakes them like every other kernel.
+// The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant sets; a split one is two
+// dispatches: the product pass (Emitter::before) writes a Scratch binding the plan allocates, the
+// summing pass (Emitter::out) applies the epilogue and stores the root.
 #include <algorithm>
 #include <cstring>
 
@@ -43,6 +46,30 @@ std::string with_defines(const shader::ShaderSource& src) {
 
 }  // namespace
 
+kernels::MatmulShape matmul_shape(const Graph& g, NodeId mm_id, Precision precision) {
+  const Node& mm = g.node(mm_id);
+  const Shape& as = g.node(mm.inputs.at(0)).shape;
+  const Shape& os = mm.shape;
+  const bool ta = mm.attrs.flag_a, tb = mm.attrs.flag_b;
+  const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
+  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
+  kernels::MatmulShape s;
+  s.m = uint32_t(M);
+  s.n = uint32_t(N);
+  s.k = uint32_t(K);
+  s.batch = uint32_t(numel(os) / std::max<int64_t>(1, M * N));
+  s.trans_a = ta;
+  s.trans_b = tb;
+  s.input = precision == Precision::Mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
+  return s;
+}
+
+kernels::MatmulTier matmul_best_tier(const Graph& g, NodeId mm, const CodegenOptions& options) {
+  const Node& n = g.node(mm);
+  const bool fill = g.node(n.inputs.at(0)).op == Op::Fill || g.node(n.inputs.at(1)).op == Op::Fill;
+  return fill ? kernels::MatmulTier::Scalar : options.matmul_best;  // the cooperative template has no fills
+}
+
 void emit_matmul(Emitter& e) {
   const Node& mm = e.g.node(e.k.core);
   const NodeId a = mm.inputs.at(0), bnode = mm.inputs.at(1);
@@ -65,12 +92,10 @@ void emit_matmul(Emitter& e) {
   if (root_type != DType::F32 && root_type != DType::I32 && root_type != DType::U32)
     throw GraphError("[codegen] expected a matmul kernel to store f32, i32 or u32, got " +
                      std::string(dtype_name(root_type)) + " at " + at);
-  const bool ta = mm.attrs.flag_a, tb = mm.attrs.flag_b;
-  const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
-  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
-  const int64_t batch = numel(os) / std::max<int64_t>(1, M * N);
   if (numel(os) > int64_t(UINT32_MAX) || numel(as) > int64_t(UINT32_MAX) || numel(bs) > int64_t(UINT32_MAX))
     throw GraphError("[codegen] expected matmul operands of at most 2^32 elements at " + at);
+  const kernels::MatmulShape s = matmul_shape(e.g, e.k.core, e.opt.precision);
+  const int64_t M = s.m, N = s.n;
 
   // Bindings 0, 1, 2 are A, B and C, as the family expects, even when A and B share storage; the epilogue
   // region binds from 3 on.
@@ -90,45 +115,70 @@ void emit_matmul(Emitter& e) {
   std::string fills;
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
-  ep.decls = fills + std::string(ops::pointwise_glsl_prelude()) + "#define CUSTOM_BATCH_BASE 1\n" +
-             batch_base_fn("a_base", as, os) + batch_base_fn("b_base", bs, os) + e.decls;
+  ep.operand_decls = fills + "#define CUSTOM_BATCH_BASE 1\n" + batch_base_fn("a_base", as, os) +
+                     batch_base_fn("b_base", bs, os);
+  ep.decls = std::string(ops::pointwise_glsl_prelude()) + e.decls;
   ep.buffer_decls = e.buffer_decls(3);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
 
-  kernels::MatmulShape s;
-  s.m = uint32_t(M);
-  s.n = uint32_t(N);
-  s.k = uint32_t(K);
-  s.batch = uint32_t(batch);
-  s.trans_a = ta;
-  s.trans_b = tb;
-  s.input = e.opt.precision == Precision::Mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
   kernels::MatmulKernel k;
   try {
-    const kernels::MatmulTier best = a_fill || b_fill ? kernels::MatmulTier::Scalar : e.opt.matmul_best;
-    // A tuned variant names its tier (and cooperative tile); select_matmul rejects one that cannot run it.
-    kernels::MatmulTier tier = e.variant.tier ? *e.variant.tier : kernels::choose_tier(e.caps, s, best);
+    // The tuner's KernelVariant (codegen/variant.hpp) may name the tier, the tile (scalar: 128, 64 or 16;
+    // cooperative: a CoopMatTile) and the split; what it leaves unset is kernels::choose_variant's.
+    const kernels::MatmulTier tier =
+        e.variant.tier ? *e.variant.tier : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
     const bool coop = tier == kernels::MatmulTier::CoopMatNV || tier == kernels::MatmulTier::CoopMatKHR;
     if (e.variant.tier && coop && (a_fill || b_fill || tier != e.opt.matmul_best))
       throw ConfigError("[codegen] expected a cooperative tier the device's self-test passed (and no fill operand), got " +
                         std::string(kernels::tier_name(tier)));
-    if (!e.variant.tile.empty() && !coop)
-      throw ConfigError("[codegen] expected a matmul tile only with a cooperative tier, got " + e.variant.to_string());
-    const kernels::CoopMatTile tile = e.variant.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(e.variant.tile);
-    k = kernels::select_matmul(e.caps, s, tier, ep, tile);
+    const bool numeric_tile = !e.variant.tile.empty() && e.variant.tile.find('x') == std::string::npos;
+    if (!e.variant.tile.empty() && (tier == kernels::MatmulTier::Gemv || coop == numeric_tile))
+      throw ConfigError("[codegen] expected a matmul tile of 128, 64 or 16 with the scalar tier, or a cooperative tile "
+                        "with a cooperative tier, got " + e.variant.to_string());
+    kernels::MatmulVariant v = kernels::choose_variant(
+        e.caps, s, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::CoopMatTile{});
+    if (numeric_tile) {
+      v.tile = uint32_t(std::stoul(e.variant.tile));
+      v.split_k = kernels::choose_split(e.caps, s, v);
+    }
+    if (e.variant.split) v.split_k = e.variant.split;
+    k = kernels::select_matmul(e.caps, s, v, ep);
   } catch (const Error& err) {
     throw GraphError(std::string(err.what()) + " at " + at);
   }
-  e.out.glsl = with_defines(k.source);
-  e.out.grid = {k.grid[0], k.grid[1], k.grid[2]};
-  e.out.spec_constants = k.spec_constants;
-  e.out.push.resize(sizeof(k.push) / 4);
-  std::memcpy(e.out.push.data(), &k.push, sizeof(k.push));
-  e.out.required_subgroup_size = k.required_subgroup_size;
-  e.out.workgroup = {256, 1, 1};  // every tier
-  e.out.variant = std::string("matmul.") + kernels::tier_name(k.tier);
-  e.out.rewrite_to_khr = k.rewrite_to_khr;
-  e.out.hash = content_hash(e.out.glsl + (k.rewrite_to_khr ? "// khr\n" : ""), e.out.spec_constants);
+  const std::string variant = std::string("matmul.") + k.variant.to_string();
+  auto fill = [&](GeneratedKernel& out, const kernels::MatmulPass& pass) {
+    out.glsl = with_defines(pass.source);
+    out.grid = {pass.grid[0], pass.grid[1], pass.grid[2]};
+    out.spec_constants = pass.spec_constants;
+    out.push.resize(sizeof(pass.push) / 4);
+    std::memcpy(out.push.data(), &pass.push, sizeof(pass.push));
+    out.required_subgroup_size = pass.required_subgroup_size;
+    out.workgroup = {256, 1, 1};  // every pass of every tier
+    out.variant = variant;
+    out.rewrite_to_khr = pass.rewrite_to_khr;
+    out.hash = content_hash(out.glsl + (pass.rewrite_to_khr ? "// khr\n" : ""), out.spec_constants);
+  };
+  if (k.passes.size() == 1) {
+    fill(e.out, k.passes[0]);
+    return;
+  }
+  // Split-K: the product pass reads A and B and writes the partial products; the summing pass reads them
+  // (binding 1 is unused: the scratch again) and writes the root through the epilogue.
+  Binding scratch;
+  scratch.kind = Binding::Scratch;
+  scratch.node = e.kg.storage_of(e.k.root);
+  scratch.bytes = k.scratch_bytes;
+  GeneratedKernel product;
+  product.label = "split-K " + e.out.label;
+  product.arch = e.out.arch;
+  product.bindings = {e.out.bindings[0], e.out.bindings[1], scratch};
+  product.bindings[2].write = true;
+  fill(product, k.passes[0]);
+  product.variant = variant + ".partials";
+  e.before.push_back(std::move(product));
+  e.out.bindings[0] = e.out.bindings[1] = scratch;
+  fill(e.out, k.passes[1]);
 }
 
 }  // namespace meganeura::codegen

@@ -16,6 +16,7 @@ std::string KernelVariant::to_string() const {
   if (per_thread) add("per=" + std::to_string(per_thread));
   if (tier) add(std::string("tier=") + kernels::tier_name(*tier));
   if (!tile.empty()) add("tile=" + tile);
+  if (split) add("split=" + std::to_string(split));
   return s;
 }
 
@@ -24,7 +25,7 @@ KernelVariant KernelVariant::parse(const std::string& text) {
   if (text == "default") return v;
   auto bad = [&](const std::string& why) -> ConfigError {
     return ConfigError("[KernelVariant::parse] expected 'default' or space-separated wg=N, per=N, tier=NAME, "
-                       "tile=BMxBNxBK/WMxWN, got '" + text + "' (" + why + ")");
+                       "tile=BMxBNxBK/WMxWN or 128|64|16, split=N, got '" + text + "' (" + why + ")");
   };
   std::istringstream in(text);
   std::string part;
@@ -50,10 +51,13 @@ KernelVariant KernelVariant::parse(const std::string& text) {
       }
     } else if (key == "tile") {
       try {
-        v.tile = kernels::CoopMatTile::parse(value).to_string();
+        const bool scalar = value == "128" || value == "64" || value == "16";
+        v.tile = scalar ? value : kernels::CoopMatTile::parse(value).to_string();
       } catch (const ConfigError&) {
         throw bad("bad tile '" + value + "'");
       }
+    } else if (key == "split") {
+      v.split = number();
     } else {
       throw bad("unknown key '" + key + "'");
     }
@@ -87,6 +91,7 @@ std::vector<KernelVariant> tune_candidates(const Graph& g, const KernelGraph& kg
     KernelVariant v;
     v.tier = tier;
     v.tile = tile;
+    v.split = tier == kernels::MatmulTier::Gemv ? 0 : 1;
     return v;
   };
   if (!tunable(k.arch)) return out;
@@ -111,7 +116,7 @@ std::vector<KernelVariant> tune_candidates(const Graph& g, const KernelGraph& kg
       const Shape& os = g.node(k.core).shape;
       const int64_t m = os.size() >= 2 ? os[os.size() - 2] : 1;
       if (m <= 8) out.push_back(matmul(kernels::MatmulTier::Gemv));
-      out.push_back(matmul(kernels::MatmulTier::Scalar));
+      for (const char* tile : {"128", "64", "16"}) out.push_back(matmul(kernels::MatmulTier::Scalar, tile));
       const kernels::MatmulTier best = options.matmul_best;
       if ((best == kernels::MatmulTier::CoopMatNV || best == kernels::MatmulTier::CoopMatKHR) &&
           options.precision == Precision::Mixed16) {

@@ -50,8 +50,14 @@ void check_shape(const MatmulShape& raw) {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-// Scalar tier: outputs of fewer 128x128 tiles than this take the 16x16 tile.
-constexpr uint64_t kSmallGrid = 32;
+// Assumed compute units where the device reports none (DeviceCaps::compute_units == 0).
+constexpr uint32_t kDefaultComputeUnits = 64;
+
+uint64_t output_grid(const MatmulShape& s, uint32_t tm, uint32_t tn) {
+  return uint64_t(ceil_div(s.m, tm)) * ceil_div(s.n, tn) * s.batch;
+}
+
+bool cooperative(MatmulTier t) { return t == MatmulTier::CoopMatNV || t == MatmulTier::CoopMatKHR; }
 
 }  // namespace
 
@@ -169,99 +175,277 @@ std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, 
 
 }  // namespace
 
+uint32_t target_workgroups(const runtime::DeviceCaps& caps) {
+  return caps.compute_units ? caps.compute_units : kDefaultComputeUnits;
+}
+
+uint32_t split_chunk(uint32_t k, uint32_t split_k) {
+  const uint32_t s = std::max<uint32_t>(split_k, 1);
+  return std::max<uint32_t>(32, ((k + s - 1) / s + 31) / 32 * 32);
+}
+
+uint32_t split_count(uint32_t k, uint32_t split_k) { return std::max<uint32_t>(1, ceil_div(k, split_chunk(k, split_k))); }
+
+uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v) {
+  if (v.tier == MatmulTier::Gemv) return 1;
+  const uint64_t target = target_workgroups(caps);
+  const uint64_t grid = cooperative(v.tier) ? output_grid(shape, v.coop.bm, v.coop.bn)
+                                            : output_grid(shape, std::max(v.tile, 1u), std::max(v.tile, 1u));
+  if (grid >= target || shape.k < kMinSplitK) return 1;
+  const uint64_t want = std::min<uint64_t>((target + grid - 1) / grid, shape.k / kMinSliceK);
+  return split_count(shape.k, uint32_t(want));
+}
+
+MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
+                             const CoopMatTile& coop) {
+  MatmulVariant v;
+  v.tier = tier;
+  if (tier == MatmulTier::Gemv) return v;
+  if (tier == MatmulTier::Scalar) {
+    for (uint32_t t : {128u, 64u, 16u}) {
+      v.tile = t;
+      if (output_grid(shape, t, t) >= target_workgroups(caps)) return v;
+    }
+  } else {
+    v.coop = coop;
+  }
+  v.split_k = choose_split(caps, shape, v);
+  return v;
+}
+
+std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, const MatmulShape& shape,
+                                             MatmulTier best) {
+  std::vector<MatmulVariant> out = {choose_variant(caps, shape, choose_tier(caps, shape, best))};
+  auto add = [&](MatmulVariant v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  std::vector<MatmulTier> tiers;
+  if (tier_unavailable(caps, shape, MatmulTier::Gemv).empty()) tiers.push_back(MatmulTier::Gemv);
+  if (cooperative(best) && tier_unavailable(caps, shape, best).empty()) tiers.push_back(best);
+  tiers.push_back(MatmulTier::Scalar);
+  for (MatmulTier t : tiers) {
+    const std::vector<uint32_t> tiles = t == MatmulTier::Scalar ? std::vector<uint32_t>{128, 64, 16}
+                                                                : std::vector<uint32_t>{0};
+    for (uint32_t tile : tiles) {
+      for (uint32_t s = 1; s <= 64; s *= 2) {
+        if (s > 1 && (t == MatmulTier::Gemv || shape.k / s < kMinSliceK)) break;
+        MatmulVariant v;
+        v.tier = t;
+        v.tile = tile;
+        v.split_k = split_count(shape.k, s);
+        add(v);
+      }
+    }
+  }
+  return out;
+}
+
+std::string MatmulVariant::to_string() const {
+  std::string s = tier_name(tier);
+  if (tier == MatmulTier::Scalar) s += "." + std::to_string(tile);
+  if (cooperative(tier)) s += "." + coop.to_string();
+  if (split_k > 1) s += ".k" + std::to_string(split_k);
+  return s;
+}
+
+MatmulVariant MatmulVariant::parse(const std::string& text) {
+  auto fail = [&]() -> MatmulVariant {
+    throw ConfigError("[kernels::MatmulVariant::parse] expected <tier>[.<tile>][.k<slices>] like scalar.64, "
+                      "scalar.16.k9, gemv or coopmat-nv.128x128x32/2x4.k2, got '" + text + "'");
+  };
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
+  if (parts.empty()) return fail();
+  MatmulVariant v;
+  v.tier = parse_tier(parts[0]);
+  size_t next = 1;
+  try {
+    if (v.tier == MatmulTier::Scalar) {
+      if (parts.size() < 2) return fail();
+      v.tile = uint32_t(std::stoul(parts[next++]));
+    } else if (cooperative(v.tier) && parts.size() > next && parts[next][0] != 'k') {
+      v.coop = CoopMatTile::parse(parts[next++]);
+    }
+    if (parts.size() > next) {
+      if (parts[next].size() < 2 || parts[next][0] != 'k') return fail();
+      v.split_k = uint32_t(std::stoul(parts[next++].substr(1)));
+    }
+  } catch (const std::logic_error&) {
+    return fail();
+  }
+  if (parts.size() != next || v.split_k == 0) return fail();
+  return v;
+}
+
 MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& raw, MatmulTier tier,
                            const MatmulEpilogue& epilogue, const CoopMatTile& tile) {
+  return select_matmul(caps, raw, choose_variant(caps, raw, tier, tile), epilogue);
+}
+
+MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& raw, const MatmulVariant& variant,
+                           const MatmulEpilogue& epilogue) {
   check_shape(raw);
+  const MatmulTier tier = variant.tier;
   if (const std::string why = tier_unavailable(caps, raw, tier); !why.empty()) {
     throw ConfigError(std::string("[kernels::select_matmul] expected a tier that can run ") + dims(raw) + ", got " +
                       tier_name(tier) + ": " + why);
   }
+  const bool tile_ok = tier == MatmulTier::Scalar ? variant.tile == 128 || variant.tile == 64 || variant.tile == 16
+                                                  : variant.tile == 0;
+  if (!tile_ok || variant.split_k == 0 || (tier == MatmulTier::Gemv && variant.split_k != 1)) {
+    throw ConfigError("[kernels::select_matmul] expected a variant of the family (scalar tile 128, 64 or 16; "
+                      "split_k >= 1; gemv unsplit), got " + variant.to_string());
+  }
   const MatmulShape s = resolved(raw);
   MatmulKernel k;
   k.tier = tier;
-  k.num_buffers = 3 + epilogue.extra_buffers;
-  k.push = {s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.stride_a, s.stride_b, s.stride_c};
+  k.variant = variant;
+  // Slices are normalised so that none is empty.
+  const uint32_t split = split_count(s.k, variant.split_k);
+  k.variant.split_k = split;
+  if (split > 1) k.scratch_bytes = 4ull * split * s.batch * s.m * s.n;
+
+  // The product pass. Split, it stores raw partial products packed [slice][batch][M][N] in the scratch.
+  MatmulShape ps = s;
+  if (split > 1) {
+    ps.ldc = s.n;
+    ps.stride_c = s.m * s.n;
+  }
+  MatmulEpilogue pe;
+  if (split > 1) {
+    pe.operand_decls = epilogue.operand_decls;
+  } else {
+    pe = epilogue;
+  }
+  MatmulPass pass;
+  pass.num_buffers = 3 + pe.extra_buffers;
+  pass.push = {ps.m, ps.n, ps.k, ps.lda, ps.ldb, ps.ldc, ps.stride_a, ps.stride_b, ps.stride_c};
   auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
-  k.source.defines = {{"TRANS_A", flag(s.trans_a)},
-                      {"TRANS_B", flag(s.trans_b)},
-                      {"INPUT_F16", flag(s.input == MatmulInput::F16)},
-                      {"INPUT_ROUND_F16", flag(s.input == MatmulInput::F32RoundF16)},
-                      {"HAS_EPILOGUE", flag(!epilogue.expr.empty())}};
-  std::string variant = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
+  pass.source.defines = {{"TRANS_A", flag(s.trans_a)},
+                         {"TRANS_B", flag(s.trans_b)},
+                         {"INPUT_F16", flag(s.input == MatmulInput::F16)},
+                         {"INPUT_ROUND_F16", flag(s.input == MatmulInput::F32RoundF16)},
+                         {"HAS_EPILOGUE", flag(!pe.expr.empty())},
+                         {"SPLIT_K", std::to_string(split)}};
+  std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
     case MatmulTier::Gemv:
-      k.source.glsl = glsl::gemv(epilogue);
-      k.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
+      pass.source.glsl = glsl::gemv(pe);
+      pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
       break;
     case MatmulTier::Scalar: {
-      // A 128x128 tile leaves most of a large GPU idle when the output is small (the MLP's 32x128 layer is one
-      // workgroup walking K alone); below kSmallGrid such tiles, 16x16 tiles of one output per thread.
-      const bool small = uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 128) * s.batch < kSmallGrid;
-      const uint32_t t = small ? 16 : 128;
-      k.source.glsl = small ? glsl::scalar_small(epilogue) : glsl::scalar(epilogue);
-      k.grid[0] = ceil_div(s.n, t);
-      k.grid[1] = ceil_div(s.m, t);
-      variant += small ? "_16" : "_128";
+      const uint32_t t = variant.tile;
+      if (t == 16) {
+        pass.source.glsl = glsl::scalar_small(pe);
+      } else {
+        pass.source.glsl = glsl::scalar(pe);
+        pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
+      }
+      pass.grid[0] = ceil_div(s.n, t);
+      pass.grid[1] = ceil_div(s.m, t);
+      label += "_" + std::to_string(t);
       break;
     }
     case MatmulTier::CoopMatNV:
     case MatmulTier::CoopMatKHR: {
+      const CoopMatTile& tile = variant.coop;
       // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the
       // leading dimension and the batch stride all multiples of 8. Otherwise halves are loaded one by one.
       const bool vec = (s.trans_a ? s.m : s.k) % 8 == 0 && s.lda % 8 == 0 && s.stride_a % 8 == 0 &&
                        (s.trans_b ? s.k : s.n) % 8 == 0 && s.ldb % 8 == 0 && s.stride_b % 8 == 0;
       // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
-      const bool direct = epilogue.expr.empty() && epilogue.c_type == "float" && s.ldc % 4 == 0 && s.stride_c % 4 == 0;
+      const bool direct = pe.expr.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }
-      k.source.glsl = glsl::coopmat_nv(epilogue);
+      pass.source.glsl = glsl::coopmat_nv(pe);
       for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
-        k.source.defines.push_back({name, std::to_string(v) + "u"});
+        pass.source.defines.push_back({name, std::to_string(v) + "u"});
       }
-      k.source.defines.push_back({"VEC_LOADS", flag(vec)});
-      k.source.defines.push_back({"DIRECT_STORE", flag(direct)});
-      k.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
-      k.grid[0] = ceil_div(s.n, tile.bn);
-      k.grid[1] = ceil_div(s.m, tile.bm);
-      if (caps.subgroup_size != 32) k.required_subgroup_size = 32;
-      variant += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
-                 std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n);
+      pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
+      pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
+      pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
+      pass.grid[0] = ceil_div(s.n, tile.bn);
+      pass.grid[1] = ceil_div(s.m, tile.bm);
+      if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
+      label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
+               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n);
       break;
     }
   }
-  k.grid[2] = s.batch;
-  if (k.grid[1] > caps.max_workgroup_count[1] || k.grid[2] > caps.max_workgroup_count[2] ||
-      k.grid[0] > caps.max_workgroup_count[0]) {
-    throw ShapeError("[kernels::select_matmul] expected a grid within the device's workgroup counts, got " + dims(raw));
+  pass.grid[2] = s.batch * split;
+  if (split > 1) label += "_k" + std::to_string(split);
+  pass.source.label = std::string("matmul_") + tier_name(tier) + "_" + label;
+  k.passes.push_back(std::move(pass));
+
+  if (split > 1) {  // the summing pass: binding 0 the partials, 2 C, 3.. the epilogue's
+    MatmulEpilogue se = epilogue;
+    se.operand_decls.clear();
+    MatmulPass sum;
+    sum.num_buffers = 3 + se.extra_buffers;
+    sum.push = {s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.stride_a, s.stride_b, s.stride_c};
+    sum.source.defines = {{"INPUT_F16", "0"}, {"INPUT_ROUND_F16", "0"}, {"HAS_EPILOGUE", flag(!se.expr.empty())},
+                          {"SPLIT_K", std::to_string(split)}};
+    sum.source.glsl = glsl::split_sum(se);
+    const uint32_t groups = ceil_div(s.m * s.n, 256);
+    sum.grid[0] = std::min(groups, caps.max_workgroup_count[0]);
+    sum.grid[1] = ceil_div(groups, sum.grid[0]);
+    sum.grid[2] = s.batch;
+    sum.source.label = std::string("matmul_") + tier_name(tier) + "_" + label + "_sum";
+    k.passes.push_back(std::move(sum));
   }
-  k.source.label = std::string("matmul_") + tier_name(tier) + "_" + variant;
+  for (const MatmulPass& p : k.passes) {
+    if (p.grid[0] > caps.max_workgroup_count[0] || p.grid[1] > caps.max_workgroup_count[1] ||
+        p.grid[2] > caps.max_workgroup_count[2]) {
+      throw ShapeError("[kernels::select_matmul] expected a grid within the device's workgroup counts, got " +
+                       dims(raw) + " as " + k.variant.to_string());
+    }
+  }
   return k;
 }
 
-runtime::KernelDesc build_matmul_kernel(const MatmulKernel& kernel, const shader::CompileOptions& options) {
+runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options) {
   runtime::KernelDesc d;
-  d.label = kernel.source.label;
-  d.spirv = shader::compile_glsl(kernel.source, options).spirv;  // validated, NV for the cooperative tiers
-  if (kernel.rewrite_to_khr) d.spirv = shader::rewrite_coopmat_nv_to_khr(d.spirv, d.label);
-  d.num_buffers = kernel.num_buffers;
-  d.push_constant_bytes = kernel.push_constant_bytes;
-  d.spec_constants = kernel.spec_constants;
-  d.required_subgroup_size = kernel.required_subgroup_size;
+  d.label = pass.source.label;
+  d.spirv = shader::compile_glsl(pass.source, options).spirv;  // validated, NV for the cooperative tiers
+  if (pass.rewrite_to_khr) d.spirv = shader::rewrite_coopmat_nv_to_khr(d.spirv, d.label);
+  d.num_buffers = pass.num_buffers;
+  d.push_constant_bytes = pass.push_constant_bytes;
+  d.spec_constants = pass.spec_constants;
+  d.required_subgroup_size = pass.required_subgroup_size;
   return d;
 }
 
-void record_matmul(runtime::CommandList& list, runtime::KernelId id, const MatmulKernel& kernel,
+void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids, const MatmulKernel& kernel,
                    const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
-                   std::span<const runtime::Buffer> extra) {
-  if (extra.size() + 3 != kernel.num_buffers) {
-    throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.num_buffers - 3) +
-                      " epilogue buffers for '" + kernel.source.label + "', got " + std::to_string(extra.size()));
+                   std::span<const runtime::Buffer> extra, const runtime::Buffer& scratch) {
+  const std::string name = kernel.passes.empty() ? "?" : kernel.passes.back().source.label;
+  if (ids.size() != kernel.passes.size() || kernel.passes.empty()) {
+    throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.passes.size()) +
+                      " kernel ids for '" + name + "', got " + std::to_string(ids.size()));
   }
-  std::vector<runtime::Buffer> bufs = {a, b, c};
-  bufs.insert(bufs.end(), extra.begin(), extra.end());
-  list.dispatch(id, bufs, std::as_bytes(std::span(&kernel.push, 1)), kernel.grid[0], kernel.grid[1], kernel.grid[2]);
+  if (extra.size() + 3 != kernel.passes.back().num_buffers) {
+    throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.passes.back().num_buffers - 3) +
+                      " epilogue buffers for '" + name + "', got " + std::to_string(extra.size()));
+  }
+  if (kernel.passes.size() > 1 && (!scratch.valid() || scratch.size < kernel.scratch_bytes)) {
+    throw DeviceError("[kernels::record_matmul] expected a scratch buffer of " + std::to_string(kernel.scratch_bytes) +
+                      " bytes for split-K '" + name + "', got " + std::to_string(scratch.size));
+  }
+  auto dispatch = [&](size_t i, std::vector<runtime::Buffer> bufs) {
+    const MatmulPass& p = kernel.passes[i];
+    list.dispatch(ids[i], bufs, std::as_bytes(std::span(&p.push, 1)), p.grid[0], p.grid[1], p.grid[2]);
+  };
+  std::vector<runtime::Buffer> last = {kernel.passes.size() > 1 ? scratch : a, b, c};
+  if (kernel.passes.size() > 1) {
+    dispatch(0, {a, b, scratch});
+    list.barrier();
+    last[1] = scratch;  // unused by the summing pass
+  }
+  last.insert(last.end(), extra.begin(), extra.end());
+  dispatch(kernel.passes.size() - 1, last);
 }
 
 void matmul_reference(const MatmulShape& raw, const float* a, const float* b, float* c) {

@@ -4,9 +4,9 @@
 // Tiers (MatmulTier):
 //   Gemv        M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in shared memory
 //               (bandwidth-bound; the inference and small-batch case).
-//   Scalar      f32 FMA, 128x128 block tile, 8x8 per thread, BK 8, double-buffered shared memory with
-//               register prefetch; outputs of fewer than 32 such tiles take a 16x16 tile of one output per
-//               thread instead (so small layers spread over the GPU). Runs everywhere; the lavapipe path.
+//   Scalar      f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per thread, BK 16), both
+//               double-buffered shared memory with register prefetch, and 16x16 (one output per thread, for
+//               outputs too small to spread over the GPU otherwise). Runs everywhere; the lavapipe path.
 //   CoopMatNV   GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8 subgroups of 32, each
 //               a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global loads into
 //               registers (prefetch of the next K tile), double-buffered shared memory with padded rows.
@@ -15,13 +15,20 @@
 // Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges are
 // zero-filled on load and masked on store), leading dimensions, and a batch over gl_WorkGroupID.z.
 //
-// Use from codegen: select_matmul() returns everything needed to build and dispatch the kernel without
-// touching a device; build_matmul_kernel() compiles it (the KHR rewrite included); record_matmul() records the
-// dispatch. The epilogue hook is a GLSL expression applied to each output before it is stored.
+// Split-K (MatmulVariant::split_k = S > 1, scalar and cooperative tiers): the product pass runs S times as many
+// workgroups, slice s multiplying K range [s·kc, (s+1)·kc) (kc = split_chunk) and storing its raw partial
+// product into an f32 scratch buffer [S][batch][M][N]; a summing pass adds the S slices of each output in
+// slice order (deterministic) and applies the epilogue. choose_variant states when that pays.
 //
-// Buffers (set 0): binding 0 = A, 1 = B (element type MatmulShape::input: f32, or f16 where the device has
-// 16-bit storage; the cooperative tiers need f16), 2 = C (f32, row-major M x N with leading dimension ldc),
-// 3.. = the epilogue's extra f32 buffers e0, e1, ... Push constants: MatmulPush (36 bytes).
+// Use from codegen: select_matmul() returns everything needed to build and dispatch the kernel without
+// touching a device; build_matmul_kernel() compiles each pass (the KHR rewrite included); record_matmul()
+// records the passes. The epilogue hook is a GLSL expression applied to each output before it is stored.
+//
+// Buffers (set 0) of a one-pass kernel: binding 0 = A, 1 = B (element type MatmulShape::input: f32, or f16
+// where the device has 16-bit storage; the cooperative tiers need f16), 2 = C (f32, row-major M x N with
+// leading dimension ldc), 3.. = the epilogue's extra f32 buffers e0, e1, ... With split-K the product pass binds
+// A, B, scratch and the summing pass scratch, (unused), C, then the epilogue's buffers. Push constants:
+// MatmulPush (36 bytes).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -57,14 +64,16 @@ struct MatmulShape {
 //   v (the f32 accumulator), row, col, batch (uint) and e0[], e1[], ... (the extra f32 buffers);
 // e.g. bias then ReLU: {"max(v + e0[col], 0.0)", 1}. Empty: store v.
 // The code generator also passes `buffer_decls` (its own declarations of bindings 3.., replacing e0[] ..),
-// `decls` (functions `expr` calls; may `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and
-// `uint b_base(uint batch)`, element offsets of each operand's matrix, for broadcast batch dimensions) and
-// `c_type` (the GLSL element type of C: float, int or uint; direct cooperative stores need float).
+// `decls` (functions `expr` calls), `operand_decls` (for the pass that reads A and B: may `#define A_FILL` /
+// `B_FILL`, or `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and `uint b_base(uint batch)`,
+// element offsets of each operand's matrix, for broadcast batch dimensions) and `c_type` (the GLSL element type
+// of C: float, int or uint; direct cooperative stores need float).
 struct MatmulEpilogue {
   std::string expr;
   uint32_t extra_buffers = 0;
   std::string buffer_decls;
   std::string decls;
+  std::string operand_decls;
   std::string c_type = "float";
 };
 
@@ -75,30 +84,77 @@ struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
   std::string to_string() const;  // "128x128x32/2x4"
   static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
+  bool operator==(const CoopMatTile&) const = default;
 };
 
 struct MatmulPush {  // the push-constant block, in this order; all in elements
   uint32_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;
 };
 
-struct MatmulKernel {
+// One point of the matmul kernel search space. choose_variant() is the default; codegen takes the tuner's
+// KernelVariant knobs (tier, tile, split: codegen/variant.hpp) over it.
+struct MatmulVariant {
   MatmulTier tier = MatmulTier::Scalar;
+  uint32_t tile = 0;      // Scalar: the output tile's edge, 128, 64 or 16; 0 for the other tiers
+  uint32_t split_k = 1;   // slices of K: 1 is one pass; S > 1 a product pass into scratch, then a summing pass
+  CoopMatTile coop;       // cooperative tiers only
+  // "scalar.64", "scalar.16.k9", "gemv", "coopmat-nv.128x128x32/2x4.k2": tier, tile, then k<S> when S > 1.
+  std::string to_string() const;
+  static MatmulVariant parse(const std::string& s);  // inverse of to_string; throws ConfigError
+  bool operator==(const MatmulVariant&) const = default;
+};
+
+// The choice rule, for a tier (choose_tier's):
+//   tile    Scalar: the largest of 128, 64, 16 whose output grid (tiles x batch) fills the device, i.e. has at
+//           least target_workgroups(caps) workgroups; 16 when none does. Cooperative: `coop` as given.
+//   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid), at most
+//           K / kMinSliceK, normalised so that no slice is empty (split_count). Shorter K is not worth the
+//           second dispatch (~3 us on an H200, as much as a 128-deep K loop). Gemv never splits.
+// So a 32x128x784 layer on 132 SMs takes scalar.16.k9 (144 workgroups), 1024^3 scalar.64 (256) and 4096^3
+// scalar.128 (1024).
+constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
+uint32_t target_workgroups(const runtime::DeviceCaps& caps);  // caps.compute_units (one 256-thread group each)
+MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
+                             const CoopMatTile& coop = {});
+// The rule's split_k for `v`'s tier and tile (1 when its grid fills the device or K is short).
+uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
+// Every variant of `shape` worth timing: each tier that can run it (cooperative ones only when `best` is one),
+// each scalar tile, split_k in 1, 2, 4, ... while slices keep kMinSliceK of K. choose_variant's pick is first.
+std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, const MatmulShape& shape,
+                                             MatmulTier best);
+// K per slice for S requested slices (a multiple of 32, so every tile depth and 16-byte load divides it), and
+// the number of non-empty slices that gives.
+uint32_t split_chunk(uint32_t k, uint32_t split_k);
+uint32_t split_count(uint32_t k, uint32_t split_k);
+
+// One dispatch of a matmul kernel.
+struct MatmulPass {
   shader::ShaderSource source;           // GLSL + defines; the cooperative tiers are written against NV
   bool rewrite_to_khr = false;           // CoopMatKHR: compile, validate, then rewrite the SPIR-V
   std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they are
                                          // defines (part of the shader cache key)
-  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's
+  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's (see the binding list above)
   uint32_t push_constant_bytes = sizeof(MatmulPush);
   MatmulPush push{};
   uint32_t grid[3] = {1, 1, 1};          // workgroups: x over N (or M,N tiles), y over M, z over the batch
   uint32_t required_subgroup_size = 0;   // 0: the driver's
 };
 
+struct MatmulKernel {
+  MatmulTier tier = MatmulTier::Scalar;
+  MatmulVariant variant;
+  std::vector<MatmulPass> passes;  // one; with split_k > 1 the product pass, then the summing pass
+  uint64_t scratch_bytes = 0;      // split_k > 1: f32 partial products, split_k x batch x M x N
+};
+
 // Whether `tier` can run `shape` on this device ("" when it can, else the reason).
 std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier);
 
-// The kernel for `shape` in `tier`. Throws ShapeError for an empty or overflowing shape, ConfigError when
-// the tier cannot run it (tier_unavailable's reason).
+// The kernel for `shape` as `variant` says. Throws ShapeError for an empty or overflowing shape, ConfigError
+// when the tier cannot run it (tier_unavailable's reason) or the variant is not one of the family's.
+MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& variant,
+                           const MatmulEpilogue& epilogue = {});
+// The same with choose_variant(caps, shape, tier, tile) as the variant.
 MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                            const MatmulEpilogue& epilogue = {}, const CoopMatTile& tile = {});
 
@@ -106,13 +162,14 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& s
 // cooperative tier for f16 inputs when `best` is one, else scalar.
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
-// Compiles (cached per options), validates the NV module, rewrites to KHR where asked.
-runtime::KernelDesc build_matmul_kernel(const MatmulKernel& kernel, const shader::CompileOptions& options);
+// Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
+runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options);
 
-// Records one dispatch. `extra` holds the epilogue's buffers.
-void record_matmul(runtime::CommandList& list, runtime::KernelId id, const MatmulKernel& kernel,
+// Records the kernel's passes (ids: one per pass, from build_matmul_kernel), with a barrier between them.
+// `extra` holds the epilogue's buffers; `scratch` (at least kernel.scratch_bytes) is needed with split_k > 1.
+void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids, const MatmulKernel& kernel,
                    const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
-                   std::span<const runtime::Buffer> extra = {});
+                   std::span<const runtime::Buffer> extra = {}, const runtime::Buffer& scratch = {});
 
 // CPU reference with double accumulation over the given (already f16-rounded, for f16) values; no epilogue.
 // a, b, c laid out as the shape says.

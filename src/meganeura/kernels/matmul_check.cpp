@@ -47,9 +47,15 @@ void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std:
 
 MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
                          MatmulTier tier, const MatmulCheckOptions& check) {
+  return check_matmul(device, options, shape, choose_variant(device.caps(), shape, tier), check);
+}
+
+MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
+                         const MatmulVariant& variant, const MatmulCheckOptions& check) {
   MatmulCheck result;
   try {
-    const MatmulKernel kernel = select_matmul(device.caps(), shape, tier, check.epilogue);
+    const MatmulKernel kernel = select_matmul(device.caps(), shape, variant, check.epilogue);
+    result.variant = kernel.variant;
     const bool f16 = shape.input == MatmulInput::F16;
     std::mt19937 rng(check.seed);
     std::vector<float> a = random_values(elements_a(shape), rng, f16);
@@ -71,9 +77,17 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
       extra.push_back(mem.add(padded_bytes(e.size(), 4)));
       device.upload(extra.back(), e.data(), e.size() * 4);
     }
-    const runtime::KernelId id = device.create_kernel(build_matmul_kernel(kernel, options));
+    std::vector<runtime::KernelId> ids;
+    for (const MatmulPass& pass : kernel.passes) ids.push_back(device.create_kernel(build_matmul_kernel(pass, options)));
+    // The scratch starts as NaN, so that a partial product the summing pass reads but no slice wrote shows.
+    runtime::Buffer scratch;
+    if (kernel.scratch_bytes > 0) {
+      scratch = mem.add(kernel.scratch_bytes);
+      const std::vector<float> nan(kernel.scratch_bytes / 4, NAN);
+      device.upload(scratch, nan.data(), kernel.scratch_bytes);
+    }
     auto list = device.record();
-    record_matmul(*list, id, kernel, da, db, dc, extra);
+    record_matmul(*list, ids, kernel, da, db, dc, extra, scratch);
     list->finish();
     device.submit(*list);
     device.wait();
@@ -87,7 +101,7 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     for (size_t i = 0; i < a.size(); ++i) abs_a[i] = std::fabs(a[i]);
     for (size_t i = 0; i < b.size(); ++i) abs_b[i] = std::fabs(b[i]);
     matmul_reference(shape, abs_a.data(), abs_b.data(), scale.data());
-    const MatmulPush& p = kernel.push;
+    const MatmulPush& p = kernel.passes.back().push;
     result.ok = true;
     for (uint32_t q = 0; q < shape.batch && result.ok; ++q) {
       for (uint32_t i = 0; i < shape.m && result.ok; ++i) {
@@ -170,12 +184,15 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
         }
         MatmulCheckOptions opt;
         opt.seed = seed++;
-        const MatmulCheck r = check_matmul(device, options, s, tier, opt);
+        // Ragged problems also run split into 3 slices of K (83 = 32 + 32 + 19).
+        MatmulVariant v = choose_variant(device.caps(), s, tier);
+        v.split_k = ragged ? 3 : 1;
+        const MatmulCheck r = check_matmul(device, options, s, v, opt);
         probe.detail = r.detail;
         if (!r.ok) {
           probe.ok = false;
           probe.detail = (ragged ? "ragged " : "aligned ") + std::string(t == 0 ? "A*B" : t == 1 ? "At*B" : "A*Bt") +
-                         ": " + r.detail;
+                         " " + v.to_string() + ": " + r.detail;
         }
       }
     }

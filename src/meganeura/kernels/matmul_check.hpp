@@ -14,6 +14,7 @@ struct MatmulCheck {
   bool ok = false;
   double max_err = 0;    // worst |gpu - cpu| / (sum_k |a b| + 1e-3) over all outputs
   std::string detail;    // the first bad element, or the exception's message
+  MatmulVariant variant; // what ran (split_k normalised)
 };
 
 struct MatmulCheckOptions {
@@ -27,7 +28,10 @@ struct MatmulCheckOptions {
 
 // Builds, runs and compares; never throws for a kernel that compiles badly or computes wrongly (that is a
 // failed check), only for misuse.
+// The tier's variant is choose_variant's.
 MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
                          MatmulTier tier, const MatmulCheckOptions& check = {});
+MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
+                         const MatmulVariant& variant, const MatmulCheckOptions& check = {});
 
 }  // namespace meganeura::kernels

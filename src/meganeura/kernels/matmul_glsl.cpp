@@ -47,7 +47,7 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
            " { float e" + n + "[]; };\n";
     }
   }
-  s += ep.decls;
+  s += ep.operand_decls + ep.decls;
   s += "#ifndef CUSTOM_BATCH_BASE\nuint a_base(uint batch) { return batch * p.sa; }\n"
        "uint b_base(uint batch) { return batch * p.sb; }\n#endif\n";
   s += "float epilogue(float v, uint row, uint col, uint batch) { return " +
@@ -83,6 +83,26 @@ float B_at(uint base, uint k, uint n) {
 #endif
 }
 #endif
+)";
+
+// The K range and batch of this workgroup. With SPLIT_K slices gl_WorkGroupID.z runs over slice * batches + batch
+// and the unfinished product goes to [z][M][N] of the scratch (select_matmul sets p.ldc = N, p.sc = M N), so the
+// store's base is z * p.sc either way. kc must match kernels::split_chunk.
+const char* kSplit = R"(
+uint k_end;
+uint k_begin(out uint batch) {
+#if SPLIT_K > 1
+  const uint S = uint(SPLIT_K), batches = gl_NumWorkGroups.z / S, slice = gl_WorkGroupID.z / batches;
+  batch = gl_WorkGroupID.z % batches;
+  const uint kc = ((p.K + S - 1u) / S + 31u) / 32u * 32u;
+  k_end = min(p.K, slice * kc + kc);
+  return min(slice * kc, k_end);
+#else
+  batch = gl_WorkGroupID.z;
+  k_end = p.K;
+  return 0u;
+#endif
+}
 )";
 
 const char* kGemv = R"(
@@ -135,9 +155,10 @@ void main() {
 )";
 
 const char* kScalar = R"(
-// 16 x 16 threads, each an 8 x 8 patch of a 128 x 128 tile: rows ty*4+{0..3} and 64+ty*4+{0..3} (likewise
-// columns), so that a warp's shared reads are broadcasts or contiguous vec4s.
-const uint BM = 128u, BN = 128u, BK = 8u;
+// 16 x 16 threads, each a TT x TT patch of a BT x BT tile (BT = 128: 8 x 8, BK 8; BT = 64: 4 x 4, BK 16): rows
+// q*64 + ty*4 + {0..3} for q < BT/64 (likewise columns), so that a warp's shared reads are broadcasts or
+// contiguous vec4s. Either way each thread stages 4 elements of each operand per K tile.
+const uint BM = BT, BN = BT, BK = 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];
 float ra[4], rb[4];
@@ -163,9 +184,9 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uint mm, kk, nn, kb;
     tile_a(i, mm, kk);
-    ra[i] = (m0 + mm < p.M && k0 + kk < p.K) ? A_at(abase, m0 + mm, k0 + kk) : 0.0;
+    ra[i] = (m0 + mm < p.M && k0 + kk < k_end) ? A_at(abase, m0 + mm, k0 + kk) : 0.0;
     tile_b(i, kb, nn);
-    rb[i] = (k0 + kb < p.K && n0 + nn < p.N) ? B_at(bbase, k0 + kb, n0 + nn) : 0.0;
+    rb[i] = (k0 + kb < k_end && n0 + nn < p.N) ? B_at(bbase, k0 + kb, n0 + nn) : 0.0;
   }
 }
 void stash(uint buf) {
@@ -179,35 +200,38 @@ void stash(uint buf) {
 }
 void main() {
   const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
-  const uint batch = gl_WorkGroupID.z;
+  uint batch;
+  const uint k0 = k_begin(batch);
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   const uint abase = a_base(batch), bbase = b_base(batch);
-  float acc[8][8];
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] = 0.0;
-  const uint tiles = (p.K + BK - 1u) / BK;
-  fetch(abase, bbase, m0, n0, 0u);
+  float acc[TT][TT];
+  [[unroll]] for (uint i = 0u; i < TT; ++i) [[unroll]] for (uint j = 0u; j < TT; ++j) acc[i][j] = 0.0;
+  const uint tiles = (k_end - k0 + BK - 1u) / BK;
+  fetch(abase, bbase, m0, n0, k0);
   stash(0u);
   barrier();
   for (uint t = 0u; t < tiles; ++t) {
     const uint cur = t & 1u;
-    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, (t + 1u) * BK);
+    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, k0 + (t + 1u) * BK);
     [[unroll]] for (uint k = 0u; k < BK; ++k) {
-      const vec4 a0 = As[cur][k][ty], a1 = As[cur][k][16u + ty];
-      const vec4 b0 = Bs[cur][k][tx], b1 = Bs[cur][k][16u + tx];
-      const float av[8] = float[8](a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w);
-      const float bv[8] = float[8](b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w);
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] += av[i] * bv[j];
+      float av[TT], bv[TT];
+      [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+        const vec4 a4 = As[cur][k][q * 16u + ty], b4 = Bs[cur][k][q * 16u + tx];
+        av[4u * q] = a4.x; av[4u * q + 1u] = a4.y; av[4u * q + 2u] = a4.z; av[4u * q + 3u] = a4.w;
+        bv[4u * q] = b4.x; bv[4u * q + 1u] = b4.y; bv[4u * q + 2u] = b4.z; bv[4u * q + 3u] = b4.w;
+      }
+      [[unroll]] for (uint i = 0u; i < TT; ++i) [[unroll]] for (uint j = 0u; j < TT; ++j) acc[i][j] += av[i] * bv[j];
     }
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
   }
-  const uint cbase = batch * p.sc;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    const uint row = m0 + (i < 4u ? ty * 4u + i : 64u + ty * 4u + i - 4u);
+  const uint cbase = gl_WorkGroupID.z * p.sc;
+  [[unroll]] for (uint i = 0u; i < TT; ++i) {
+    const uint row = m0 + (i / 4u) * 64u + ty * 4u + i % 4u;
     if (row >= p.M) continue;
-    [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-      const uint col = n0 + (j < 4u ? tx * 4u + j : 64u + tx * 4u + j - 4u);
+    [[unroll]] for (uint j = 0u; j < TT; ++j) {
+      const uint col = n0 + (j / 4u) * 64u + tx * 4u + j % 4u;
       if (col < p.N) STORE_C(cbase + row * p.ldc + col, epilogue(acc[i][j], row, col, batch));
     }
   }
@@ -222,29 +246,30 @@ shared float As[BT][BT + 1u];  // [k][m]
 shared float Bs[BT][BT + 1u];  // [k][n]
 void main() {
   const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
-  const uint batch = gl_WorkGroupID.z;
+  uint batch;
+  const uint kb = k_begin(batch);
   const uint m0 = gl_WorkGroupID.y * BT, n0 = gl_WorkGroupID.x * BT;
   const uint abase = a_base(batch), bbase = b_base(batch);
   float acc = 0.0;
-  for (uint k0 = 0u; k0 < p.K; k0 += BT) {
+  for (uint k0 = kb; k0 < k_end; k0 += BT) {
 #if TRANS_A
     const uint am = tx, ak = ty;
 #else
     const uint am = ty, ak = tx;
 #endif
-    As[ak][am] = (m0 + am < p.M && k0 + ak < p.K) ? A_at(abase, m0 + am, k0 + ak) : 0.0;
+    As[ak][am] = (m0 + am < p.M && k0 + ak < k_end) ? A_at(abase, m0 + am, k0 + ak) : 0.0;
 #if TRANS_B
     const uint bn = ty, bk = tx;
 #else
     const uint bn = tx, bk = ty;
 #endif
-    Bs[bk][bn] = (k0 + bk < p.K && n0 + bn < p.N) ? B_at(bbase, k0 + bk, n0 + bn) : 0.0;
+    Bs[bk][bn] = (k0 + bk < k_end && n0 + bn < p.N) ? B_at(bbase, k0 + bk, n0 + bn) : 0.0;
     barrier();
     [[unroll]] for (uint k = 0u; k < BT; ++k) acc += As[k][ty] * Bs[k][tx];
     barrier();
   }
   const uint row = m0 + ty, col = n0 + tx;
-  if (row < p.M && col < p.N) STORE_C(batch * p.sc + row * p.ldc + col, epilogue(acc, row, col, batch));
+  if (row < p.M && col < p.N) STORE_C(gl_WorkGroupID.z * p.sc + row * p.ldc + col, epilogue(acc, row, col, batch));
 }
 )";
 
@@ -331,18 +356,18 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
     const uint idx = gl_LocalInvocationIndex + 256u * i;
     const uint r = idx / (A_COLS / 8u), cv = idx % (A_COLS / 8u);
 #if TRANS_A
-    ra[i] = fetch_a(abase, k0 + r, m0 + cv * 8u, p.K, p.M);
+    ra[i] = fetch_a(abase, k0 + r, m0 + cv * 8u, k_end, p.M);
 #else
-    ra[i] = fetch_a(abase, m0 + r, k0 + cv * 8u, p.M, p.K);
+    ra[i] = fetch_a(abase, m0 + r, k0 + cv * 8u, p.M, k_end);
 #endif
   }
   [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
     const uint idx = gl_LocalInvocationIndex + 256u * i;
     const uint r = idx / (B_COLS / 8u), cv = idx % (B_COLS / 8u);
 #if TRANS_B
-    rb[i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, p.K);
+    rb[i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, k_end);
 #else
-    rb[i] = fetch_b(bbase, k0 + r, n0 + cv * 8u, p.K, p.N);
+    rb[i] = fetch_b(bbase, k0 + r, n0 + cv * 8u, k_end, p.N);
 #endif
   }
 }
@@ -359,7 +384,8 @@ void stash(uint buf) {
 void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = sg / WARPS_N, wn = sg % WARPS_N;
-  const uint batch = gl_WorkGroupID.z;
+  uint batch;
+  const uint kb = k_begin(batch);
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   const uint abase = a_base(batch), bbase = b_base(batch);
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
@@ -367,13 +393,13 @@ void main() {
     acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
-  const uint tiles = (p.K + BK - 1u) / BK;
-  fetch(abase, bbase, m0, n0, 0u);
+  const uint tiles = (k_end - kb + BK - 1u) / BK;
+  fetch(abase, bbase, m0, n0, kb);
   stash(0u);
   barrier();
   for (uint t = 0u; t < tiles; ++t) {
     const uint cur = t & 1u;
-    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, (t + 1u) * BK);
+    if (t + 1u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
     const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
       [[unroll]] for (uint i = 0u; i < TM; ++i) {
@@ -397,7 +423,7 @@ void main() {
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
   }
-  const uint cbase = batch * p.sc;
+  const uint cbase = gl_WorkGroupID.z * p.sc;
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
 #if DIRECT_STORE
@@ -419,13 +445,33 @@ void main() {
 }
 )";
 
+const char* kSplitSum = R"(
+// The summing pass of split-K: one thread per output element adds its SPLIT_K partial products in slice order
+// (deterministic) and applies the epilogue. Partials are [slice][batch][M][N]; the grid covers batch x M x N
+// elements flat over x and y.
+layout(std430, set = 0, binding = 0) readonly buffer BufP { float part[]; };
+void main() {
+  const uint mn = p.M * p.N, total = gl_NumWorkGroups.z * mn;
+  const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationIndex;
+  if (i >= mn) return;
+  const uint batch = gl_WorkGroupID.z, at = batch * mn + i;
+  float v = 0.0;
+  [[unroll]] for (uint s = 0u; s < uint(SPLIT_K); ++s) v += part[s * total + at];
+  const uint row = i / p.N, col = i % p.N;
+  STORE_C(batch * p.sc + row * p.ldc + col, epilogue(v, row, col, batch));
+}
+)";
+
 }  // namespace
 
 std::string gemv(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kGemv; }
-std::string scalar(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kScalar; }
-std::string scalar_small(const MatmulEpilogue& epilogue) {
-  return common(epilogue, false) + kScalarInputs + kScalarSmall;
+std::string scalar(const MatmulEpilogue& epilogue) {
+  return common(epilogue, false) + kScalarInputs + kSplit + kScalar;
 }
-std::string coopmat_nv(const MatmulEpilogue& epilogue) { return common(epilogue, true) + kCoopmat; }
+std::string scalar_small(const MatmulEpilogue& epilogue) {
+  return common(epilogue, false) + kScalarInputs + kSplit + kScalarSmall;
+}
+std::string coopmat_nv(const MatmulEpilogue& epilogue) { return common(epilogue, true) + kSplit + kCoopmat; }
+std::string split_sum(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kSplitSum; }
 
 }  // namespace meganeura::kernels::glsl

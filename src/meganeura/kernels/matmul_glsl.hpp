@@ -1,6 +1,7 @@
 #pragma once
 // GLSL templates of the matmul tiers (internal to kernels/matmul.cpp). Variants are chosen by defines:
-// TRANS_A, TRANS_B, INPUT_F16, INPUT_ROUND_F16, HAS_EPILOGUE, NUM_EXTRA; coopmat adds VEC_LOADS and DIRECT_STORE.
+// TRANS_A, TRANS_B, INPUT_F16, INPUT_ROUND_F16, HAS_EPILOGUE, SPLIT_K (slices of K, 1: one pass); scalar adds BT
+// (tile edge, 128 or 64), coopmat VEC_LOADS and DIRECT_STORE.
 #include <string>
 
 #include "meganeura/kernels/matmul.hpp"
@@ -9,8 +10,9 @@ namespace meganeura::kernels::glsl {
 
 // `epilogue.expr` becomes the body of `float epilogue(float v, uint row, uint col, uint batch)`.
 std::string gemv(const MatmulEpilogue& epilogue);
-std::string scalar(const MatmulEpilogue& epilogue);
+std::string scalar(const MatmulEpilogue& epilogue);        // BT x BT tile, BT = 128 or 64
 std::string scalar_small(const MatmulEpilogue& epilogue);  // 16x16 tile, one output per thread
 std::string coopmat_nv(const MatmulEpilogue& epilogue);
+std::string split_sum(const MatmulEpilogue& epilogue);  // split-K's second pass: sums the slices, then the epilogue
 
 }  // namespace meganeura::kernels::glsl

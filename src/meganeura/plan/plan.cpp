@@ -20,6 +20,7 @@ const char* storage_kind_name(StorageKind k) {
     case StorageKind::Output: return "output";
     case StorageKind::Constant: return "constant";
     case StorageKind::Hyper: return "hyper";
+    case StorageKind::Scratch: return "scratch";
   }
   return "?";
 }
@@ -43,7 +44,7 @@ MemorySummary MemoryPlan::summary() const {
       case StorageKind::Parameter: s.parameters += sl.bytes; break;
       case StorageKind::Gradient: case StorageKind::Accumulator: s.gradients += sl.bytes; break;
       case StorageKind::OptimizerState: s.optimizer_state += sl.bytes; break;
-      case StorageKind::Activation: break;  // counted once, as the arena
+      case StorageKind::Activation: case StorageKind::Scratch: break;  // counted once, as the arena
       case StorageKind::Output: s.outputs += sl.bytes; break;
       // Constants and the hyper-parameter block are host-provided data of the step, like inputs.
       case StorageKind::Input: case StorageKind::Constant: case StorageKind::Hyper: s.inputs += sl.bytes; break;
@@ -61,7 +62,7 @@ std::string MemoryPlan::to_text(const Graph& g) const {
     else os << node_label(g, s.node);
     if (s.kind == StorageKind::OptimizerState) os << ".m" << s.moment;
     os << " " << s.bytes << " B";
-    if (s.kind == StorageKind::Activation) os << " @" << s.offset << " levels " << s.first << ".." << s.last;
+    if (in_arena(s.kind)) os << " @" << s.offset << " levels " << s.first << ".." << s.last;
     os << "\n";
   }
   os << "activation arena " << arena_bytes << " B\n";
@@ -144,11 +145,27 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
       if (s.kind == StorageKind::Activation) s.last = std::max(s.last, k.level);
     }
   }
-  // Larger values first packs tighter; ties by node id keep the plan deterministic.
+  // Scratch lives for its kernel's level only.
+  for (const PlanOptions::ScratchRequest& r : options.scratch) {
+    Slot s;
+    s.kind = StorageKind::Scratch;
+    s.node = r.root;
+    s.bytes = std::max<uint64_t>(r.bytes, 4);
+    auto it = kg.producer.find(kg.storage_of(r.root));
+    if (it == kg.producer.end())
+      throw SessionError("[plan] expected scratch for a kernel's root, got node #" + std::to_string(r.root.v));
+    s.first = s.last = kg.kernels[it->second].level;
+    const size_t idx = add(s);
+    plan.scratch[r.root] = idx;
+    activations.push_back(idx);
+  }
+  // Larger values first packs tighter; ties by kind (scratch after the value of the same node) then node id keep
+  // the plan deterministic.
   std::stable_sort(activations.begin(), activations.end(), [&](size_t a, size_t b) {
     const Slot& x = plan.slots[a];
     const Slot& y = plan.slots[b];
-    return x.bytes != y.bytes ? x.bytes > y.bytes : x.node < y.node;
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    return x.node != y.node ? x.node < y.node : x.kind < y.kind;
   });
   place(plan.slots, activations, std::max<uint64_t>(options.alignment, 4), options.alias, plan.arena_bytes);
 

@@ -16,17 +16,21 @@
 namespace meganeura {
 
 enum class StorageKind : uint8_t {
-  Parameter, Gradient, Accumulator, OptimizerState, Activation, Input, Output, Constant, Hyper
+  Parameter, Gradient, Accumulator, OptimizerState, Activation, Input, Output, Constant, Hyper,
+  Scratch  // bytes one kernel's dispatches pass between them (split-K's partial products); in the arena
 };
 const char* storage_kind_name(StorageKind k);
+// Activations and scratch share the activation arena; everything else is persistent.
+inline bool in_arena(StorageKind k) { return k == StorageKind::Activation || k == StorageKind::Scratch; }
 
 struct Slot {
   StorageKind kind = StorageKind::Activation;
-  NodeId node;            // the value (the parameter, for optimizer state and accumulators)
+  NodeId node;            // the value (the parameter, for optimizer state and accumulators; the kernel's root for
+                          // scratch)
   uint32_t moment = 0;    // optimizer state: which moment
   uint64_t bytes = 0;     // logical size
-  uint64_t offset = 0;    // activations: offset in the arena
-  int first = 0, last = 0;  // activations: live kernel levels, inclusive
+  uint64_t offset = 0;    // activations and scratch: offset in the arena
+  int first = 0, last = 0;  // activations and scratch: live kernel levels, inclusive
 };
 
 struct PlanOptions {
@@ -37,6 +41,12 @@ struct PlanOptions {
   uint32_t moments_per_parameter = 0; // 0 for plain SGD, 1 momentum, 2 Adam-family
   bool accumulators = false;          // a gradient-sized buffer per parameter (gradient accumulation)
   uint64_t hyper_bytes = 0;           // the hyper-parameter block (codegen::hyper_bytes); 0: none
+  // Scratch of a kernel (codegen's Binding::Scratch): live only at that kernel's level.
+  struct ScratchRequest {
+    NodeId root;  // of the kernel
+    uint64_t bytes = 0;
+  };
+  std::vector<ScratchRequest> scratch;
 };
 
 struct MemoryPlan {
@@ -44,6 +54,7 @@ struct MemoryPlan {
   std::map<NodeId, size_t> slot_of;                       // storage node -> slot
   std::map<std::pair<NodeId, uint32_t>, size_t> moments;  // (parameter, moment) -> slot
   std::map<NodeId, size_t> accumulators;                  // parameter -> slot
+  std::map<NodeId, size_t> scratch;                       // kernel root -> its scratch slot
   std::optional<size_t> hyper;
   uint64_t arena_bytes = 0;
 

@@ -53,6 +53,7 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
       {"subgroup_size", c.subgroup_size},
       {"min_subgroup_size", c.min_subgroup_size},
       {"max_subgroup_size", c.max_subgroup_size},
+      {"compute_units", c.compute_units},
       {"timestamp_period_ns", c.timestamp_period_ns},
   };
   j["features"] = {
@@ -127,6 +128,7 @@ std::string DeviceCaps::to_table() const {
   row("max push constants", std::to_string(max_push_constants_size) + " bytes");
   row("subgroup size (min..max)", std::to_string(subgroup_size) + " (" + std::to_string(min_subgroup_size) + ".." +
                                       std::to_string(max_subgroup_size) + ")");
+  row("compute units", compute_units ? std::to_string(compute_units) : std::string("unknown"));
   row("fp16 arithmetic", yes(fp16_arithmetic));
   row("16-bit storage", yes(storage_16bit));
   row("int8 arithmetic", yes(int8_arithmetic));

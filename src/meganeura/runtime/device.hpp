@@ -49,6 +49,10 @@ struct DeviceCaps {
   uint32_t max_push_constants_size = 0;
   uint32_t subgroup_size = 0;
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
+  // Streaming multiprocessors / compute units: VK_NV_shader_sm_builtins' shaderSMCount, else
+  // VK_AMD_shader_core_properties' engines x arrays x CUs per array; 0 when the device does not say (matmul
+  // tile and split choice then assume 64, kernels/matmul.hpp).
+  uint32_t compute_units = 0;
   // features
   bool fp16_arithmetic = false;
   bool storage_16bit = false;

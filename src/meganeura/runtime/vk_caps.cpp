@@ -112,7 +112,23 @@ void query_properties(Instance& inst, PhysicalInfo& p) {
     *tail = &size_control;
     tail = &size_control.pNext;
   }
+  // Compute units, where a vendor extension says (properties of an offered extension need not be enabled).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{};
+  sm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV;
+  if (p.has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    *tail = &sm;
+    tail = &sm.pNext;
+  }
+  VkPhysicalDeviceShaderCorePropertiesAMD amd{};
+  amd.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD;
+  if (p.has(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+    *tail = &amd;
+    tail = &amd.pNext;
+  }
   inst.fns.vkGetPhysicalDeviceProperties2(p.handle, &p2);
+  c.compute_units = sm.shaderSMCount ? sm.shaderSMCount
+                                     : amd.shaderEngineCount * amd.shaderArraysPerEngineCount *
+                                           amd.computeUnitsPerShaderArray;
   const VkPhysicalDeviceProperties& props = p2.properties;
   const VkPhysicalDeviceLimits& lim = props.limits;
 

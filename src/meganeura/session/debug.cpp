@@ -34,7 +34,7 @@ size_t reused_by(const CompiledStep& s, size_t si) {
   const Slot& a = s.plan.slots[si];
   if (a.kind != StorageKind::Activation) return SIZE_MAX;
   for (const Slot& b : s.plan.slots) {
-    if (&b == &a || b.kind != StorageKind::Activation || b.first <= a.last) continue;
+    if (&b == &a || !in_arena(b.kind) || b.first <= a.last) continue;
     if (b.offset < a.offset + a.bytes && a.offset < b.offset + b.bytes) {
       auto it = s.kernels.producer.find(b.node);
       if (it != s.kernels.producer.end()) return it->second;

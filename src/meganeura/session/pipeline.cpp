@@ -146,6 +146,9 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
   po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
   po.accumulators = updates(config) && config.optimizer.grad_accumulation > 1;
   po.hyper_bytes = updates(config) ? codegen::hyper_bytes(norm_partials(s, codegen_options(config))) : 0;
+  for (const GeneratedKernel& k : s.code)
+    for (const Binding& b : k.bindings)
+      if (b.kind == Binding::Scratch && b.write) po.scratch.push_back({b.node, b.bytes});
   return plan_memory(s.graph, s.kernels, po);
 }
 
@@ -183,14 +186,14 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   s.kernels = pass_schedule(s, config, options);
   pass_optimizer(s, config);
   t.reset();
-  t = span("plan memory");
-  s.plan = pass_plan_memory(s, config, caps);
-  t.reset();
   t = span("codegen");
   s.code = pass_codegen(s, config, caps, options);
   t.reset();
   t = span("tuned variants");
   apply_tune_cache(s, config.cache_dir, caps);
+  t.reset();
+  t = span("plan memory");  // after codegen, which says what scratch its kernels need
+  s.plan = pass_plan_memory(s, config, caps);
   t.reset();
   s.report.kernels = s.kernels.kernels.size();
   return s;
@@ -226,9 +229,10 @@ Range binding_range(const CompiledStep& s, const Binding& b) {
     case Binding::Moment: slot = s.plan.moments.at({b.node, b.moment}); break;
     case Binding::Accumulator: slot = s.plan.accumulators.at(b.node); break;
     case Binding::Hyper: slot = *s.plan.hyper; break;
+    case Binding::Scratch: slot = s.plan.scratch.at(b.node); break;
   }
   const Slot& sl = s.plan.slots[slot];
-  if (sl.kind == StorageKind::Activation) return {0, sl.offset, sl.offset + sl.bytes};
+  if (in_arena(sl.kind)) return {0, sl.offset, sl.offset + sl.bytes};
   return {slot + 1, 0, sl.bytes};
 }
 
@@ -280,6 +284,7 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
       case Binding::Moment: return node_label(s.graph, b.node) + ".moment" + std::to_string(b.moment);
       case Binding::Accumulator: return node_label(s.graph, b.node) + ".accumulator";
       case Binding::Hyper: return "hyper(lr,step,clip)";
+      case Binding::Scratch: return "scratch of " + node_label(s.graph, b.node);
     }
     return "?";
   };

@@ -32,7 +32,7 @@ void allocate(SessionImpl& s) {
   // optimizer moments must start there) and the activation arena that the plan aliases.
   uint64_t persistent_bytes = 0;
   for (const Slot& sl : plan.slots)
-    if (sl.kind != StorageKind::Activation) persistent_bytes += align_up(sl.bytes);
+    if (!in_arena(sl.kind)) persistent_bytes += align_up(sl.bytes);
   runtime::Buffer persistent, arena;
   if (persistent_bytes > 0) {
     persistent = dev.alloc(persistent_bytes);
@@ -46,7 +46,7 @@ void allocate(SessionImpl& s) {
   uint64_t offset = 0;
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot& sl = plan.slots[i];
-    if (sl.kind == StorageKind::Activation) {
+    if (in_arena(sl.kind)) {
       s.slot_buffer[i] = runtime::slice(arena, sl.offset, sl.bytes);
     } else {
       s.slot_buffer[i] = runtime::slice(persistent, offset, sl.bytes);
@@ -117,6 +117,7 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
     case Binding::Moment: return s.slot_buffer.at(s.step.plan.moments.at({b.node, b.moment}));
     case Binding::Accumulator: return s.slot_buffer.at(s.step.plan.accumulators.at(b.node));
     case Binding::Hyper: return s.slot_buffer.at(*s.step.plan.hyper);
+    case Binding::Scratch: return s.slot_buffer.at(s.step.plan.scratch.at(b.node));
   }
   return {};
 }

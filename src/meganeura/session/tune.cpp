@@ -71,7 +71,7 @@ std::vector<Saved> save_state(SessionImpl& s) {
   s.device->wait();
   for (size_t i = 0; i < s.step.plan.slots.size(); ++i) {
     const Slot& sl = s.step.plan.slots[i];
-    if (sl.kind == StorageKind::Activation || sl.bytes == 0) continue;
+    if (in_arena(sl.kind) || sl.bytes == 0) continue;
     Saved v{i, std::vector<unsigned char>(sl.bytes)};
     s.device->download(s.slot_buffer[i], v.bytes.data(), sl.bytes);
     out.push_back(std::move(v));
@@ -124,6 +124,10 @@ double time_dispatch(SessionImpl& s, const GeneratedKernel& k, runtime::KernelId
   return median(samples);
 }
 
+size_t dispatches_of(const CompiledStep& step, size_t kernel) {
+  return size_t(std::count_if(step.code.begin(), step.code.end(), [&](const GeneratedKernel& k) { return k.kernel == kernel; }));
+}
+
 std::string fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -163,6 +167,7 @@ void apply_tune_cache(CompiledStep& step, const std::string& cache_dir, const ru
   for (GeneratedKernel& k : step.code) {
     auto it = cache.find(k.base_hash);
     if (it == cache.end() || it->second.variant == k.tuned || !tunable(k.arch)) continue;
+    if (dispatches_of(step, k.kernel) != 1) continue;  // split-K: see tune_with
     try {
       std::vector<GeneratedKernel> v =
           generate_kernel(step.graph, step.kernels, k.kernel, caps, step.codegen, it->second.variant);
@@ -226,6 +231,8 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
         r.kernels.push_back(tk);
       };
       if (!tunable(cur.arch)) { finish("not tunable"); continue; }
+      // One dispatch is timed and replaced at a time: a kernel of two (split-K) keeps its variant for now.
+      if (dispatches_of(s.step, cur.kernel) != 1) { finish("split-K: two dispatches, not timed"); continue; }
       if (!selected(o, cur.arch)) { finish("not selected"); continue; }
       // A winner already known (from disk, or an equal kernel earlier in this step) is applied without timing.
       const TuneCacheEntry* known = nullptr;
