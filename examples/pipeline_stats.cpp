@@ -149,10 +149,11 @@ std::vector<Pipeline> matmul_pipelines(runtime::Device& dev, const SessionConfig
                                  : kernels::MatmulInput::F32;
       const kernels::MatmulKernel kern = kernels::select_matmul(
           dev.caps(), s, tier, {}, a.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(a.tile));
-      runtime::KernelDesc desc = kernels::build_matmul_kernel(kern, copt);
+      // The product pass (the only one unless the rule splits K; a split's summing pass is a plain reduction).
+      runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.passes.front(), copt);
       desc.capture = a.ir ? runtime::PipelineCapture::Representations : runtime::PipelineCapture::Statistics;
       Pipeline p;
-      p.label = kern.source.label + " " + size + " " + a.layout;
+      p.label = kern.passes.front().source.label + " " + size + " " + a.layout;
       p.variant = std::string("matmul.") + tier_name;
       p.spirv_text = shader::disassemble(desc.spirv);
       const runtime::KernelId id = dev.create_kernel(desc);

@@ -81,7 +81,7 @@ TEST_F(PipelineStats, DeviceCapturesOnlyWhatAKernelAsksForAndOnlyWhereSupported)
   const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, kernels::MatmulTier::Scalar);
   shader::CompileOptions copt;
   copt.device_key = dev.caps().fingerprint();
-  runtime::KernelDesc desc = kernels::build_matmul_kernel(kern, copt);
+  runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.passes.front(), copt);
   const runtime::KernelId plain = dev.create_kernel(desc);
   desc.capture = runtime::PipelineCapture::Statistics;
   const runtime::KernelId stats = dev.create_kernel(desc);
