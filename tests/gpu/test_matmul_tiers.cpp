@@ -168,6 +168,29 @@ TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
   }
 }
 
+// Cooperative tile variants (grouped rasters whose last group is partial, one shared stage, deeper K) on grids
+// that are not multiples of the group, every layout, ragged edges.
+TEST_F(MatmulTiers, CooperativeTileVariantsMatchCpu) {
+  const auto& caps = device().caps();
+  for (const char* tile : {"128x128x32/2x4/g4", "128x128x32/2x4/g3", "128x128x64/2x4/s1", "128x256x32/2x4/g8/s1",
+                           "256x128x32/4x2/s1", "128x128x32/2x4/g16", "128x128x32/4x2/g2"}) {
+    kernels::MatmulCheckOptions opt;
+    opt.tile = kernels::CoopMatTile::parse(tile);
+    if (!caps.coopmat_khr) {  // lavapipe: refused here, compiled in CoopMatRewrite
+      EXPECT_THROW(kernels::select_matmul(caps, shape(131, 77, 45, false, false, 1, MatmulInput::F16),
+                                          MatmulTier::CoopMatKHR, {}, opt.tile),
+                   ConfigError);
+      continue;
+    }
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      expect_matches(MatmulTier::CoopMatKHR, shape(1100, 700, 200, ta, tb, 2, MatmulInput::F16), opt);
+      expect_matches(MatmulTier::CoopMatKHR, shape(131, 77, 45, ta, tb, 1, MatmulInput::F16), opt);
+    }
+    if (caps.coopmat_nv) expect_matches(MatmulTier::CoopMatNV, shape(650, 520, 136, false, false, 1, MatmulInput::F16), opt);
+  }
+}
+
 TEST_F(MatmulTiers, SelfTestFallsBackToScalarWithoutCooperativeMatrices) {
   const auto& caps = device().caps();
   const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(device(), compile_options());
@@ -298,6 +321,29 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x128x32/4x4")),
                ConfigError);
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128"), ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/s3"), ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/q1"), ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/p0"), ConfigError);
+  // Large A·B takes the 128x256 single-stage tile; small or transposed products keep 128x128.
+  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, false, 1, MatmulInput::F16)).to_string(),
+            "128x256x32/2x4/g4/s1");
+  EXPECT_EQ(kernels::default_coopmat_tile(shape(2048, 2048, 64, false, false, 1, MatmulInput::F16)).to_string(),
+            "128x128x32/2x4");
+  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, true, 1, MatmulInput::F16)).to_string(),
+            "128x128x32/2x4");
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/2x4/g8/s1").to_string(), "128x256x32/2x4/g8/s1");
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/2x4/g0/s2").to_string(), "128x128x32/2x4");
+  // One shared stage halves the shared memory: 128x256x32 fits in 48 KiB with it, not without.
+  EXPECT_NO_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x256x32/2x4/s1")));
+  for (const char* tile : {"128x128x32/2x4/g8", "128x128x64/2x4/s1", "128x256x32/2x4/g4/s1"}) {
+    for (int t = 0; t < 3; ++t) {
+      const kernels::MatmulKernel k = kernels::select_matmul(
+          caps, shape(1000, 1000, 200, t == 1, t == 2, 1, MatmulInput::F16), MatmulTier::CoopMatKHR, {},
+          kernels::CoopMatTile::parse(tile));
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes.at(0), compile_options());
+      EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
+    }
+  }
 }
 
 TEST(CoopMatRewrite, UseTypeAndLayoutOperands) {

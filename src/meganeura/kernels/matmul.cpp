@@ -132,29 +132,57 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
 }
 
 std::string CoopMatTile::to_string() const {
-  return std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) + "/" + std::to_string(warps_m) +
-         "x" + std::to_string(warps_n);
+  std::string s = std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) + "/" +
+                  std::to_string(warps_m) + "x" + std::to_string(warps_n);
+  if (group != 0) s += "/g" + std::to_string(group);
+  if (stages != 2) s += "/s" + std::to_string(stages);
+  return s;
 }
 
 CoopMatTile CoopMatTile::parse(const std::string& s) {
   CoopMatTile t;
   char x1, x2, slash, x3;
   std::istringstream in(s);
+  auto bad = [&] {
+    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS] like 128x128x32/2x4/g8, got '" +
+                       s + "'");
+  };
   if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
       slash != '/' || x3 != 'x') {
-    throw ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN like 128x128x32/2x4, got '" + s + "'");
+    throw bad();
   }
+  char key;
+  while (in >> slash) {
+    uint32_t v;
+    if (slash != '/' || !(in >> key >> v)) throw bad();
+    if (key == 'g') {
+      t.group = v;
+    } else if (key == 's' && (v == 1 || v == 2)) {
+      t.stages = v;
+    } else {
+      throw bad();
+    }
+  }
+  return t;
+}
+
+CoopMatTile default_coopmat_tile(const MatmulShape& s) {
+  if (s.trans_a || s.trans_b || uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 256) * s.batch < 256) return {};
+  CoopMatTile t;
+  t.bn = 256;
+  t.group = 4;
+  t.stages = 1;
   return t;
 }
 
 namespace {
 
-// Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: two stages of each
+// Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: `stages` copies of each
 // padded tile, in 16-byte units, plus the 8 x 128 floats of edge staging).
 uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
   const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
-  return 2 * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 4096;
+  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 4096;
 }
 
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
@@ -364,6 +392,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
         pass.source.defines.push_back({name, std::to_string(v) + "u"});
       }
+      pass.source.defines.push_back({"GROUP", std::to_string(tile.group)});  // tested by #if: no suffix
+      pass.source.defines.push_back({"STAGES", std::to_string(tile.stages)});
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
@@ -371,7 +401,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.grid[1] = ceil_div(s.m, tile.bm);
       if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
       label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
-               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n);
+               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n) +
+               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "");
       break;
     }
   }

@@ -79,13 +79,23 @@ struct MatmulEpilogue {
 
 // Block tile of the cooperative tiers: BM x BN outputs per 256-thread workgroup, BK deep per shared-memory
 // stage, 8 subgroups as warps_m x warps_n. Each subgroup's patch must be a multiple of 16 x 8; both shared
-// tiles, double-buffered with 16-byte row padding, plus 4 KiB for the edge epilogue must fit the device.
+// tiles (`stages` of them, 16-byte row padding) plus 4 KiB for the edge epilogue must fit the device.
+//   group   0: workgroups take tiles in launch order (columns fastest); g > 0: g tile-rows walked column by
+//           column (a grouped raster, so that workgroups resident together share B columns in L2).
+//   stages  2: double-buffered shared tiles, one barrier per K tile; 1: one shared stage, two barriers per K
+//           tile (half the shared memory, so BK can double).
 struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
-  std::string to_string() const;  // "128x128x32/2x4"
+  uint32_t group = 0, stages = 2;
+  std::string to_string() const;  // "128x128x32/2x4", then "/g8" and "/s1" where not the defaults
   static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
   bool operator==(const CoopMatTile&) const = default;
 };
+
+// The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/2x4/g4/s1 for large A·B
+// (at least 256 such tiles: +5 % at 8192^3, +6 % at 4096^3 on the H200, docs/performance.md), else the
+// default 128x128x32/2x4 (small outputs need the workgroups; transposed layouts are not measured yet).
+CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 
 struct MatmulPush {  // the push-constant block, in this order; all in elements
   uint32_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;

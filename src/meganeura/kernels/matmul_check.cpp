@@ -47,7 +47,7 @@ void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std:
 
 MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
                          MatmulTier tier, const MatmulCheckOptions& check) {
-  return check_matmul(device, options, shape, choose_variant(device.caps(), shape, tier), check);
+  return check_matmul(device, options, shape, choose_variant(device.caps(), shape, tier, check.tile), check);
 }
 
 MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,

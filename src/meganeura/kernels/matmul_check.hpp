@@ -24,6 +24,7 @@ struct MatmulCheckOptions {
   // The epilogue on the host: (v, row, col, batch) -> stored value.
   std::function<float(float, uint32_t, uint32_t, uint32_t)> host_epilogue;
   double tolerance = 1e-4;  // relative to sum_k |a b| for each output
+  CoopMatTile tile;         // the cooperative tiers' block tile
 };
 
 // Builds, runs and compares; never throws for a kernel that compiles badly or computes wrongly (that is a

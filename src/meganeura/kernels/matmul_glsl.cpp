@@ -308,8 +308,8 @@ const uint B_ROWS = BK, B_COLS = BN;
 const uint A_STRIDE = (A_COLS + PAD) / 8u, B_STRIDE = (B_COLS + PAD) / 8u;  // in uvec4
 const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
 const uint A_VPT = A_ROWS * A_COLS / 8u / 256u, B_VPT = B_ROWS * B_COLS / 8u / 256u;
-shared uvec4 As[2u * A_SIZE];
-shared uvec4 Bs[2u * B_SIZE];
+shared uvec4 As[uint(STAGES) * A_SIZE];
+shared uvec4 Bs[uint(STAGES) * B_SIZE];
 shared float Cs[8u * 128u];
 uvec4 ra[A_VPT], rb[B_VPT];
 
@@ -381,12 +381,27 @@ void stash(uint buf) {
     Bs[buf * B_SIZE + (idx / (B_COLS / 8u)) * B_STRIDE + idx % (B_COLS / 8u)] = rb[i];
   }
 }
+// The block's tile (row, column). GROUP 0: the launch order (columns fastest). GROUP g: the linear workgroup index
+// walks g tile-rows column by column, so that workgroups resident together share B columns in L2 (the last
+// group may hold fewer rows).
+uvec2 block_tile() {
+#if GROUP > 0
+  const uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
+  const uint lin = gl_WorkGroupID.y * gx + gl_WorkGroupID.x;
+  const uint g = uint(GROUP), first = (lin / (g * gx)) * g, rows = min(gy - first, g);
+  const uint within = lin % (g * gx);
+  return uvec2(first + within % rows, within / rows);
+#else
+  return uvec2(gl_WorkGroupID.y, gl_WorkGroupID.x);
+#endif
+}
 void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = sg / WARPS_N, wn = sg % WARPS_N;
   uint batch;
   const uint kb = k_begin(batch);
-  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uvec2 bt = block_tile();
+  const uint m0 = bt.x * BM, n0 = bt.y * BN;
   const uint abase = a_base(batch), bbase = b_base(batch);
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
@@ -395,10 +410,20 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   const uint tiles = (k_end - kb + BK - 1u) / BK;
   fetch(abase, bbase, m0, n0, kb);
+#if STAGES == 2
   stash(0u);
   barrier();
+#endif
   for (uint t = 0u; t < tiles; ++t) {
+#if STAGES == 2
     const uint cur = t & 1u;
+#else
+    // One shared stage: wait until every subgroup has read the previous tile, stash, wait for the stash.
+    const uint cur = 0u;
+    barrier();
+    stash(0u);
+    barrier();
+#endif
     if (t + 1u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
     const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
@@ -419,9 +444,11 @@ void main() {
       [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
+#if STAGES == 2
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
+#endif
   }
   const uint cbase = gl_WorkGroupID.z * p.sc;
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
