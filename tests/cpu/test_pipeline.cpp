@@ -50,15 +50,25 @@ StepShape step_shape(const CompiledStep& s, bool update = true) {
 
 // Every dispatch and every barrier level of the MLP's Adam step, so that a lost fusion shows here:
 //   L0 step counter, x·w0+b0 with relu as epilogue | L1 h·w1+b1 | L2 the loss, its softmax gradient |
-//   L3 db1 (column sum), dw1, dh with relu's mask | L4 db0, dw0 | L5 four updates
+//   L3 db1 (column sum) + update b1, dh with relu's mask | L4 dw1 + update w1 (after dh, which reads w1),
+//   db0 + update b0, dw0 + update w0
+// With the gradients kept (no fused updates): L3 db1, dw1, dh | L4 db0, dw0 | L5 four updates.
 TEST(Pipeline, MlpAdamStepDispatchesAndBarrierLevels) {
   SessionConfig c;
   c.optimizer.kind = OptimizerKind::Adam;
   CompiledStep s = compile_step(nn_mlp(), c, fake_caps());
   StepShape shape = step_shape(s);
-  EXPECT_EQ(shape.dispatches, 14u) << plan_text(s);
-  EXPECT_EQ(shape.barriers, 6u) << plan_text(s);
+  EXPECT_EQ(shape.dispatches, 10u) << plan_text(s);
+  EXPECT_EQ(shape.barriers, 5u) << plan_text(s);
   EXPECT_EQ(s.kernels.count(Archetype::Pointwise), 0u) << plan_text(s);
+  EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 0u) << plan_text(s);
+  EXPECT_EQ(s.plan.summary().gradients, 0u);
+  c.keep_gradients = true;
+  CompiledStep k = compile_step(nn_mlp(), c, fake_caps());
+  shape = step_shape(k);
+  EXPECT_EQ(shape.dispatches, 14u) << plan_text(k);
+  EXPECT_EQ(shape.barriers, 6u) << plan_text(k);
+  EXPECT_EQ(k.kernels.count(Archetype::Optimizer), 4u) << plan_text(k);
 }
 
 TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
@@ -74,7 +84,7 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   EXPECT_NE(text.find("matmul [h]"), std::string::npos) << text;        // labels carry the user's names
   EXPECT_EQ(text.find("pointwise"), std::string::npos) << text;         // relu is x·w1's epilogue
   EXPECT_NE(text.find("row-reduce [loss]"), std::string::npos) << text;
-  EXPECT_NE(text.find("optimizer [update w1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul [grad/w1,update w1]"), std::string::npos) << text;  // the update is fused
   EXPECT_NE(text.find("in  x f32[32,784] (100352 B)"), std::string::npos) << text;
   EXPECT_NE(text.find("-- barrier --"), std::string::npos) << text;
   EXPECT_NE(text.find("grid "), std::string::npos) << text;
@@ -146,10 +156,14 @@ TEST(Pipeline, ClippingAndAccumulationAreKernelsOfTheRecordedStep) {
   }
 
   SessionConfig plain;
+  plain.keep_gradients = true;
   CompiledStep p = compile_step(mlp(), plain, fake_caps());
   EXPECT_FALSE(accumulates(p));
   EXPECT_EQ(p.kernels.count(Archetype::GradNorm), 0u);
   EXPECT_EQ(p.plan.summary().gradients, params);
+  // Without clipping and accumulation the updates run in the gradients' kernels: no gradient is stored.
+  plain.keep_gradients = false;
+  EXPECT_EQ(compile_step(mlp(), plain, fake_caps()).plan.summary().gradients, 0u);
 }
 
 TEST(Pipeline, BadClippingOrAccumulationSettingsAreConfigErrors) {

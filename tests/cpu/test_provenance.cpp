@@ -60,6 +60,7 @@ TEST(Provenance, NamesReachDispatchLabelsPhasesAndThePlanDumpInEveryRewriteMode)
     SessionConfig c;
     c.rewrite = mode;
     c.optimizer.kind = OptimizerKind::Adam;
+    c.keep_gradients = true;  // updates in kernels of their own
     CompiledStep s = compile_step(block(), c, fake_caps());
     EXPECT_TRUE(any_label(s, Phase::Forward, "blk3.qkv"));
     EXPECT_TRUE(any_label(s, Phase::Forward, "blk3.out"));
@@ -73,6 +74,11 @@ TEST(Provenance, NamesReachDispatchLabelsPhasesAndThePlanDumpInEveryRewriteMode)
     EXPECT_GE(phases[0], 2u);
     EXPECT_GE(phases[1], 3u);
     EXPECT_EQ(phases[2], 3u);  // two parameter updates and Adam's step counter
+    // Fused updates: the weight gradients' kernels (backward) also update and say so.
+    c.keep_gradients = false;
+    CompiledStep f = compile_step(block(), c, fake_caps());
+    EXPECT_TRUE(any_label(f, Phase::Backward, "update w1"));
+    EXPECT_EQ(f.kernels.count(Archetype::Optimizer), 0u);
     const std::string text = plan_text(s);
     EXPECT_NE(text.find("grad/blk3.qkv"), std::string::npos) << text;
     EXPECT_NE(text.find(" backward from "), std::string::npos) << text;

@@ -276,6 +276,60 @@ TEST(Schedule, OptimizerKernelsComeLast) {
   for (const auto& [node, index] : kg.producer) EXPECT_TRUE(kg.kernels[index].fused(node));
 }
 
+TEST(Schedule, UpdatesFuseIntoTheKernelsComputingTheirGradients) {
+  Mlp m;
+  Graph t = differentiate(m.g, m.loss);
+  std::vector<NodeId> roots{m.loss};
+  std::vector<std::pair<NodeId, NodeId>> pg;
+  for (NodeId p : t.parameters()) {
+    roots.push_back(*t.gradient(p));
+    pg.push_back({p, *t.gradient(p)});
+  }
+  const KernelGraph plain = schedule(t, roots);
+  KernelGraph kg = plain;
+  append_optimizer(kg, t, pg, {.needs_step = true, .fuse = true});
+  EXPECT_EQ(kg.count(Archetype::Optimizer), 0u) << kg.to_text(t);
+  EXPECT_EQ(kg.kernels.size(), plain.kernels.size() + 1) << kg.to_text(t);  // + the step counter
+  for (auto [p, gr] : pg) {
+    const Kernel& k = kernel_writing(kg, gr);
+    EXPECT_EQ(k.update, p);
+    EXPECT_EQ(std::count(kg.materialised.begin(), kg.materialised.end(), gr), 0);  // never stored
+    // after every kernel reading the parameter (w2 is read by dh = dlogits·w2ᵀ in the backward pass)
+    for (const Kernel& o : kg.kernels) {
+      if (std::count(o.reads.begin(), o.reads.end(), p)) {
+        EXPECT_LT(o.level, k.level) << o.label << "\n" << kg.to_text(t);
+      }
+    }
+  }
+  for (size_t i = 1; i < kg.kernels.size(); ++i) EXPECT_LE(kg.kernels[i - 1].level, kg.kernels[i].level);
+  for (const auto& [node, index] : kg.producer) EXPECT_TRUE(kg.kernels[index].fused(node));
+
+  // Clipping and accumulation read whole gradients: no fusion.
+  for (UpdatePlan plan : {UpdatePlan{.clip = true, .fuse = true}, UpdatePlan{.accumulate = true, .fuse = true}}) {
+    KernelGraph c = plain;
+    append_optimizer(c, t, pg, plan);
+    EXPECT_EQ(c.count(Archetype::Optimizer), 2u);
+    for (const Kernel& k : c.kernels) EXPECT_FALSE(k.update.valid());
+  }
+}
+
+TEST(Schedule, UpdatesStayUnfusedWhereTheGradientIsReadOrNotOneThreadPerElement) {
+  Graph g;
+  NodeId x = g.input("x", {4, 6});
+  NodeId w = g.parameter("w", {6, 3});
+  NodeId v = g.parameter("v", {5});
+  NodeId loss = g.add(g.sum(g.square(g.matmul(x, w))), g.sum(g.square(v)));  // dv = 2v·1: pointwise, reads v
+  g.set_outputs({loss});
+  Graph t = differentiate(g, loss);
+  NodeId gw = *t.gradient(w), gv = *t.gradient(v);
+  t.set_outputs({loss, gw});  // the weight gradient is returned too: it must be stored
+  std::vector<std::pair<NodeId, NodeId>> pg{{w, gw}, {v, gv}};
+  KernelGraph kg = schedule(t, {loss, gw, gv});
+  append_optimizer(kg, t, pg, {.fuse = true});
+  EXPECT_EQ(kg.count(Archetype::Optimizer), 2u) << kg.to_text(t);
+  for (const Kernel& k : kg.kernels) EXPECT_FALSE(k.update.valid()) << k.label;
+}
+
 TEST(Schedule, NormsAreOneRowReductionWithTheirProducersAndConsumersFused) {
   // rms_norm(x + residual) * 2: the residual add is the norm's prologue, the scaling its epilogue.
   Graph g;

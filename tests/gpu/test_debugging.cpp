@@ -403,6 +403,7 @@ TEST_F(Debugging, SessionProfileInProcessCoversEveryDispatch) {
   Block b;
   SessionConfig c = config(true);
   c.gpu_timing = true;
+  c.keep_gradients = true;  // update kernels of their own, so that every phase has dispatches
   Session s = build(b.g, c, shared_device());
   b.feed(s, 9);
   ProfileOptions po;

@@ -387,6 +387,9 @@ TEST_F(Session_, InferenceSessionHasNoGradientOrOptimizerBuffers) {
   SessionConfig c = base_config(true);
   c.optimizer.kind = OptimizerKind::Adam;
   Session adam = build(m.g, c, shared_device());
+  EXPECT_EQ(adam.memory_summary().gradients, 0u);  // the updates run in the gradients' kernels
+  c.keep_gradients = true;
+  adam = build(m.g, c, shared_device());
   EXPECT_EQ(adam.memory_summary().gradients, (784u * 128 + 1280) * 4);
   EXPECT_EQ(adam.memory_summary().optimizer_state, 2u * (784 * 128 + 1280) * 4);
   EXPECT_EQ(adam.optimizer_state().size(), 4u);

@@ -12,6 +12,7 @@
 #include "gpu_fixture.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
 #include "meganeura/meganeura.hpp"
+#include "meganeura/nn/nn.hpp"
 #include "meganeura/reference/interpreter.hpp"
 #include "meganeura/session/pipeline.hpp"
 
@@ -256,6 +257,68 @@ TEST_F(TrainingGpu, ClippedAccumulationMatchesTheHostFormula) {
 }
 
 // The Trainer over sessions: Adam learns the blobs, and 2 × 4-row micro-batches train as 8-row batches.
+// Updates fused into the kernels computing their gradients (the default) against the same step with the
+// gradients kept (an update kernel per parameter): every loss, parameter and optimizer state bit for bit over
+// 10 steps of every rule, on an MLP with biases whose sizes fit no tile.
+TEST_F(TrainingGpu, FusedUpdatesMatchTheUnfusedStepBitForBit) {
+  Graph g;
+  nn::Context ctx(g, 5);
+  const NodeId x = g.input("x", {7, 13});
+  const NodeId y = g.input("labels", {7, 5});
+  nn::Mlp mlp(ctx, "mlp", {13, 11, 5});
+  g.set_outputs({g.cross_entropy_loss(mlp(x), y)});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> xv(7 * 13), yv(7 * 5, 0.0f);
+  for (float& f : xv) f = u(rng);
+  for (int r = 0; r < 7; ++r) yv[size_t(r * 5 + r % 5)] = 1.0f;
+  static KernelCache cache;
+  auto make = [&](OptimizerConfig o, bool keep) {
+    SessionConfig cfg = test::gpu_config();
+    cfg.optimizer = o;
+    cfg.keep_gradients = keep;
+    cfg.dump_plan.clear();
+    std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+    Session s = build_with(g, cfg, dev, {.cache = &cache});
+    for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
+    s.set_input("x", xv);
+    s.set_input("labels", yv);
+    return s;
+  };
+  OptimizerConfig sgd = rule(OptimizerKind::Sgd, 0.05);
+  sgd.momentum = 0.9;
+  sgd.nesterov = true;
+  sgd.weight_decay = 0.01;
+  OptimizerConfig adam = rule(OptimizerKind::Adam, 0.05);
+  adam.weight_decay = 0.01;
+  OptimizerConfig adamw = rule(OptimizerKind::AdamW, 0.05);
+  adamw.weight_decay = 0.1;
+  for (const OptimizerConfig& o : {rule(OptimizerKind::Sgd, 0.05), sgd, adam, adamw, rule(OptimizerKind::LaProp, 0.05)}) {
+    SCOPED_TRACE("optimizer " + std::to_string(int(o.kind)) + " momentum " + std::to_string(o.momentum));
+    Session fused = make(o, false), kept = make(o, true);
+    EXPECT_EQ(fused.memory_summary().gradients, 0u);  // every update fused: no gradient stored
+    EXPECT_GT(kept.memory_summary().gradients, 0u);
+    for (int step = 0; step < 10; ++step) {
+      for (Session* s : {&fused, &kept}) {
+        s->step();
+        s->wait();
+      }
+      ASSERT_EQ(fused.read_output(0), kept.read_output(0)) << "loss of step " << step;
+    }
+    for (const auto& [name, w] : ctx.weights()) EXPECT_EQ(fused.read_parameter(name), kept.read_parameter(name)) << name;
+    for (const OptimizerStateInfo& st : kept.optimizer_state())
+      EXPECT_EQ(fused.read_optimizer_state(st.name), kept.read_optimizer_state(st.name)) << st.name;
+    EXPECT_EQ(fused.optimizer_step(), kept.optimizer_step());
+    EXPECT_NO_THROW(kept.read_gradient("mlp.fc0.weight"));
+    try {
+      fused.read_gradient("mlp.fc0.weight");
+      ADD_FAILURE() << "read_gradient of a fused update";
+    } catch (const SessionError& e) {
+      EXPECT_NE(std::string(e.what()).find("keep_gradients"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(TrainingGpu, TrainerWithAdamLearnsAndAccumulatesLikeTheBigBatch) {
   Trainer big(session(tiny(8), rule(OptimizerKind::Adam, 0.02)), quiet(8));
   Trainer acc(session(tiny(4), rule(OptimizerKind::Adam, 0.02, 0, 2)), quiet(4));

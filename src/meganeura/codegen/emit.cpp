@@ -101,6 +101,11 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
 }
 
 std::string Emitter::store(NodeId n, const std::string& offset, const std::string& v) {
+  if (n == k.root && k.update.valid()) {  // the gradient goes into the update instead of memory
+    if (!update_emitted) decls += fused_update_fn(*this, "b" + std::to_string(bind_value(k.update, true)) + ".d[i]");
+    update_emitted = true;
+    return "mn_update(" + offset + ", " + v + ");";
+  }
   uint32_t b = bind_value(n, true);
   std::string lhs = "b" + std::to_string(b) + ".d[" + offset + "]";
   switch (g.node(kg.storage_of(n)).dtype) {

@@ -26,6 +26,7 @@ struct Emitter {
   std::string extensions;  // #extension lines
   int fn_counter = 0;
   uint32_t dedup_from = 0;  // bind_value shares bindings from this index on (the matmul keeps 0..2 its own)
+  bool update_emitted = false;  // store() of a fused update's root has declared mn_update
   KernelVariant variant;    // the tuner's choices for this kernel (default: the heuristic)
 
   // Threads per workgroup: the variant's, else CodegenOptions::workgroup.
@@ -45,7 +46,8 @@ struct Emitter {
   std::string buffer_decls(size_t from) const;
   // "b3.d[<offset>]" as a float expression, for a materialised value.
   std::string load(NodeId n, const std::string& offset);
-  // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype.
+  // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype; for
+  // the root of a kernel with a fused update, the update of that element instead (mn_update).
   std::string store(NodeId n, const std::string& offset, const std::string& v);
 
   // Emits `float <name>(uint flat[, float core])` computing `top` at index `flat` of `space`, where the
@@ -81,6 +83,9 @@ bool scatter_atomic(const Emitter& e);
 void emit_clear(Emitter& e);
 void emit_attention(Emitter& e);  // attention.cpp: forward (+ log-sum-exp), dQ, dK/dV
 void emit_optimizer(Emitter& e);
+// `void mn_update(uint i, float g)`: the update of element i of e.k.update (a kernel with a fused update)
+// with gradient g; `param_at_i` is the parameter element's lvalue. Binds the moments and the hyper block.
+std::string fused_update_fn(Emitter& e, const std::string& param_at_i);
 void emit_counter(Emitter& e);
 void emit_accumulate(Emitter& e);
 void emit_grad_norm(Emitter& e);

@@ -103,7 +103,8 @@ void emit_matmul(Emitter& e) {
   // the root's buffer, never read.
   e.bind_value_unshared(a_fill ? e.k.root : a, false);
   e.bind_value_unshared(b_fill ? e.k.root : bnode, false);
-  e.bind_value_unshared(e.k.root, true);
+  // With a fused update C is the parameter, and each element of the product goes into its update.
+  e.bind_value_unshared(e.k.update.valid() ? e.k.update : e.k.root, true);
   e.dedup_from = 3;
 
   kernels::MatmulEpilogue ep;
@@ -111,6 +112,10 @@ void emit_matmul(Emitter& e) {
   if (e.k.root != e.k.core || !e.k.epilogue.empty()) {
     const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
     ep.expr = fn + "(batch * " + uint_lit(M * N) + " + row * " + uint_lit(N) + " + col, v)";
+  }
+  if (e.k.update.valid()) {
+    e.decls += fused_update_fn(e, "c[i]");
+    ep.store = "mn_update";
   }
   std::string fills;
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";

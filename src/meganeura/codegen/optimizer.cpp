@@ -48,24 +48,19 @@ uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup) {
   return uint32_t(std::clamp<int64_t>((elements + per_group - 1) / per_group, 1, 1024));
 }
 
-void emit_optimizer(Emitter& e) {
+namespace {
+
+// Statements updating one element of parameter `p`: `lr`, `p` (its value) and `g` (its gradient) are defined;
+// `P` is the element's lvalue, `i` its index.
+std::string update_statements(Emitter& e, NodeId param, const std::string& P) {
   const OptimizerConfig& o = e.opt.optimizer;
-  NodeId p = e.k.root;
-  int64_t n = numel(e.g.node(p).shape);
-  uint32_t bp = e.bind_value(p, true);
-  e.bind_hyper();
-  std::string P = "b" + std::to_string(bp) + ".d[i]";
-  std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
-  b += "  float lr = hyper.lr;\n  float p = " + P + ";\n";
-  b += "  float g = " + effective_gradient(e, p, e.k.grad, "i") + ";\n";
-  if (accumulates(o)) b += "  b" + std::to_string(e.bind_accumulator(p, true)) + ".d[i] = 0.0;\n";
-  if (o.clip_grad_norm > 0) b += "  g *= hyper.clip_scale;\n";
+  std::string b;
   std::string wd = float_lit(o.weight_decay);
   switch (o.kind) {
     case OptimizerKind::Sgd: {
       if (o.weight_decay != 0.0) b += "  g += " + wd + " * p;\n";
       if (o.momentum != 0.0) {
-        std::string V = "b" + std::to_string(e.bind_moment(p, 0)) + ".d[i]";
+        std::string V = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
         std::string mu = float_lit(o.momentum);
         b += "  float v = " + mu + " * " + V + " + g;\n  " + V + " = v;\n";
         b += o.nesterov ? "  g = g + " + mu + " * v;\n" : "  g = v;\n";
@@ -75,8 +70,8 @@ void emit_optimizer(Emitter& e) {
     }
     case OptimizerKind::Adam:
     case OptimizerKind::AdamW: {
-      std::string M = "b" + std::to_string(e.bind_moment(p, 0)) + ".d[i]";
-      std::string V = "b" + std::to_string(e.bind_moment(p, 1)) + ".d[i]";
+      std::string M = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
+      std::string V = "b" + std::to_string(e.bind_moment(param, 1)) + ".d[i]";
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.kind == OptimizerKind::Adam && o.weight_decay != 0.0) b += "  g += " + wd + " * p;\n";
       if (o.kind == OptimizerKind::AdamW && o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
@@ -89,8 +84,8 @@ void emit_optimizer(Emitter& e) {
     }
     case OptimizerKind::LaProp: {
       // Momentum of the gradient normalised by the bias-corrected second moment (Ziyin et al., 2020).
-      std::string M = "b" + std::to_string(e.bind_moment(p, 0)) + ".d[i]";
-      std::string V = "b" + std::to_string(e.bind_moment(p, 1)) + ".d[i]";
+      std::string M = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
+      std::string V = "b" + std::to_string(e.bind_moment(param, 1)) + ".d[i]";
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
@@ -103,9 +98,33 @@ void emit_optimizer(Emitter& e) {
     case OptimizerKind::None:
       throw SessionError("[codegen] expected an optimizer for an update kernel, got OptimizerKind::None");
   }
+  return b;
+}
+
+}  // namespace
+
+void emit_optimizer(Emitter& e) {
+  const OptimizerConfig& o = e.opt.optimizer;
+  NodeId p = e.k.root;
+  int64_t n = numel(e.g.node(p).shape);
+  uint32_t bp = e.bind_value(p, true);
+  e.bind_hyper();
+  std::string P = "b" + std::to_string(bp) + ".d[i]";
+  std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
+  b += "  float lr = hyper.lr;\n  float p = " + P + ";\n";
+  b += "  float g = " + effective_gradient(e, p, e.k.grad, "i") + ";\n";
+  if (accumulates(o)) b += "  b" + std::to_string(e.bind_accumulator(p, true)) + ".d[i] = 0.0;\n";
+  if (o.clip_grad_norm > 0) b += "  g *= hyper.clip_scale;\n";
+  b += update_statements(e, p, P);
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", b);
+}
+
+std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
+  std::string b = "void mn_update(uint i, float g) {\n  float lr = hyper.lr;\n  float p = " + param_at_i + ";\n";
+  e.bind_hyper();
+  return b + update_statements(e, e.k.update, param_at_i) + "}\n";
 }
 
 void emit_accumulate(Emitter& e) {

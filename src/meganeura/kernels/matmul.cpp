@@ -383,7 +383,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       const bool vec = (s.trans_a ? s.m : s.k) % 8 == 0 && s.lda % 8 == 0 && s.stride_a % 8 == 0 &&
                        (s.trans_b ? s.k : s.n) % 8 == 0 && s.ldb % 8 == 0 && s.stride_b % 8 == 0;
       // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
-      const bool direct = pe.expr.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
+      const bool direct = pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }

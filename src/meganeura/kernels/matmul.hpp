@@ -68,6 +68,9 @@ struct MatmulShape {
 // `B_FILL`, or `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and `uint b_base(uint batch)`,
 // element offsets of each operand's matrix, for broadcast batch dimensions) and `c_type` (the GLSL element type
 // of C: float, int or uint; direct cooperative stores need float).
+// `store`, when set, names a function `void store(uint i, float v)` (in `decls`) called instead of `c[i] = v`
+// with each element, once, by one thread (the summing pass of a split product): a fused parameter update,
+// with C bound to the parameter.
 struct MatmulEpilogue {
   std::string expr;
   uint32_t extra_buffers = 0;
@@ -75,6 +78,7 @@ struct MatmulEpilogue {
   std::string decls;
   std::string operand_decls;
   std::string c_type = "float";
+  std::string store;
 };
 
 // Block tile of the cooperative tiers: BM x BN outputs per 256-thread workgroup, BK deep per shared-memory

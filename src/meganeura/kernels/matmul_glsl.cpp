@@ -52,7 +52,8 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
        "uint b_base(uint batch) { return batch * p.sb; }\n#endif\n";
   s += "float epilogue(float v, uint row, uint col, uint batch) { return " +
        (ep.expr.empty() ? std::string("v") : "(" + ep.expr + ")") + "; }\n";
-  s += "#define STORE_C(i, v) c[i] = " + ep.c_type + "(v)\n";
+  s += ep.store.empty() ? "#define STORE_C(i, v) c[i] = " + ep.c_type + "(v)\n"
+                        : "#define STORE_C(i, v) " + ep.store + "(i, v)\n";
   return s;
 }
 

@@ -402,9 +402,85 @@ KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const Sch
   return std::move(b.kg);
 }
 
-void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
+namespace {
+
+// Fuses each update it can into the kernel computing the gradient (see append_optimizer); returns the
+// parameters left for Optimizer kernels.
+std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph& g,
+                                                    const std::vector<std::pair<NodeId, NodeId>>& param_grads,
+                                                    bool needs_step) {
+  std::set<NodeId> params, outputs(g.outputs().begin(), g.outputs().end());
+  std::map<NodeId, int> grad_uses, readers;  // gradient -> parameters it is the gradient of; reads by kernel
+  for (auto [p, gr] : param_grads) {
+    params.insert(p);
+    ++grad_uses[gr];
+  }
+  for (const Kernel& k : kg.kernels)
+    for (NodeId r : k.reads) ++readers[kg.storage_of(r)];
+  auto reads_parameter = [&](const Kernel& k) {
+    for (NodeId r : k.reads)
+      if (params.count(kg.storage_of(r))) return true;
+    return false;
+  };
+  // The gradient may be a Reshape of the kernel's root (a bias gradient summed with keepdim): same elements in
+  // the same order.
+  auto fusable = [&](NodeId p, NodeId gr) -> Kernel* {
+    const NodeId gs = kg.storage_of(gr);
+    auto it = kg.producer.find(gs);
+    if (it == kg.producer.end() || grad_uses[gr] != 1 || readers.count(gs) || outputs.count(gr) || outputs.count(gs) ||
+        g.node(p).dtype != DType::F32 || g.node(gs).dtype != DType::F32 || numel(g.node(gs).shape) != numel(g.node(p).shape))
+      return nullptr;
+    for (const auto& [alias, storage] : kg.storage)  // no other view of the gradient is read or returned
+      if (storage == gs && alias != gr && (readers.count(alias) || outputs.count(alias))) return nullptr;
+    Kernel& k = kg.kernels[it->second];
+    if (k.root != gs || !k.siblings.empty() || k.update.valid() || reads_parameter(k)) return nullptr;
+    const Op core = k.core.valid() ? g.node(k.core).op : Op::Count_;
+    // one thread writes each element once, after everything the kernel reads
+    if (k.arch == Archetype::MatMul || (k.arch == Archetype::RowReduce && (core == Op::Sum || core == Op::Mean)))
+      return &k;
+    return nullptr;
+  };
+  std::vector<std::pair<NodeId, NodeId>> rest;
+  bool moved = false;
+  for (auto [p, gr] : param_grads) {
+    Kernel* k = fusable(p, gr);
+    if (!k) {
+      rest.push_back({p, gr});
+      continue;
+    }
+    // After every kernel reading the parameter (none of them is fused: a fused kernel reads no parameter),
+    // and after the step counter when the update reads the bias corrections.
+    int level = std::max(k->level, needs_step ? 1 : 0);
+    for (const Kernel& o : kg.kernels)
+      for (NodeId r : o.reads)
+        if (kg.storage_of(r) == p) level = std::max(level, o.level + 1);
+    moved = moved || level != k->level;
+    k->level = level;
+    k->update = p;
+    k->label += ",update " + node_label(g, p);
+    kg.materialised.erase(std::remove(kg.materialised.begin(), kg.materialised.end(), k->root), kg.materialised.end());
+  }
+  if (moved) {
+    std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
+      return a.level != b.level ? a.level < b.level : a.root < b.root;
+    });
+    kg.producer.clear();
+    for (size_t i = 0; i < kg.kernels.size(); ++i) {
+      kg.producer[kg.kernels[i].root] = i;
+      for (NodeId n : kg.kernels[i].siblings) kg.producer[n] = i;
+    }
+  }
+  return rest;
+}
+
+}  // namespace
+
+void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& all_param_grads,
                       const UpdatePlan& plan) {
-  if (param_grads.empty()) return;
+  if (all_param_grads.empty()) return;
+  const std::vector<std::pair<NodeId, NodeId>> param_grads =
+      plan.fuse && !plan.clip && !plan.accumulate ? fuse_updates(kg, g, all_param_grads, plan.needs_step)
+                                                  : all_param_grads;
   int top = 0;
   for (const Kernel& k : kg.kernels) top = std::max(top, k.level);
   // After every kernel: a parameter may be read by a kernel its gradient does not depend on.

@@ -50,6 +50,9 @@ struct Kernel {
   // AttentionLse, a dK kernel's dV. Never fused into by other nodes; empty for every other archetype.
   std::vector<NodeId> siblings;
   NodeId grad;                   // Optimizer, Accumulate: the gradient read
+  // MatMul / RowReduce: the parameter this kernel updates with its root as the gradient (append_optimizer's
+  // fused updates). The root is then not stored: each output element goes straight into the update.
+  NodeId update;
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // GradNorm: every (parameter, gradient)
   int level = 0;                 // dependency depth; kernels of one level are mutually independent
   std::string label;             // names of the nodes it computes, for plans, errors and profiles
@@ -82,11 +85,16 @@ struct UpdatePlan {
   bool needs_step = false;  // bias-corrected optimizers read the step count on the GPU
   bool clip = false;        // clipping by global gradient norm
   bool accumulate = false;  // gradient accumulation over several steps
+  bool fuse = false;        // updates into the kernels computing their gradients, where possible
 };
 
 // Appends, after every other kernel: with accumulation, one AccumulateOnly kernel per parameter; with
 // clipping, GradNorm then ClipScale; one Optimizer kernel per (parameter, gradient) pair. A Counter, when
 // needed, goes first, at level 0. Everything but the accumulate kernels is UpdateOnly.
+// With `fuse` (and neither clipping nor accumulation) a parameter whose gradient is the root of a kernel that
+// writes each element once from one thread (a matmul; a Sum / Mean row reduction) and that nothing else reads
+// gets no Optimizer kernel: that kernel updates it (Kernel::update), moved after every kernel reading the
+// parameter, and the gradient is not stored.
 void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
                       const UpdatePlan& plan);
 

@@ -118,6 +118,7 @@ NanReport Session::step_debug() {
     const Kernel& K = s.kernels.kernels[k];
     // Values only: the step counter, clipping and accumulation kernels write the hyper block or private buffers.
     if (!K.root.valid() || (kernel_phase(g, K) == Phase::Update && K.arch != Archetype::Optimizer)) continue;
+    if (K.update.valid()) continue;  // a gradient that went straight into its update has no storage
     if (!all && !wanted.count(K.root)) continue;
     if (g.node(K.root).dtype != DType::F32) continue;
     scan(K.root, K.label, k);

@@ -120,11 +120,14 @@ bool needs_step(const OptimizerConfig& o) { return o.kind != OptimizerKind::Sgd 
 
 // optimizer: fused update kernels over the persistent arena, after everything else (plus the gradient
 // norm for clipping, and the accumulate-only kernels for gradient accumulation).
-void pass_optimizer(CompiledStep& s, const SessionConfig& config) {
+// Updates run inside the kernels computing their gradients where they can, unless the gradients must stay
+// readable (keep_gradients, debug sessions) or fusion is off.
+void pass_optimizer(CompiledStep& s, const SessionConfig& config, const CompileOptions& options) {
   if (!updates(config)) return;
   const OptimizerConfig& o = config.optimizer;
   append_optimizer(s.kernels, s.graph, s.param_grads,
-                   {.needs_step = needs_step(o), .clip = o.clip_grad_norm > 0, .accumulate = o.grad_accumulation > 1});
+                   {.needs_step = needs_step(o), .clip = o.clip_grad_norm > 0, .accumulate = o.grad_accumulation > 1,
+                    .fuse = options.fuse && !config.keep_gradients && !config.keep_intermediates});
 }
 
 uint32_t norm_partials(const CompiledStep& s, const CodegenOptions& co) {
@@ -184,7 +187,7 @@ CompiledStep compile_step(const Graph& g, const SessionConfig& config, const run
   t = span("schedule");
   if (config.training) s.param_grads = pass_collect_gradients(s.graph);
   s.kernels = pass_schedule(s, config, options);
-  pass_optimizer(s, config);
+  pass_optimizer(s, config, options);
   t.reset();
   t = span("codegen");
   s.code = pass_codegen(s, config, caps, options);

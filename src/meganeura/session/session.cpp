@@ -484,8 +484,14 @@ void Session::set_learning_rate(double lr) {
 
 std::vector<float> Session::read_gradient(const std::string& parameter) {
   NodeId p = impl_->leaf_id("read_gradient", parameter, Op::Parameter);
-  for (auto [param, grad] : impl_->step.param_grads)
-    if (param == p) return impl_->download_value(grad);
+  for (auto [param, grad] : impl_->step.param_grads) {
+    if (param != p) continue;
+    if (!impl_->step.plan.slot_of.count(impl_->step.kernels.storage_of(grad)))
+      throw SessionError("[Session::read_gradient] expected a session that keeps gradients, got '" + parameter +
+                         "' updated inside the kernel computing its gradient, which is not stored (set "
+                         "SessionConfig::keep_gradients, or use SessionConfig::debug())");
+    return impl_->download_value(grad);
+  }
   throw SessionError("[Session::read_gradient] expected a training session, got one without gradients");
 }
 

@@ -45,6 +45,10 @@ struct SessionConfig {
   bool alias_memory = true;             // liveness-based aliasing of intermediates
   bool host_visible = false;            // debug: every buffer host-readable
   bool keep_intermediates = false;      // debug: every node materialised and readable by name
+  // Gradients stored and readable (read_gradient) in a training session with an optimizer. Off, an update
+  // runs inside the kernel computing its gradient where it can (no clipping, no accumulation), and that
+  // gradient is never stored.
+  bool keep_gradients = false;
   std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
   bool validation = false;              // MEGANEURA_VALIDATION
   std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path
@@ -198,7 +202,9 @@ class Session {
   void set_learning_rate(double lr);
 
   // Training state beyond the parameters, for checkpoints and host-side updates (used by train/).
-  std::vector<float> read_gradient(const std::string& parameter);  // training sessions, after wait()
+  // Training sessions, after wait(). With an optimizer, only sessions that keep gradients (keep_gradients,
+  // debug sessions, clipping or accumulation); otherwise a SessionError.
+  std::vector<float> read_gradient(const std::string& parameter);
   std::vector<OptimizerStateInfo> optimizer_state() const;         // empty when the optimizer keeps none
   std::vector<float> read_optimizer_state(const std::string& name);
   void set_optimizer_state(const std::string& name, std::span<const float> data);
