@@ -74,6 +74,18 @@ std::string KernelGraph::to_text(const Graph& g) const {
 
 namespace {
 
+// Kernels in level order (ties by root, so the order is deterministic), and the producer index rebuilt.
+void sort_by_level(KernelGraph& kg) {
+  std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
+    return a.level != b.level ? a.level < b.level : a.root < b.root;
+  });
+  kg.producer.clear();
+  for (size_t i = 0; i < kg.kernels.size(); ++i) {
+    kg.producer[kg.kernels[i].root] = i;
+    for (NodeId n : kg.kernels[i].siblings) kg.producer[n] = i;
+  }
+}
+
 [[noreturn]] void unsupported(const Graph& g, NodeId n, const std::string& why) {
   const Node& nd = g.node(n);
   throw GraphError("[schedule] expected an op the GPU archetypes can run, got " + std::string(op_name(nd.op)) +
@@ -370,14 +382,7 @@ struct Builder {
       }
     }
     for (size_t i = 0; i < kg.kernels.size(); ++i) kg.kernels[i].level = level[i];
-    std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
-      return a.level != b.level ? a.level < b.level : a.root < b.root;
-    });
-    kg.producer.clear();
-    for (size_t i = 0; i < kg.kernels.size(); ++i) {
-      kg.producer[kg.kernels[i].root] = i;
-      for (NodeId n : kg.kernels[i].siblings) kg.producer[n] = i;
-    }
+    sort_by_level(kg);
   }
 };
 
@@ -461,14 +466,7 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
     kg.materialised.erase(std::remove(kg.materialised.begin(), kg.materialised.end(), k->root), kg.materialised.end());
   }
   if (moved) {
-    std::stable_sort(kg.kernels.begin(), kg.kernels.end(), [](const Kernel& a, const Kernel& b) {
-      return a.level != b.level ? a.level < b.level : a.root < b.root;
-    });
-    kg.producer.clear();
-    for (size_t i = 0; i < kg.kernels.size(); ++i) {
-      kg.producer[kg.kernels[i].root] = i;
-      for (NodeId n : kg.kernels[i].siblings) kg.producer[n] = i;
-    }
+    sort_by_level(kg);
   }
   return rest;
 }
