@@ -128,7 +128,23 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     head += ",\"variant\":\"" + variant.to_string() + "\"";
     const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, variant);
     std::vector<runtime::KernelId> ids;
-    for (const kernels::MatmulPass& pass : kern.passes) ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
+    for (const kernels::MatmulPass& pass : kern.passes) {
+      runtime::KernelDesc desc = kernels::build_matmul_kernel(pass, copt);
+      desc.capture = runtime::PipelineCapture::Statistics;  // registers etc., where the driver reports them
+      ids.push_back(dev.create_kernel(desc));
+    }
+    std::string stats;  // the product pass's driver statistics, as "name":value
+    for (const runtime::PipelineExecutable& ex : dev.pipeline_executables(ids.front())) {
+      for (const runtime::PipelineStatistic& st : ex.statistics) {
+        const std::string v = st.format == "bool32"  ? std::string(st.b32 ? "1" : "0")
+                              : st.format == "int64" ? std::to_string(st.i64)
+                              : st.format == "uint64" ? std::to_string(st.u64)
+                                                      : std::to_string(st.f64);
+        stats += (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + v;
+      }
+      break;
+    }
+    head += ",\"stats\":{" + stats + "}";
     const uint64_t elems = uint64_t(n) * n, esize = f16 && !round ? 2 : 4;
     std::vector<float> host[2];
     for (int op = 0; op < 2; ++op) {

@@ -34,7 +34,10 @@ float to_in(float x) {
 #else
 float to_in(ELEM x) { return float(x); }
 #endif
-layout(local_size_x = 256) in;
+#ifndef WG_SIZE
+#define WG_SIZE 256
+#endif
+layout(local_size_x = WG_SIZE) in;
 layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } p;
 )";
   s += "layout(std430, set = 0, binding = 2) buffer BufC { " + ep.c_type + " c[]; };\n";
@@ -276,11 +279,14 @@ void main() {
 
 
 const char* kCoopmat = R"(
-// WARPS_M x WARPS_N subgroups of 32 (8 in all), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
+// WARPS_M x WARPS_N subgroups of 32 (4 or 8), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
 // held as TM x TN accumulators of 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct,
 // which the KHR rewrite needs). Shared tiles keep each stored matrix's contiguous dimension contiguous
 // (16-byte copies from global memory) and the fragment loads read them row- or column-major as the transpose
 // needs. Rows are padded by 16 bytes.
+// LOADERS 0: every subgroup loads the next K tile into registers across its multiply-adds, then stores it to
+// shared memory. LOADERS L > 0: L more subgroups only load and store (then the barrier) while the multiplying
+// subgroups never hold a global load in flight, so their registers are accumulators and fragments alone.
 #if INPUT_ROUND_F16 && VEC_LOADS
 layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
@@ -294,7 +300,16 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
 #endif
+#ifndef LOADERS
+#define LOADERS 0
+#endif
+#if LOADERS > 0 && STAGES != 2
+#error loader subgroups need two shared stages
+#endif
 const uint PAD = 8u;
+const uint CONSUMERS = WARPS_M * WARPS_N;
+const uint LOAD_THREADS = 32u * (LOADERS > 0 ? uint(LOADERS) : CONSUMERS);
+const uint LOAD_FIRST = LOADERS > 0 ? 32u * CONSUMERS : 0u;  // the first invocation that loads
 const uint WTM = BM / WARPS_M, WTN = BN / WARPS_N, TM = WTM / 16u, TN = WTN / 8u;
 #if TRANS_A
 const uint A_ROWS = BK, A_COLS = BM;
@@ -308,10 +323,10 @@ const uint B_ROWS = BK, B_COLS = BN;
 #endif
 const uint A_STRIDE = (A_COLS + PAD) / 8u, B_STRIDE = (B_COLS + PAD) / 8u;  // in uvec4
 const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
-const uint A_VPT = A_ROWS * A_COLS / 8u / 256u, B_VPT = B_ROWS * B_COLS / 8u / 256u;
+const uint A_VPT = A_ROWS * A_COLS / 8u / LOAD_THREADS, B_VPT = B_ROWS * B_COLS / 8u / LOAD_THREADS;
 shared uvec4 As[uint(STAGES) * A_SIZE];
 shared uvec4 Bs[uint(STAGES) * B_SIZE];
-shared float Cs[8u * 128u];
+shared float Cs[CONSUMERS * 128u];
 uvec4 ra[A_VPT], rb[B_VPT];
 
 uvec4 pack8(float h[8]) {
@@ -354,7 +369,7 @@ uvec4 fetch_b(uint base, uint gr, uint gc, uint rlim, uint clim) {
 }
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
     const uint r = idx / (A_COLS / 8u), cv = idx % (A_COLS / 8u);
 #if TRANS_A
     ra[i] = fetch_a(abase, k0 + r, m0 + cv * 8u, k_end, p.M);
@@ -363,7 +378,7 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
 #endif
   }
   [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
     const uint r = idx / (B_COLS / 8u), cv = idx % (B_COLS / 8u);
 #if TRANS_B
     rb[i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, k_end);
@@ -374,11 +389,11 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
 }
 void stash(uint buf) {
   [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
     As[buf * A_SIZE + (idx / (A_COLS / 8u)) * A_STRIDE + idx % (A_COLS / 8u)] = ra[i];
   }
   [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + 256u * i;
+    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
     Bs[buf * B_SIZE + (idx / (B_COLS / 8u)) * B_STRIDE + idx % (B_COLS / 8u)] = rb[i];
   }
 }
@@ -410,13 +425,31 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   const uint tiles = (k_end - kb + BK - 1u) / BK;
+#if LOADERS > 0
+  const bool loader = sg >= CONSUMERS;
+  if (loader) {
+    fetch(abase, bbase, m0, n0, kb);
+    stash(0u);
+  }
+  barrier();
+#else
   fetch(abase, bbase, m0, n0, kb);
 #if STAGES == 2
   stash(0u);
   barrier();
 #endif
+#endif
   for (uint t = 0u; t < tiles; ++t) {
-#if STAGES == 2
+#if LOADERS > 0
+    // Loaders fill the other buffer (last read before the previous barrier) while the rest multiply.
+    const uint cur = t & 1u;
+    if (loader) {
+      if (t + 1u < tiles) {
+        fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
+        stash(cur ^ 1u);
+      }
+    } else {
+#elif STAGES == 2
     const uint cur = t & 1u;
 #else
     // One shared stage: wait until every subgroup has read the previous tile, stash, wait for the stash.
@@ -425,7 +458,9 @@ void main() {
     stash(0u);
     barrier();
 #endif
+#if LOADERS == 0
     if (t + 1u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
+#endif
     const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
       [[unroll]] for (uint i = 0u; i < TM; ++i) {
@@ -445,12 +480,18 @@ void main() {
       [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
-#if STAGES == 2
+#if LOADERS > 0
+    }
+    barrier();
+#elif STAGES == 2
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
 #endif
   }
+#if LOADERS > 0
+  if (loader) return;
+#endif
   const uint cbase = gl_WorkGroupID.z * p.sc;
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
