@@ -426,10 +426,24 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   const uint tiles = (k_end - kb + BK - 1u) / BK;
 #if LOADERS > 0
-  const bool loader = sg >= CONSUMERS;
-  if (loader) {
+  // Loader subgroups run their own loop: store tile t + 1 (loaded during the previous tile) into the stage the
+  // multipliers read last time, issue the loads of tile t + 2, meet them at the barrier. Both loops pass
+  // 1 + tiles barriers. The barrier is reached from two places in the code, subgroup-uniform (each subgroup
+  // takes one side whole): NVIDIA's barrier counts subgroups; SPIR-V asks for one dynamic instance, so the
+  // tile is chosen only where it was measured (docs/performance.md).
+  if (sg >= CONSUMERS) {
     fetch(abase, bbase, m0, n0, kb);
     stash(0u);
+    if (tiles > 1u) fetch(abase, bbase, m0, n0, kb + BK);
+    barrier();
+    for (uint t = 0u; t < tiles; ++t) {
+      if (t + 1u < tiles) {
+        stash((t + 1u) & 1u);
+        if (t + 2u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 2u) * BK);
+      }
+      barrier();
+    }
+    return;
   }
   barrier();
 #else
@@ -440,16 +454,7 @@ void main() {
 #endif
 #endif
   for (uint t = 0u; t < tiles; ++t) {
-#if LOADERS > 0
-    // Loaders fill the other buffer (last read before the previous barrier) while the rest multiply.
-    const uint cur = t & 1u;
-    if (loader) {
-      if (t + 1u < tiles) {
-        fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
-        stash(cur ^ 1u);
-      }
-    } else {
-#elif STAGES == 2
+#if LOADERS > 0 || STAGES == 2
     const uint cur = t & 1u;
 #else
     // One shared stage: wait until every subgroup has read the previous tile, stash, wait for the stash.
@@ -481,7 +486,6 @@ void main() {
         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
 #if LOADERS > 0
-    }
     barrier();
 #elif STAGES == 2
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
@@ -489,9 +493,6 @@ void main() {
     barrier();
 #endif
   }
-#if LOADERS > 0
-  if (loader) return;
-#endif
   const uint cbase = gl_WorkGroupID.z * p.sc;
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
