@@ -136,7 +136,6 @@ std::string CoopMatTile::to_string() const {
                   std::to_string(warps_m) + "x" + std::to_string(warps_n);
   if (group != 0) s += "/g" + std::to_string(group);
   if (stages != 2) s += "/s" + std::to_string(stages);
-  if (loaders != 0) s += "/l" + std::to_string(loaders);
   return s;
 }
 
@@ -145,7 +144,7 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
   char x1, x2, slash, x3;
   std::istringstream in(s);
   auto bad = [&] {
-    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/lL] like 128x128x32/2x4/g8, got '" +
+    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS] like 128x128x32/2x4/g8, got '" +
                        s + "'");
   };
   if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
@@ -160,8 +159,6 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
       t.group = v;
     } else if (key == 's' && (v == 1 || v == 2)) {
       t.stages = v;
-    } else if (key == 'l' && v >= 1 && v <= 16) {
-      t.loaders = v;
     } else {
       throw bad();
     }
@@ -181,28 +178,20 @@ CoopMatTile default_coopmat_tile(const MatmulShape& s) {
 namespace {
 
 // Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: `stages` copies of each
-// padded tile, in 16-byte units, plus 128 floats of edge staging per multiplying subgroup).
+// padded tile, in 16-byte units, plus the 8 x 128 floats of edge staging).
 uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
   const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
-  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + t.warps_m * t.warps_n * 512;
+  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 4096;
 }
 
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
-  const uint32_t consumers = t.warps_m * t.warps_n, load_threads = 32 * (t.loaders ? t.loaders : consumers);
-  if (consumers != 4 && consumers != 8) return "the tile needs 4 or 8 multiplying subgroups, got " + t.to_string();
-  if (t.loaders && t.stages != 2) return "loader subgroups need two shared stages, got " + t.to_string();
-  if (32 * (consumers + t.loaders) > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0])) {
-    return "tile " + t.to_string() + " needs " + std::to_string(32 * (consumers + t.loaders)) +
-           " invocations per workgroup, the device has " +
-           std::to_string(std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]));
-  }
+  if (t.warps_m * t.warps_n != 8) return "the tile needs 8 subgroups, got " + t.to_string();
   if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
     return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
   }
-  if ((t.bm * t.bk) % (8 * load_threads) != 0 || (t.bn * t.bk) % (8 * load_threads) != 0) {
-    return "each shared tile must be whole 16-byte loads for " + std::to_string(load_threads) +
-           " loading threads, got " + t.to_string();
+  if ((t.bm * t.bk) % 2048 != 0 || (t.bn * t.bk) % 2048 != 0) {
+    return "each shared tile must be whole 16-byte loads for 256 threads, got " + t.to_string();
   }
   const uint32_t bytes = coopmat_shared_bytes(t, trans_a, trans_b);
   if (bytes > caps.max_shared_memory) {
@@ -405,8 +394,6 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       }
       pass.source.defines.push_back({"GROUP", std::to_string(tile.group)});  // tested by #if: no suffix
       pass.source.defines.push_back({"STAGES", std::to_string(tile.stages)});
-      pass.source.defines.push_back({"LOADERS", std::to_string(tile.loaders)});
-      pass.source.defines.push_back({"WG_SIZE", std::to_string(32 * (tile.warps_m * tile.warps_n + tile.loaders))});
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
@@ -415,8 +402,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
       label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
                std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n) +
-               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
-               (tile.loaders ? "l" + std::to_string(tile.loaders) : "");
+               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "");
       break;
     }
   }

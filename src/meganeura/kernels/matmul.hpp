@@ -91,8 +91,7 @@ struct MatmulEpilogue {
 struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
   uint32_t group = 0, stages = 2;
-  uint32_t loaders = 0;  // subgroups that only load tiles (0: the multiplying subgroups load too); needs stages 2
-  std::string to_string() const;  // "128x128x32/2x4", then "/g8", "/s1" and "/l4" where not the defaults
+  std::string to_string() const;  // "128x128x32/2x4", then "/g8" and "/s1" where not the defaults
   static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
   bool operator==(const CoopMatTile&) const = default;
 };

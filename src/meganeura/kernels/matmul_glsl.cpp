@@ -34,10 +34,7 @@ float to_in(float x) {
 #else
 float to_in(ELEM x) { return float(x); }
 #endif
-#ifndef WG_SIZE
-#define WG_SIZE 256
-#endif
-layout(local_size_x = WG_SIZE) in;
+layout(local_size_x = 256) in;
 layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } p;
 )";
   s += "layout(std430, set = 0, binding = 2) buffer BufC { " + ep.c_type + " c[]; };\n";
@@ -279,14 +276,11 @@ void main() {
 
 
 const char* kCoopmat = R"(
-// WARPS_M x WARPS_N subgroups of 32 (4 or 8), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
+// WARPS_M x WARPS_N subgroups of 32 (8 in all), each a (BM / WARPS_M) x (BN / WARPS_N) patch of the BM x BN tile
 // held as TM x TN accumulators of 16 x 8 (the 16x8x16 shape keeps the A (16x16) and B (16x8) types distinct,
 // which the KHR rewrite needs). Shared tiles keep each stored matrix's contiguous dimension contiguous
 // (16-byte copies from global memory) and the fragment loads read them row- or column-major as the transpose
 // needs. Rows are padded by 16 bytes.
-// LOADERS 0: every subgroup loads the next K tile into registers across its multiply-adds, then stores it to
-// shared memory. LOADERS L > 0: L more subgroups only load and store (then the barrier) while the multiplying
-// subgroups never hold a global load in flight, so their registers are accumulators and fragments alone.
 #if INPUT_ROUND_F16 && VEC_LOADS
 layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
@@ -300,16 +294,7 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec4 b4[]; };
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
 #endif
-#ifndef LOADERS
-#define LOADERS 0
-#endif
-#if LOADERS > 0 && STAGES != 2
-#error loader subgroups need two shared stages
-#endif
 const uint PAD = 8u;
-const uint CONSUMERS = WARPS_M * WARPS_N;
-const uint LOAD_THREADS = 32u * (LOADERS > 0 ? uint(LOADERS) : CONSUMERS);
-const uint LOAD_FIRST = LOADERS > 0 ? 32u * CONSUMERS : 0u;  // the first invocation that loads
 const uint WTM = BM / WARPS_M, WTN = BN / WARPS_N, TM = WTM / 16u, TN = WTN / 8u;
 #if TRANS_A
 const uint A_ROWS = BK, A_COLS = BM;
@@ -323,10 +308,10 @@ const uint B_ROWS = BK, B_COLS = BN;
 #endif
 const uint A_STRIDE = (A_COLS + PAD) / 8u, B_STRIDE = (B_COLS + PAD) / 8u;  // in uvec4
 const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
-const uint A_VPT = A_ROWS * A_COLS / 8u / LOAD_THREADS, B_VPT = B_ROWS * B_COLS / 8u / LOAD_THREADS;
+const uint A_VPT = A_ROWS * A_COLS / 8u / 256u, B_VPT = B_ROWS * B_COLS / 8u / 256u;
 shared uvec4 As[uint(STAGES) * A_SIZE];
 shared uvec4 Bs[uint(STAGES) * B_SIZE];
-shared float Cs[CONSUMERS * 128u];
+shared float Cs[8u * 128u];
 uvec4 ra[A_VPT], rb[B_VPT];
 
 uvec4 pack8(float h[8]) {
@@ -369,7 +354,7 @@ uvec4 fetch_b(uint base, uint gr, uint gc, uint rlim, uint clim) {
 }
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
     const uint r = idx / (A_COLS / 8u), cv = idx % (A_COLS / 8u);
 #if TRANS_A
     ra[i] = fetch_a(abase, k0 + r, m0 + cv * 8u, k_end, p.M);
@@ -378,7 +363,7 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
 #endif
   }
   [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
     const uint r = idx / (B_COLS / 8u), cv = idx % (B_COLS / 8u);
 #if TRANS_B
     rb[i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, k_end);
@@ -389,11 +374,11 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
 }
 void stash(uint buf) {
   [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
     As[buf * A_SIZE + (idx / (A_COLS / 8u)) * A_STRIDE + idx % (A_COLS / 8u)] = ra[i];
   }
   [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex - LOAD_FIRST + LOAD_THREADS * i;
+    const uint idx = gl_LocalInvocationIndex + 256u * i;
     Bs[buf * B_SIZE + (idx / (B_COLS / 8u)) * B_STRIDE + idx % (B_COLS / 8u)] = rb[i];
   }
 }
@@ -425,36 +410,13 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   const uint tiles = (k_end - kb + BK - 1u) / BK;
-#if LOADERS > 0
-  // Loader subgroups run their own loop: store tile t + 1 (loaded during the previous tile) into the stage the
-  // multipliers read last time, issue the loads of tile t + 2, meet them at the barrier. Both loops pass
-  // 1 + tiles barriers. The barrier is reached from two places in the code, subgroup-uniform (each subgroup
-  // takes one side whole): NVIDIA's barrier counts subgroups; SPIR-V asks for one dynamic instance, so the
-  // tile is chosen only where it was measured (docs/performance.md).
-  if (sg >= CONSUMERS) {
-    fetch(abase, bbase, m0, n0, kb);
-    stash(0u);
-    if (tiles > 1u) fetch(abase, bbase, m0, n0, kb + BK);
-    barrier();
-    for (uint t = 0u; t < tiles; ++t) {
-      if (t + 1u < tiles) {
-        stash((t + 1u) & 1u);
-        if (t + 2u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 2u) * BK);
-      }
-      barrier();
-    }
-    return;
-  }
-  barrier();
-#else
   fetch(abase, bbase, m0, n0, kb);
 #if STAGES == 2
   stash(0u);
   barrier();
 #endif
-#endif
   for (uint t = 0u; t < tiles; ++t) {
-#if LOADERS > 0 || STAGES == 2
+#if STAGES == 2
     const uint cur = t & 1u;
 #else
     // One shared stage: wait until every subgroup has read the previous tile, stash, wait for the stash.
@@ -463,9 +425,7 @@ void main() {
     stash(0u);
     barrier();
 #endif
-#if LOADERS == 0
     if (t + 1u < tiles) fetch(abase, bbase, m0, n0, kb + (t + 1u) * BK);
-#endif
     const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
       [[unroll]] for (uint i = 0u; i < TM; ++i) {
@@ -485,9 +445,7 @@ void main() {
       [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
-#if LOADERS > 0
-    barrier();
-#elif STAGES == 2
+#if STAGES == 2
     // The other buffer was last read before the previous barrier, so one barrier per tile suffices.
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
