@@ -18,6 +18,7 @@
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/kernels/matmul_check.hpp"
 #include "meganeura/runtime/device.hpp"
+#include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/session/session.hpp"
 
 namespace {
@@ -136,11 +137,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     std::string stats;  // the product pass's driver statistics, as "name":value
     for (const runtime::PipelineExecutable& ex : dev.pipeline_executables(ids.front())) {
       for (const runtime::PipelineStatistic& st : ex.statistics) {
-        const std::string v = st.format == "bool32"  ? std::string(st.b32 ? "1" : "0")
-                              : st.format == "int64" ? std::to_string(st.i64)
-                              : st.format == "uint64" ? std::to_string(st.u64)
-                                                      : std::to_string(st.f64);
-        stats += (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + v;
+        stats += (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + runtime::statistic_value(st).dump();
       }
       break;
     }

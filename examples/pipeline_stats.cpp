@@ -24,6 +24,7 @@
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/meganeura.hpp"
 #include "meganeura/runtime/device.hpp"
+#include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/shader/shader.hpp"
 #include "models.hpp"
 
@@ -64,14 +65,6 @@ std::string file_stem(size_t i, const std::string& label) {
   return head + s;
 }
 
-nlohmann::json value_json(const runtime::PipelineStatistic& s) {
-  if (s.format == "bool32") return s.b32;
-  if (s.format == "int64") return s.i64;
-  if (s.format == "uint64") return s.u64;
-  if (s.format == "float64") return s.f64;
-  return nullptr;
-}
-
 // Writes DIR/<stem>.txt (and .bin files for binary representations); returns the summary row.
 nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, const runtime::DeviceCaps& caps) {
   const std::string stem = file_stem(i, p.label);
@@ -87,7 +80,7 @@ nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, 
       << x.subgroup_size << " ===\n";
     nlohmann::json stats = nlohmann::json::object();
     for (const runtime::PipelineStatistic& s : x.statistics) {
-      const nlohmann::json v = value_json(s);
+      const nlohmann::json v = runtime::statistic_value(s);
       f << "  " << s.name << " = " << v.dump() << "  [" << s.format << "] " << s.description << "\n";
       stats[s.name] = {{"value", v}, {"format", s.format}, {"description", s.description}};
     }
@@ -235,7 +228,7 @@ int main(int argc, char** argv) {
       std::printf("  %s\n", p.label.c_str());
       for (const runtime::PipelineExecutable& x : p.executables) {
         std::string line;
-        for (const runtime::PipelineStatistic& s : x.statistics) line += " " + s.name + "=" + value_json(s).dump();
+        for (const runtime::PipelineStatistic& s : x.statistics) line += " " + s.name + "=" + runtime::statistic_value(s).dump();
         std::printf("    %s:%s (%zu representations)\n", x.name.c_str(), line.c_str(), x.representations.size());
       }
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/session/session_impl.hpp"
 
 namespace meganeura {
@@ -49,11 +50,7 @@ nlohmann::json pipeline_stats(const std::vector<runtime::PipelineExecutable>& ex
   nlohmann::json out = nlohmann::json::object();
   for (const runtime::PipelineExecutable& e : exes) {
     for (const runtime::PipelineStatistic& st : e.statistics) {
-      nlohmann::json v = st.format == "bool32"  ? nlohmann::json(st.b32)
-                         : st.format == "int64" ? nlohmann::json(st.i64)
-                         : st.format == "uint64" ? nlohmann::json(st.u64)
-                         : st.format == "float64" ? nlohmann::json(st.f64)
-                                                  : nlohmann::json(nullptr);
+      const nlohmann::json v = runtime::statistic_value(st);
       out[exes.size() > 1 ? e.name + "/" + st.name : st.name] = {
           {"value", v}, {"format", st.format}, {"description", st.description}};
     }
