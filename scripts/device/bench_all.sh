@@ -15,7 +15,7 @@ if [ -n "${QUICK:-}" ]; then
   sizes=256; mm="--sizes 256 --iters 3 --warmup 1"; st="--steps 20 --gpu-steps 5 --warmup 5 --mib 4"; bw="--mib 4 --iters 3"
   tests='SessionMatmul*'
 else
-  sizes=1024,4096,8192; mm="--sizes $sizes --iters 20 --warmup 10"; st=""; bw="--mib 256,1024"
+  sizes=1024,4096,8192; mm="--sizes $sizes --iters 20 --warmup 300"; st=""; bw="--mib 256,1024"
   tests='MatmulTiers*:CoopMatRewrite*:SessionMatmul*:Session_*'
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1 | tee "$out/gpu.txt"

@@ -173,7 +173,10 @@ TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
 TEST_F(MatmulTiers, CooperativeTileVariantsMatchCpu) {
   const auto& caps = device().caps();
   for (const char* tile : {"128x128x32/2x4/g4", "128x128x32/2x4/g3", "128x128x64/2x4/s1", "128x256x32/2x4/g8/s1",
-                           "256x128x32/4x2/s1", "128x128x32/2x4/g16", "128x128x32/4x2/g2"}) {
+                           "256x128x32/4x2/s1", "128x128x32/2x4/g16", "128x128x32/4x2/g2",
+                           // prefetch depth, 16 and 4 subgroups
+                           "128x128x32/2x4/d2", "128x128x32/4x4/d2", "128x256x32/4x4/g4/s1", "64x128x32/2x2/d3",
+                           "128x128x32/4x4/s1", "128x128x32/4x4/d3"}) {
     kernels::MatmulCheckOptions opt;
     opt.tile = kernels::CoopMatTile::parse(tile);
     if (!caps.coopmat_khr) {  // lavapipe: refused here, compiled in CoopMatRewrite
@@ -304,7 +307,8 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   caps.max_shared_memory = 49152;
   runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
   caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
-  for (const char* tile : {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2"}) {
+  for (const char* tile : {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2",
+                           "128x128x32/4x4/d2", "128x256x32/4x4/s1", "64x128x32/2x2/d3", "128x128x32/2x4/s1"}) {
     for (int t = 0; t < 3; ++t) {
       const MatmulShape s = shape(1024, 1024, 1024, t == 1, t == 2, 1, MatmulInput::F16);
       const kernels::MatmulKernel k =
@@ -318,15 +322,24 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   // 2 x (128 x 40 + 32 x 264) halves + 4 KiB = 58 KiB: over the H200's 48 KiB.
   EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x256x32/2x4")),
                ConfigError);
-  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x128x32/4x4")),
-               ConfigError);
+  // 32 subgroups; 6; 16 subgroups whose 16-byte loads do not divide (128 x 16 halves over 512 invocations);
+  // one shared stage with loads two tiles ahead.
+  for (const char* tile : {"128x256x32/4x8", "128x128x32/2x3", "128x256x16/4x4/s1", "128x256x32/4x4/s1/d2"}) {
+    EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse(tile)),
+                 ConfigError) << tile;
+  }
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128"), ConfigError);
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/s3"), ConfigError);
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/q1"), ConfigError);
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/p0"), ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/d0"), ConfigError);
+  EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/d4"), ConfigError);
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/4x4/g4/s1/d2").to_string(), "128x256x32/4x4/g4/s1/d2");
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/4x4/d1").to_string(), "128x128x32/4x4");
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/4x4/s1").threads(), 512u);
   // Large A·B takes the 128x256 single-stage tile; small or transposed products keep 128x128.
   EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, false, 1, MatmulInput::F16)).to_string(),
-            "128x256x32/2x4/g4/s1");
+            "128x256x32/4x4/g4/s1");
   EXPECT_EQ(kernels::default_coopmat_tile(shape(2048, 2048, 64, false, false, 1, MatmulInput::F16)).to_string(),
             "128x128x32/2x4");
   EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, true, 1, MatmulInput::F16)).to_string(),
@@ -342,6 +355,35 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
           kernels::CoopMatTile::parse(tile));
       const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes.at(0), compile_options());
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
+    }
+  }
+}
+
+// Codegen names a fused kernel's epilogue buffers b3, b4, .. (Emitter::buffer_decls): the cooperative kernel's
+// own names must not collide with them. On the H200 a Mixed16 Adam step failed to compile its fused weight-gradient
+// update ('b4': "nameless block contains a member that already has a name") before the 16-byte views were renamed.
+TEST(CoopMatRewrite, EpilogueBuffersNamedLikeCodegenCompile) {
+  runtime::DeviceCaps caps = gpu_device().caps();
+  caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
+  caps.subgroup_size = 32;
+  caps.max_shared_memory = 49152;
+  runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
+  caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  kernels::MatmulEpilogue ep;
+  ep.extra_buffers = 3;
+  for (int i = 3; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    ep.buffer_decls += "layout(std430, set = 0, binding = " + n + ") buffer Buf" + n + " { float d[]; } b" + n + ";\n";
+  }
+  ep.expr = "v + b3.d[col] + b4.d[col] + b5.d[col]";
+  for (MatmulInput in : {MatmulInput::F16, MatmulInput::F32RoundF16}) {
+    for (int t = 0; t < 3; ++t) {
+      const MatmulShape s = shape(256, 128, 64, t == 1, t == 2, 1, in);  // 16-byte loads
+      for (const char* tile : {"128x128x32/2x4", "128x256x32/4x4/g4/s1", "128x128x32/2x4/d2"}) {
+        const kernels::MatmulKernel k =
+            kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, ep, kernels::CoopMatTile::parse(tile));
+        EXPECT_NO_THROW(kernels::build_matmul_kernel(k.passes.at(0), compile_options())) << tile << " " << name(s);
+      }
     }
   }
 }

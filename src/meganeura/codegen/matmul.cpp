@@ -159,7 +159,7 @@ void emit_matmul(Emitter& e) {
     out.push.resize(sizeof(pass.push) / 4);
     std::memcpy(out.push.data(), &pass.push, sizeof(pass.push));
     out.required_subgroup_size = pass.required_subgroup_size;
-    out.workgroup = {256, 1, 1};  // every pass of every tier
+    out.workgroup = {pass.local_size, 1, 1};
     out.variant = variant;
     out.rewrite_to_khr = pass.rewrite_to_khr;
     out.hash = content_hash(out.glsl + (pass.rewrite_to_khr ? "// khr\n" : ""), out.spec_constants);

@@ -120,7 +120,8 @@ std::vector<KernelVariant> tune_candidates(const Graph& g, const KernelGraph& kg
       const kernels::MatmulTier best = options.matmul_best;
       if ((best == kernels::MatmulTier::CoopMatNV || best == kernels::MatmulTier::CoopMatKHR) &&
           options.precision == Precision::Mixed16) {
-        for (const char* tile : {"128x128x32/2x4", "64x128x32/2x4", "128x64x32/4x2", "64x64x32/2x4", "128x256x32/2x4"})
+        for (const char* tile : {"128x128x32/2x4", "128x128x32/2x4/d2", "64x128x32/2x4", "128x64x32/4x2", "64x64x32/2x4",
+                                 "128x256x32/4x4/g4/s1"})
           out.push_back(matmul(best, tile));
       }
       break;

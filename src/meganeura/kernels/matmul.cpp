@@ -136,6 +136,7 @@ std::string CoopMatTile::to_string() const {
                   std::to_string(warps_m) + "x" + std::to_string(warps_n);
   if (group != 0) s += "/g" + std::to_string(group);
   if (stages != 2) s += "/s" + std::to_string(stages);
+  if (depth != 1) s += "/d" + std::to_string(depth);
   return s;
 }
 
@@ -144,7 +145,7 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
   char x1, x2, slash, x3;
   std::istringstream in(s);
   auto bad = [&] {
-    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS] like 128x128x32/2x4/g8, got '" +
+    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD] like 128x128x32/2x4/g8, got '" +
                        s + "'");
   };
   if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
@@ -159,6 +160,8 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
       t.group = v;
     } else if (key == 's' && (v == 1 || v == 2)) {
       t.stages = v;
+    } else if (key == 'd' && v >= 1 && v <= 3) {
+      t.depth = v;
     } else {
       throw bad();
     }
@@ -170,6 +173,7 @@ CoopMatTile default_coopmat_tile(const MatmulShape& s) {
   if (s.trans_a || s.trans_b || uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 256) * s.batch < 256) return {};
   CoopMatTile t;
   t.bn = 256;
+  t.warps_m = 4;
   t.group = 4;
   t.stages = 1;
   return t;
@@ -178,20 +182,27 @@ CoopMatTile default_coopmat_tile(const MatmulShape& s) {
 namespace {
 
 // Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: `stages` copies of each
-// padded tile, in 16-byte units, plus the 8 x 128 floats of edge staging).
+// padded tile, in 16-byte units, plus 128 floats of edge staging per subgroup).
 uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
   const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
-  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 4096;
+  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 512 * t.warps_m * t.warps_n;
 }
 
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
-  if (t.warps_m * t.warps_n != 8) return "the tile needs 8 subgroups, got " + t.to_string();
+  const uint32_t warps = t.warps_m * t.warps_n;
+  if (warps != 4 && warps != 8 && warps != 16) return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
+  if (caps.max_workgroup_invocations != 0 && t.threads() > caps.max_workgroup_invocations) {
+    return "tile " + t.to_string() + " needs " + std::to_string(t.threads()) + " invocations, the device allows " +
+           std::to_string(caps.max_workgroup_invocations);
+  }
+  if (t.stages == 1 && t.depth != 1) return "one shared stage takes depth 1, got " + t.to_string();
   if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
     return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
   }
-  if ((t.bm * t.bk) % 2048 != 0 || (t.bn * t.bk) % 2048 != 0) {
-    return "each shared tile must be whole 16-byte loads for 256 threads, got " + t.to_string();
+  if ((t.bm * t.bk) % (8 * t.threads()) != 0 || (t.bn * t.bk) % (8 * t.threads()) != 0) {
+    return "each shared tile must be whole 16-byte loads for " + std::to_string(t.threads()) + " invocations, got " +
+           t.to_string();
   }
   const uint32_t bytes = coopmat_shared_bytes(t, trans_a, trans_b);
   if (bytes > caps.max_shared_memory) {
@@ -387,13 +398,15 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }
-      pass.source.glsl = glsl::coopmat_nv(pe);
+      pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth);
       for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
         pass.source.defines.push_back({name, std::to_string(v) + "u"});
       }
       pass.source.defines.push_back({"GROUP", std::to_string(tile.group)});  // tested by #if: no suffix
       pass.source.defines.push_back({"STAGES", std::to_string(tile.stages)});
+      pass.source.defines.push_back({"LOCAL_SIZE", std::to_string(tile.threads())});
+      pass.local_size = tile.threads();
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
@@ -402,7 +415,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
       label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
                std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n) +
-               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "");
+               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
+               (tile.depth != 1 ? "d" + std::to_string(tile.depth) : "");
       break;
     }
   }

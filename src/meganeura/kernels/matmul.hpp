@@ -81,24 +81,29 @@ struct MatmulEpilogue {
   std::string store;
 };
 
-// Block tile of the cooperative tiers: BM x BN outputs per 256-thread workgroup, BK deep per shared-memory
-// stage, 8 subgroups as warps_m x warps_n. Each subgroup's patch must be a multiple of 16 x 8; both shared
-// tiles (`stages` of them, 16-byte row padding) plus 4 KiB for the edge epilogue must fit the device.
+// Block tile of the cooperative tiers: BM x BN outputs per workgroup of warps_m x warps_n subgroups (4, 8 or
+// 16 subgroups of 32: 128, 256 or 512 invocations), BK deep per shared-memory stage. Each subgroup's patch must
+// be a multiple of 16 x 8; both shared tiles (`stages` of them, 16-byte row padding) plus 512 bytes a subgroup
+// for the edge epilogue must fit the device.
 //   group   0: workgroups take tiles in launch order (columns fastest); g > 0: g tile-rows walked column by
 //           column (a grouped raster, so that workgroups resident together share B columns in L2).
 //   stages  2: double-buffered shared tiles, one barrier per K tile; 1: one shared stage, two barriers per K
 //           tile (half the shared memory, so BK can double).
+//   depth   two stages: global loads run `depth` K tiles ahead of the multiply-adds (1..3), through as many
+//           register sets; one stage takes 1.
 struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
-  uint32_t group = 0, stages = 2;
-  std::string to_string() const;  // "128x128x32/2x4", then "/g8" and "/s1" where not the defaults
+  uint32_t group = 0, stages = 2, depth = 1;
+  uint32_t threads() const { return 32 * warps_m * warps_n; }
+  std::string to_string() const;  // "128x128x32/2x4", then "/g8", "/s1", "/d2" where not the defaults
   static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
   bool operator==(const CoopMatTile&) const = default;
 };
 
-// The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/2x4/g4/s1 for large A·B
-// (at least 256 such tiles: +5 % at 8192^3, +6 % at 4096^3 on the H200, docs/performance.md), else the
-// default 128x128x32/2x4 (small outputs need the workgroups; transposed layouts are not measured yet).
+// The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
+// 32 x 64) for large A·B (at least 256 such tiles: 247 TFLOP/s at 8192^3 on the H200 against 234 for 2x4 and
+// 171 for 128x128x32/2x4, docs/performance.md session 6), else the default 128x128x32/2x4 (small outputs need
+// the workgroups; transposed layouts are not measured yet).
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 
 struct MatmulPush {  // the push-constant block, in this order; all in elements
@@ -151,6 +156,7 @@ struct MatmulPass {
   uint32_t push_constant_bytes = sizeof(MatmulPush);
   MatmulPush push{};
   uint32_t grid[3] = {1, 1, 1};          // workgroups: x over N (or M,N tiles), y over M, z over the batch
+  uint32_t local_size = 256;             // invocations per workgroup (cooperative tiles: CoopMatTile::threads)
   uint32_t required_subgroup_size = 0;   // 0: the driver's
 };
 
