@@ -337,13 +337,15 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/4x4/g4/s1/d2").to_string(), "128x256x32/4x4/g4/s1/d2");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/4x4/d1").to_string(), "128x128x32/4x4");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/4x4/s1").threads(), 512u);
-  // Large A·B takes the 128x256 single-stage tile; small or transposed products keep 128x128.
+  // Large products take the 128x256 single-stage tile in every layout; small ones keep 128x128.
   EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, false, 1, MatmulInput::F16)).to_string(),
             "128x256x32/4x4/g4/s1");
   EXPECT_EQ(kernels::default_coopmat_tile(shape(2048, 2048, 64, false, false, 1, MatmulInput::F16)).to_string(),
             "128x128x32/2x4");
   EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, true, 1, MatmulInput::F16)).to_string(),
-            "128x128x32/2x4");
+            "128x256x32/4x4/g4/s1");
+  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, true, false, 1, MatmulInput::F16)).to_string(),
+            "128x256x32/4x4/g4/s1");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/2x4/g8/s1").to_string(), "128x256x32/2x4/g8/s1");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/2x4/g0/s2").to_string(), "128x128x32/2x4");
   // One shared stage halves the shared memory: 128x256x32 fits in 48 KiB with it, not without.

@@ -170,7 +170,7 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
 }
 
 CoopMatTile default_coopmat_tile(const MatmulShape& s) {
-  if (s.trans_a || s.trans_b || uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 256) * s.batch < 256) return {};
+  if (uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 256) * s.batch < 256) return {};
   CoopMatTile t;
   t.bn = 256;
   t.warps_m = 4;

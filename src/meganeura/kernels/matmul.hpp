@@ -101,9 +101,9 @@ struct CoopMatTile {
 };
 
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
-// 32 x 64) for large A·B (at least 256 such tiles: 247 TFLOP/s at 8192^3 on the H200 against 234 for 2x4 and
-// 171 for 128x128x32/2x4, docs/performance.md session 6), else the default 128x128x32/2x4 (small outputs need
-// the workgroups; transposed layouts are not measured yet).
+// 32 x 64) for large products in every layout (at least 256 such tiles: at 8192^3 on the H200 244 / 256 / 200
+// TFLOP/s for A·B / Aᵀ·B / A·Bᵀ against 168 / 177 / 154 for 128x128x32/2x4, docs/performance.md session 6),
+// else the default 128x128x32/2x4 (small outputs need the workgroups).
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 
 struct MatmulPush {  // the push-constant block, in this order; all in elements
