@@ -251,14 +251,20 @@ kernels::MatmulEpilogue doubled(bool on) {
   return e;
 }
 
-TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
-  // A fake device with cooperative matrices, so that selection produces every variant without one.
+// A fake device with cooperative matrices (the H200's 48 KiB of shared memory), so that selection produces
+// every variant without one.
+runtime::DeviceCaps coop_caps() {
   runtime::DeviceCaps caps = gpu_device().caps();
   caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
   caps.subgroup_size = 32;
   caps.max_shared_memory = 49152;
   runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
   caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  return caps;
+}
+
+TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
+  const runtime::DeviceCaps caps = coop_caps();
   for (int t = 0; t < 4; ++t) {
     for (uint32_t k : {64u, 45u}) {  // 16-byte loads, element loads
       for (int variant = 0; variant < 3; ++variant) {  // f16, epilogue; f32 rounded on load (Mixed16)
@@ -301,12 +307,7 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
 }
 
 TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
-  runtime::DeviceCaps caps = gpu_device().caps();
-  caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
-  caps.subgroup_size = 32;
-  caps.max_shared_memory = 49152;
-  runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
-  caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  const runtime::DeviceCaps caps = coop_caps();
   for (const char* tile : {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2",
                            "128x128x32/4x4/d2", "128x256x32/4x4/s1", "64x128x32/2x2/d3", "128x128x32/2x4/s1"}) {
     for (int t = 0; t < 3; ++t) {
@@ -365,12 +366,7 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
 // own names must not collide with them. On the H200 a Mixed16 Adam step failed to compile its fused weight-gradient
 // update ('b4': "nameless block contains a member that already has a name") before the 16-byte views were renamed.
 TEST(CoopMatRewrite, EpilogueBuffersNamedLikeCodegenCompile) {
-  runtime::DeviceCaps caps = gpu_device().caps();
-  caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
-  caps.subgroup_size = 32;
-  caps.max_shared_memory = 49152;
-  runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
-  caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  const runtime::DeviceCaps caps = coop_caps();
   kernels::MatmulEpilogue ep;
   ep.extra_buffers = 3;
   for (int i = 3; i < 6; ++i) {
