@@ -12,6 +12,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
+#include "models.hpp"
 
 using namespace meganeura;
 
@@ -88,16 +89,9 @@ NodeId build_model(Graph& g, const std::string& model, int64_t batch) {
     const NodeId h = g.relu(g.add(g.matmul(x, g.parameter("w1", {784, 128})), g.parameter("b1", {128})));
     return g.named(g.add(g.matmul(h, g.parameter("w2", {128, 10})), g.parameter("b2", {10})), "logits");
   }
-  NodeId t = g.reshape(x, {batch, 1, 28, 28});
-  t = g.add(g.conv2d(t, g.parameter("conv1.weight", {32, 1, 3, 3}), {1, 1}, {1, 1}),
-            g.reshape(g.parameter("conv1.bias", {32}), {1, 32, 1, 1}));
-  t = g.max_pool2d(g.relu(t), {2, 2});
-  t = g.add(g.conv2d(t, g.parameter("conv2.weight", {64, 32, 3, 3}), {1, 1}, {1, 1}),
-            g.reshape(g.parameter("conv2.bias", {64}), {1, 64, 1, 1}));
-  t = g.max_pool2d(g.relu(t), {2, 2});
-  t = g.reshape(t, {batch, 64 * 7 * 7});
-  t = g.relu(g.add(g.matmul(t, g.parameter("fc1.weight", {64 * 7 * 7, 128})), g.parameter("fc1.bias", {128})));
-  return g.named(g.add(g.matmul(t, g.parameter("fc2.weight", {128, 10})), g.parameter("fc2.bias", {10})), "logits");
+  // The CNN's parameters take Trainer::init_parameters' values (by name and shape), not the nn layers' own.
+  nn::Context ctx(g);
+  return g.named(examples::cnn_logits(g, ctx, x, batch), "logits");
 }
 
 int run(const Options& o) {

@@ -1,8 +1,8 @@
 #pragma once
 // The models the profiling tools (profile_session, pipeline_stats) build, as training graphs with a loss:
 //   mlp          the README's 784-128-10 MLP (nn::Mlp "mlp")
-//   cnn          the Fashion-MNIST CNN of examples/mnist.cpp --model cnn (conv 3x3 1->32, pool, conv 3x3
-//                32->64, pool, 3136-128-10), built from nn layers so that dispatches carry layer names
+//   cnn          the Fashion-MNIST CNN of examples/mnist.cpp --model cnn (cnn_logits: conv 3x3 1->32, pool,
+//                conv 3x3 32->64, pool, 3136-128-10), built from nn layers so that dispatches carry layer names
 //   transformer  one nn::TransformerBlock "blk0" (sequence 16, width 64, 4 heads, SwiGLU FFN 128, RoPE,
 //                causal) with a mean-squared-error loss
 // Inputs get seeded random values (labels one-hot) by feed_random.
@@ -14,6 +14,23 @@
 
 namespace meganeura::examples {
 
+// The Fashion-MNIST CNN's logits [batch, 10] from flat images x [batch, 784]: conv 3x3 1->32, relu, pool 2,
+// conv 3x3 32->64, relu, pool 2, 3136-128 relu, 128-10. Parameters conv1.weight, conv1.bias, .., fc2.bias (the
+// names examples/mnist.cpp checkpoints under).
+inline NodeId cnn_logits(Graph& g, nn::Context& ctx, NodeId x, int64_t batch) {
+  nn::Conv2d conv1(ctx, "conv1", 1, 32, 3, 1, 1);
+  nn::MaxPool2d pool1(ctx, "pool1", 2);
+  nn::Conv2d conv2(ctx, "conv2", 32, 64, 3, 1, 1);
+  nn::MaxPool2d pool2(ctx, "pool2", 2);
+  nn::Linear fc1(ctx, "fc1", 64 * 7 * 7, 128);
+  nn::Linear fc2(ctx, "fc2", 128, 10);
+  NodeId t = g.reshape(x, {batch, 1, 28, 28});
+  t = pool1(g.relu(conv1(t)));
+  t = pool2(g.relu(conv2(t)));
+  t = g.relu(fc1(g.reshape(t, {batch, 64 * 7 * 7})));
+  return fc2(t);
+}
+
 inline NodeId build_model(Graph& g, nn::Context& ctx, const std::string& model, int64_t batch) {
   if (model == "mlp") {
     NodeId x = g.input("x", {batch, 784});
@@ -22,17 +39,8 @@ inline NodeId build_model(Graph& g, nn::Context& ctx, const std::string& model, 
     return g.named(g.cross_entropy_loss(mlp(x), y), "loss");
   }
   if (model == "cnn") {
-    nn::Conv2d conv1(ctx, "conv1", 1, 32, 3, 1, 1);
-    nn::MaxPool2d pool1(ctx, "pool1", 2);
-    nn::Conv2d conv2(ctx, "conv2", 32, 64, 3, 1, 1);
-    nn::MaxPool2d pool2(ctx, "pool2", 2);
-    nn::Linear fc1(ctx, "fc1", 64 * 7 * 7, 128);
-    nn::Linear fc2(ctx, "fc2", 128, 10);
-    NodeId t = g.reshape(g.input("x", {batch, 784}), {batch, 1, 28, 28});
-    t = pool1(g.relu(conv1(t)));
-    t = pool2(g.relu(conv2(t)));
-    t = g.relu(fc1(g.reshape(t, {batch, 64 * 7 * 7})));
-    return g.named(g.cross_entropy_loss(fc2(t), g.input("labels", {batch, 10})), "loss");
+    NodeId logits = cnn_logits(g, ctx, g.input("x", {batch, 784}), batch);
+    return g.named(g.cross_entropy_loss(logits, g.input("labels", {batch, 10})), "loss");
   }
   if (model == "transformer") {
     constexpr int64_t seq = 16, dim = 64;
