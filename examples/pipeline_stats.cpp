@@ -9,6 +9,8 @@
 //   pipeline_stats --model mlp|cnn|transformer [--batch N] --out DIR   every distinct pipeline of a training
 //        session (examples/models.hpp)
 //   --no-ir   statistics only (internal representations can make pipeline creation slow)
+//   --cache   also write the driver's pipeline cache (pipeline_cache.bin) and every ELF image found in it
+//             (cache_elf_N.bin: on NVIDIA, cubins that isa_mix.py disassembles with nvdisasm)
 //
 // A matmul pipeline's file also holds the SPIR-V we hand the driver (section "spirv"). Where the device lacks
 // the extension, summary.json says "supported": false and the files hold only what meganeura knows.
@@ -24,6 +26,7 @@
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/meganeura.hpp"
 #include "meganeura/runtime/device.hpp"
+#include "meganeura/runtime/elf_scan.hpp"
 #include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/shader/shader.hpp"
 #include "models.hpp"
@@ -38,7 +41,7 @@ struct Args {
   std::vector<std::string> sizes, tiers = {"coopmat-nv"};
   std::string layout = "nn", tile;
   int64_t batch = 32;
-  bool mixed16 = false, ir = true;
+  bool mixed16 = false, ir = true, cache = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -176,7 +179,7 @@ int usage(int code) {
   std::fprintf(stderr,
                "usage: pipeline_stats --out DIR (--matmul N|MxNxK[,...] [--tier scalar,coopmat-nv,coopmat-khr] "
                "[--layout nn] [--tile 128x128x32/2x4] [--mixed16] | --model mlp|cnn|transformer [--batch N]) "
-               "[--no-ir]\n");
+               "[--no-ir] [--cache]\n");
   return code;
 }
 
@@ -196,6 +199,7 @@ int main(int argc, char** argv) {
     else if (arg == "--batch" && has) a.batch = std::stoll(argv[++i]);
     else if (arg == "--mixed16") a.mixed16 = true;
     else if (arg == "--no-ir") a.ir = false;
+    else if (arg == "--cache") a.cache = true;
     else return usage(arg == "--help" || arg == "-h" ? 0 : 2);
   }
   if (a.out.empty() || a.sizes.empty() == a.model.empty()) return usage(2);
@@ -221,6 +225,21 @@ int main(int argc, char** argv) {
         {"source", a.model.empty() ? "matmul" : "model:" + a.model},
         {"pipelines", rows},
     };
+    if (a.cache) {
+      const std::vector<std::byte> blob = dev->pipeline_cache_data();
+      std::ofstream(dir / "pipeline_cache.bin", std::ios::binary)
+          .write(reinterpret_cast<const char*>(blob.data()), std::streamsize(blob.size()));
+      const std::vector<runtime::ElfImage> images = runtime::elf_images(blob);
+      nlohmann::json found = nlohmann::json::array();
+      for (size_t i = 0; i < images.size(); ++i) {
+        const std::string file = "cache_elf_" + std::to_string(i) + ".bin";
+        std::ofstream(dir / file, std::ios::binary)
+            .write(reinterpret_cast<const char*>(blob.data() + images[i].offset), std::streamsize(images[i].size));
+        found.push_back({{"file", file}, {"offset", images[i].offset}, {"bytes", images[i].size}});
+      }
+      doc["pipeline_cache"] = {{"bytes", blob.size()}, {"elf_images", found}};
+      std::printf("pipeline cache: %zu bytes, %zu ELF images\n", blob.size(), images.size());
+    }
     std::ofstream(dir / "summary.json") << doc.dump(1) << "\n";
     std::printf("%s: %zu pipelines, VK_KHR_pipeline_executable_properties %s; wrote %s\n", caps.name.c_str(),
                 pipes.size(), caps.pipeline_executable_info ? "supported" : "not supported", dir.c_str());

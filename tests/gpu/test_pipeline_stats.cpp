@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -132,11 +133,32 @@ TEST_F(PipelineStats, SessionReportsEveryDistinctPipelineWithItsDispatches) {
   }
 }
 
+// Every pipeline goes through the device's cache: its data starts with the Vulkan header of this device.
+TEST_F(PipelineStats, PipelineCacheDataHasTheDevicesHeader) {
+  runtime::Device* dev = &test::gpu_device();
+  const uint64_t before = dev->pipeline_cache_data().size();
+  kernels::MatmulShape s;
+  s.m = s.n = s.k = 64;
+  const kernels::MatmulKernel k = kernels::select_matmul(dev->caps(), s, kernels::MatmulTier::Scalar);
+  shader::CompileOptions o;
+  o.device_key = dev->caps().fingerprint();
+  dev->create_kernel(kernels::build_matmul_kernel(k.passes.at(0), o));
+  const std::vector<std::byte> blob = dev->pipeline_cache_data();
+  ASSERT_GE(blob.size(), 32u);
+  uint32_t header[4];
+  std::memcpy(header, blob.data(), sizeof(header));
+  EXPECT_GE(header[0], 32u);  // header length: 16 + VK_UUID_SIZE
+  EXPECT_EQ(header[1], 1u);   // VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+  EXPECT_EQ(header[2], dev->caps().vendor_id);
+  EXPECT_EQ(header[3], dev->caps().device_id);
+  EXPECT_GE(blob.size(), before);
+}
+
 TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
   const fs::path dir = temp_dir() / "matmul";
   fs::remove_all(dir);
   const std::string cmd = "MEGANEURA_CACHE_DIR=off '" MEGANEURA_BINARY_DIR "/bin/pipeline_stats' --matmul 64,100x36x20 "
-                          "--tier scalar --out '" + dir.string() + "' > '" + (temp_dir() / "tool.log").string() +
+                          "--tier scalar --cache --out '" + dir.string() + "' > '" + (temp_dir() / "tool.log").string() +
                           "' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const nlohmann::json sum = read_json(dir / "summary.json");
@@ -171,6 +193,12 @@ TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
     }
     EXPECT_TRUE(spirv) << file;
   }
+  // --cache: the driver's pipeline cache as it came, and every ELF image found in it, each named in the summary.
+  ASSERT_TRUE(sum.contains("pipeline_cache")) << sum.dump();
+  EXPECT_EQ(fs::file_size(dir / "pipeline_cache.bin"), sum["pipeline_cache"]["bytes"].get<uint64_t>());
+  EXPECT_GE(sum["pipeline_cache"]["bytes"].get<uint64_t>(), 32u);
+  for (const nlohmann::json& e : sum["pipeline_cache"]["elf_images"])
+    EXPECT_EQ(fs::file_size(dir / e["file"].get<std::string>()), e["bytes"].get<uint64_t>());
   // A model: one file per distinct pipeline of its training session.
   const fs::path mdir = temp_dir() / "mlp";
   ASSERT_EQ(std::system(("MEGANEURA_CACHE_DIR=off '" MEGANEURA_BINARY_DIR "/bin/pipeline_stats' --model mlp --batch 4 "

@@ -190,6 +190,10 @@ class Device {
   // The executables of a kernel created with a PipelineCapture, with what was captured; empty without
   // capture or where the device lacks VK_KHR_pipeline_executable_properties.
   virtual std::vector<PipelineExecutable> pipeline_executables(KernelId) { return {}; }
+  // The driver's pipeline cache after every kernel created so far (vkGetPipelineCacheData): the Vulkan header
+  // (length, version, vendor and device IDs, cache UUID), then the driver's own format. For tools that look for
+  // the compiled machine code in it (pipeline_stats --cache, runtime/elf_scan.hpp); empty where there is none.
+  virtual std::vector<std::byte> pipeline_cache_data() { return {}; }
 
   virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
   // Returns at once with the submission's id (1, 2, ... in submission order). A list is pending at most once:

@@ -114,6 +114,9 @@ using PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
   X(vkCreatePipelineLayout)          \
   X(vkDestroyPipelineLayout)         \
   X(vkCreateComputePipelines)        \
+  X(vkCreatePipelineCache)           \
+  X(vkDestroyPipelineCache)          \
+  X(vkGetPipelineCacheData)          \
   X(vkDestroyPipeline)               \
   X(vkCreateDescriptorPool)          \
   X(vkDestroyDescriptorPool)         \

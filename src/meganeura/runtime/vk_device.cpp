@@ -137,8 +137,11 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> inst, PhysicalInfo info, co
     check(f_.vkAllocateCommandBuffers(device_, &ai, &transfer_cb_), "open_device", "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, 0};
     check(f_.vkCreateFence(device_, &fi, nullptr, &transfer_fence_), "open_device", "vkCreateFence");
+    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, nullptr, 0, 0, nullptr};
+    check(f_.vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "open_device", "vkCreatePipelineCache");
     memory_ = std::make_unique<BlockAllocator>(*inst_, f_, device_, info_, options.host_visible, options.block_bytes);
   } catch (...) {
+    if (cache_) f_.vkDestroyPipelineCache(device_, cache_, nullptr);
     if (transfer_fence_) f_.vkDestroyFence(device_, transfer_fence_, nullptr);
     if (pool_) f_.vkDestroyCommandPool(device_, pool_, nullptr);
     f_.vkDestroyDevice(device_, nullptr);
@@ -163,6 +166,7 @@ VulkanDevice::~VulkanDevice() {
   for (const InFlight& e : in_flight_) f_.vkDestroyFence(device_, e.fence, nullptr);
   for (VkFence fence : spare_fences_) f_.vkDestroyFence(device_, fence, nullptr);
   f_.vkDestroyFence(device_, transfer_fence_, nullptr);
+  f_.vkDestroyPipelineCache(device_, cache_, nullptr);
   f_.vkDestroyCommandPool(device_, pool_, nullptr);
   f_.vkDestroyDevice(device_, nullptr);
 }
@@ -420,7 +424,7 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
   ci.layout = k.layout;
-  vk_check(f_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &k.pipeline),
+  vk_check(f_.vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &k.pipeline),
            "vkCreateComputePipelines");
 
   name_object(VK_OBJECT_TYPE_PIPELINE, reinterpret_cast<uint64_t>(k.pipeline), desc.label);

@@ -40,6 +40,7 @@ class VulkanDevice final : public Device {
   uint64_t allocated_bytes() const override { return memory_->allocated_bytes(); }
   KernelId create_kernel(const KernelDesc& desc) override;
   std::vector<PipelineExecutable> pipeline_executables(KernelId id) override;  // vk_pipeline_info.cpp
+  std::vector<std::byte> pipeline_cache_data() override;                      // vk_pipeline_info.cpp
   std::unique_ptr<CommandList> record(uint32_t timestamp_capacity) override;
   uint64_t submit(CommandList& list) override;
   void wait() override;
@@ -74,6 +75,7 @@ class VulkanDevice final : public Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;  // every pipeline goes through it (pipeline_cache_data)
   VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;
   VkFence transfer_fence_ = VK_NULL_HANDLE;
   std::unique_ptr<BlockAllocator> memory_;

@@ -1,6 +1,7 @@
 // Device::pipeline_executables through VK_KHR_pipeline_executable_properties: the statistics (register
 // count, shared memory, instruction counts: whatever the driver names) and internal representations (IR,
-// disassembly where the driver offers it) of a kernel created with KernelDesc::capture.
+// disassembly where the driver offers it) of a kernel created with KernelDesc::capture; and the bytes of the
+// device's pipeline cache (Device::pipeline_cache_data).
 #include "meganeura/runtime/vk_device.hpp"
 
 namespace meganeura::runtime::vk {
@@ -100,6 +101,18 @@ std::vector<PipelineExecutable> VulkanDevice::pipeline_executables(KernelId id) 
     }
     out.push_back(std::move(x));
   }
+  return out;
+}
+
+std::vector<std::byte> VulkanDevice::pipeline_cache_data() {
+  constexpr const char* where = "Device::pipeline_cache_data";
+  size_t n = 0;
+  check(f_.vkGetPipelineCacheData(device_, cache_, &n, nullptr), where, "vkGetPipelineCacheData");
+  std::vector<std::byte> out(n);
+  // VK_INCOMPLETE if the cache grew in between (another thread creating a pipeline): what was written is whole.
+  const VkResult r = f_.vkGetPipelineCacheData(device_, cache_, &n, out.data());
+  if (r != VK_INCOMPLETE) check(r, where, "vkGetPipelineCacheData");
+  out.resize(n);
   return out;
 }
 
