@@ -287,7 +287,7 @@ const char* kCoopmat = R"(
 // Two shared stages: global loads run DEPTH K tiles ahead of the multiply-adds, through DEPTH register sets
 // ra0/rb0, ra1/rb1, ..: tile t + DEPTH is requested into set t % DEPTH while tile t is multiplied, and stored to
 // shared memory DEPTH - 1 tiles later. The K loop is written out per set (coopmat_ring_loop) so that every set
-// index is a constant: one array indexed by set went to local memory on the H200. One stage: kCoopOneStage.
+// index is a constant: one array indexed by set went to local memory on the H200. One stage: indexed_set() and kCoopOneStageLoop.
 // The 16-byte views are a_v4 / b_v4: codegen names epilogue buffers b3, b4, .. (Emitter::buffer_decls).
 #if INPUT_ROUND_F16 && VEC_LOADS
 layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a_v4[]; };
@@ -470,42 +470,11 @@ const char* kCoopMultiply = R"(
         }
 )";
 
-// The one-stage tiles' staging and K loop (depth 1): one register set, read and written through an index that
-// is a constant once the driver inlines. This exact form measured 247 TFLOP/s for 128x256x32/4x4/g4/s1 at 8192^3
-// on the H200 against 188 for the same loop over named sets (ra0/fetch0, as the two-stage ring below writes
-// it), in one call (docs/performance.md, session 6): the driver's code is that sensitive to the source's shape.
-const char* kCoopOneStage = R"(uvec4 ra[1][A_VPT], rb[1][B_VPT];
-void fetch(uint set, uint abase, uint bbase, uint m0, uint n0, uint k0) {
-  [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + NT * i;
-    const uint r = idx / (A_COLS / 8u), cv = idx % (A_COLS / 8u);
-#if TRANS_A
-    ra[set][i] = fetch_a(abase, k0 + r, m0 + cv * 8u, k_end, p.M);
-#else
-    ra[set][i] = fetch_a(abase, m0 + r, k0 + cv * 8u, p.M, k_end);
-#endif
-  }
-  [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + NT * i;
-    const uint r = idx / (B_COLS / 8u), cv = idx % (B_COLS / 8u);
-#if TRANS_B
-    rb[set][i] = fetch_b(bbase, n0 + r, k0 + cv * 8u, p.N, k_end);
-#else
-    rb[set][i] = fetch_b(bbase, k0 + r, n0 + cv * 8u, k_end, p.N);
-#endif
-  }
-}
-void stash(uint set, uint buf) {
-  [[unroll]] for (uint i = 0u; i < A_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + NT * i;
-    As[buf * A_SIZE + (idx / (A_COLS / 8u)) * A_STRIDE + idx % (A_COLS / 8u)] = ra[set][i];
-  }
-  [[unroll]] for (uint i = 0u; i < B_VPT; ++i) {
-    const uint idx = gl_LocalInvocationIndex + NT * i;
-    Bs[buf * B_SIZE + (idx / (B_COLS / 8u)) * B_STRIDE + idx % (B_COLS / 8u)] = rb[set][i];
-  }
-}
-)";
+// The one-stage tiles' staging (depth 1): kCoopSet with one register set read and written through an index
+// that is a constant once the driver inlines (indexed_set). This form measured 247 TFLOP/s for
+// 128x256x32/4x4/g4/s1 at 8192^3 on the H200 against 188 for the same loop over the named set (ra0/fetch0, as the
+// two-stage ring writes it), in one call (docs/performance.md, session 6): the driver's code is that sensitive to
+// the source's shape.
 // Wait until every subgroup has read the previous tile, stash, wait for the stash, request the next, multiply.
 const char* kCoopOneStageLoop = R"(
   [[unroll]] for (uint u = 0u; u < 1u; ++u) {
@@ -529,6 +498,21 @@ const char* kCoopOneStageLoop = R"(
 std::string each_set(const std::string& text, uint32_t u) {
   std::string out;
   for (char ch : text) out += ch == '@' ? std::to_string(u) : std::string(1, ch);
+  return out;
+}
+
+// kCoopSet as one array of a single set indexed by a `set` argument: ra[1][A_VPT], fetch(uint set, ..).
+std::string indexed_set() {
+  std::string out = kCoopSet;
+  auto all = [&out](const std::string& from, const std::string& to) {
+    for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size())) out.replace(at, from.size(), to);
+  };
+  all("uvec4 ra@[A_VPT], rb@[B_VPT];", "uvec4 ra[1][A_VPT], rb[1][B_VPT];");
+  all("ra@[", "ra[set][");
+  all("rb@[", "rb[set][");
+  all("fetch@(", "fetch(uint set, ");
+  all("stash@(", "stash(uint set, ");
+  all("@", "`set`");  // comments
   return out;
 }
 
@@ -590,7 +574,7 @@ std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t
     text.replace(text.find(key), key.size(), with);
   };
   if (stages == 1) {
-    sets = kCoopOneStage;
+    sets = indexed_set();
     loop = kCoopOneStageLoop;
     put(loop, "@MULTIPLY@", kCoopMultiply);
   } else {
