@@ -1,7 +1,8 @@
 // An experiment: f16 matmul from workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2). The whole
-// workgroup owns one BM×BN accumulator and multiplies BM×BK by BK×BN tiles loaded straight from the storage
-// buffers; the driver stages them through shared memory itself and may pick instructions that a subgroup-scope
-// kernel cannot reach (kernels/matmul_glsl.cpp stays at ~171 TFLOP/s on an H200). The GLSL is written against
+// workgroup owns one BM×BN accumulator and multiplies BM×BK by BK×BN tiles, loaded straight from the storage
+// buffers ("direct") or from shared memory the workgroup fills ("staged"); the driver may pick instructions that
+// a subgroup-scope kernel cannot reach (kernels/matmul_glsl.cpp: ~244 TFLOP/s on an H200). Session 4 measured
+// "direct" at 57-71 TFLOP/s with 10 dispatches and no warm-up, possibly at the idle clock; now 150 warm-ups. The GLSL is written against
 // GL_NV_cooperative_matrix with gl_ScopeWorkgroup (glslang 12 has no GL_NV_cooperative_matrix2) and rewritten
 // to KHR by shader/coopmat_khr. Sizes must be multiples of the tile. Outputs are checked against a CPU dot
 // product on sampled elements (inputs are multiples of 1/4 in [-2, 2], so the f32 sums are exact).
@@ -24,7 +25,8 @@ namespace {
 
 using namespace meganeura;
 
-const char* kKernel = R"(#version 450
+// "direct": the matrices load straight from the storage buffers.
+const char* kDirect = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -43,6 +45,78 @@ void main() {
     coopMatLoadNV(fb, b, k * p.N + n0, p.N, false);
     acc = coopMatMulAddNV(fa, fb, acc);
   }
+  coopMatStoreNV(acc, c, m0 * p.N + n0, p.N, false);
+}
+)";
+
+// "staged": the workgroup copies each K tile into shared memory with 16-byte loads and the matrices load from
+// there, rows padded by PAD uvec4s. STAGES 2: the next tile's loads stay in registers across the multiply-add
+// (one barrier a tile); STAGES 1: load, barrier, store, barrier, multiply (half the shared memory).
+const char* kStaged = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = WG) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform P { uint M, N, K; } p;
+const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;               // row strides in uvec4
+const uint AV = BM * BK / 8u / WG, BV = BK * BN / 8u / WG;      // uvec4 per thread
+shared uvec4 As[uint(STAGES) * BM * AR];
+shared uvec4 Bs[uint(STAGES) * BK * BR];
+uvec4 ra[AV], rb[BV];
+void fetch(uint m0, uint n0, uint k) {
+  [[unroll]] for (uint i = 0u; i < AV; ++i) {
+    const uint v = gl_LocalInvocationIndex + i * WG, r = v / (BK / 8u), q = v % (BK / 8u);
+    ra[i] = a[((m0 + r) * p.K + k) / 8u + q];
+  }
+  [[unroll]] for (uint i = 0u; i < BV; ++i) {
+    const uint v = gl_LocalInvocationIndex + i * WG, r = v / (BN / 8u), q = v % (BN / 8u);
+    rb[i] = b[((k + r) * p.N + n0) / 8u + q];
+  }
+}
+void stash(uint s) {
+  [[unroll]] for (uint i = 0u; i < AV; ++i) {
+    const uint v = gl_LocalInvocationIndex + i * WG, r = v / (BK / 8u), q = v % (BK / 8u);
+    As[s * BM * AR + r * AR + q] = ra[i];
+  }
+  [[unroll]] for (uint i = 0u; i < BV; ++i) {
+    const uint v = gl_LocalInvocationIndex + i * WG, r = v / (BN / 8u), q = v % (BN / 8u);
+    Bs[s * BK * BR + r * BR + q] = rb[i];
+  }
+}
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> acc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
+  fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> fa;
+  fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> fb;
+  const uint tiles = p.K / BK;
+#if STAGES == 1
+  for (uint t = 0u; t < tiles; ++t) {
+    fetch(m0, n0, t * BK);
+    barrier();
+    stash(0u);
+    barrier();
+    coopMatLoadNV(fa, As, 0u, AR, false);
+    coopMatLoadNV(fb, Bs, 0u, BR, false);
+    acc = coopMatMulAddNV(fa, fb, acc);
+  }
+#else
+  fetch(m0, n0, 0u);
+  stash(0u);
+  barrier();
+  for (uint t = 0u; t < tiles; ++t) {
+    const uint s = t & 1u;
+    if (t + 1u < tiles) fetch(m0, n0, (t + 1u) * BK);
+    coopMatLoadNV(fa, As, s * BM * AR, AR, false);
+    coopMatLoadNV(fb, Bs, s * BK * BR, BR, false);
+    acc = coopMatMulAddNV(fa, fb, acc);
+    if (t + 1u < tiles) stash(s ^ 1u);
+    barrier();
+  }
+#endif
   coopMatStoreNV(acc, c, m0 * p.N + n0, p.N, false);
 }
 )";
@@ -69,7 +143,8 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> sizes = {4096, 8192};
   std::vector<std::string> tiles = {"128x128x32", "128x256x32", "256x128x32", "128x128x64"};
   std::vector<uint32_t> wgs;  // default: every workgroup size the device lists for f16 x f16 + f32
-  uint32_t reps = 10;
+  std::vector<std::string> variants = {"direct", "staged"};
+  uint32_t reps = 20, warmup = 150, pad = 1, stages = 2;
   bool compile_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -81,32 +156,43 @@ int main(int argc, char** argv) {
       tiles = split(argv[++i]);
     } else if (arg == "--wg" && v) {
       for (const auto& t : split(argv[++i])) wgs.push_back(static_cast<uint32_t>(std::stoul(t)));
+    } else if (arg == "--variants" && v) {
+      variants = split(argv[++i]);
+    } else if (arg == "--warmup" && v) {
+      warmup = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--stages" && v) {
+      stages = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--pad" && v) {
+      pad = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--reps" && v) {
       reps = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--reps N] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,staged] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
   try {
-    auto compile = [&](uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg, const std::string& label,
-                       const std::string& key) {
+    auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
+                       const std::string& label, const std::string& key) {
+      if (variant != "direct" && variant != "staged") throw ConfigError("[bench_coopmat2] unknown variant " + variant);
       shader::CompileOptions copt;
       copt.device_key = key;
-      shader::ShaderSource s{label, kKernel,
-                             {{"WG", std::to_string(wg)}, {"BM", std::to_string(bm) + "u"},
-                              {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"}}};
+      shader::ShaderSource s{label, variant == "direct" ? kDirect : kStaged,
+                             {{"WG", std::to_string(wg) + "u"}, {"BM", std::to_string(bm) + "u"},
+                              {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
+                              {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)}}};
       return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
     };
     if (compile_only) {
       int n = 0;
-      for (const std::string& t : tiles) {
-        uint32_t bm = 0, bn = 0, bk = 0;
-        if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
-        n += !compile(bm, bn, bk, wgs.empty() ? 256 : wgs[0], "coopmat2", "").empty();
-      }
+      for (const std::string& var : variants)
+        for (const std::string& t : tiles) {
+          uint32_t bm = 0, bn = 0, bk = 0;
+          if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
+          n += !compile(var, bm, bn, bk, wgs.empty() ? 256 : wgs[0], "coopmat2", "").empty();
+        }
       std::printf("{\"bench\":\"vk_coopmat2\",\"compiled\":%d}\n", n);
       return 0;
     }
@@ -149,24 +235,33 @@ int main(int argc, char** argv) {
       dev->upload(A, a16.data(), elems * 2);
       dev->upload(B, b16.data(), elems * 2);
       for (uint32_t wg : wgs) {
+        for (const std::string& var : variants)
         for (const std::string& t : tiles) {
           uint32_t bm = 0, bn = 0, bk = 0;
           if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
-          const std::string label = "coopmat2_" + t + "_wg" + std::to_string(wg);
+          const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(wg);
           std::string head = "{\"bench\":\"vk_coopmat2\",\"device\":\"" + caps.name + "\",\"size\":" +
-                             std::to_string(n) + ",\"tile\":\"" + t + "\",\"workgroup\":" + std::to_string(wg);
+                             std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
+                             "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
+          if (var == "staged" && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
           try {
             runtime::KernelDesc desc;
             desc.label = label;
-            desc.spirv = compile(bm, bn, bk, wg, label, caps.fingerprint());
+            desc.spirv = compile(var, bm, bn, bk, wg, label, caps.fingerprint());
             desc.num_buffers = 3;
             desc.push_constant_bytes = 12;
             const runtime::KernelId kernel = dev->create_kernel(desc);
             const uint32_t push[3] = {n, n, n};
+            // Warm-up dispatches first in the same command buffer: the H200 idles at 345 MHz and short bursts
+            // can run entirely at that clock (docs/performance.md, session 4's clock finding).
             const uint32_t total = reps + 1;
             auto list = dev->record(2 * total);
             runtime::Buffer bufs[3] = {A, B, C};
+            for (uint32_t i = 0; i < warmup; ++i) {
+              list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
+              list->barrier();
+            }
             for (uint32_t i = 0; i < total; ++i) {
               list->timestamp(2 * i);
               list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);

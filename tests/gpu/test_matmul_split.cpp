@@ -121,6 +121,20 @@ TEST_F(MatmulSplit, EveryTileAndLayoutWithBiasReluMatchesCpu) {
       expect_matches(shape(70, 45, 83, layout), MatmulVariant::parse(v), bias_relu(45, seed++));
 }
 
+// f32 operands whose rows start on 4-float boundaries take 16-byte loads (VEC_LOADS): ragged in M, N and K
+// but multiples of 4, batched, split and not, in each layout; the unaligned 70x45x83 above takes scalar loads.
+TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
+  uint32_t seed = 60;
+  for (int layout = 0; layout < 3; ++layout) {
+    for (const char* v : {"scalar.64", "scalar.128", "scalar.64.k2", "scalar.128.k3"}) {
+      const MatmulShape s = shape(132, 68, 300, layout, 2);
+      const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
+      EXPECT_NE(pass.source.label.find("_v_"), std::string::npos) << name(s, MatmulVariant::parse(v)) << ": " << pass.source.label;
+      expect_matches(s, MatmulVariant::parse(v), bias_relu(68, seed++));
+    }
+  }
+}
+
 TEST_F(MatmulSplit, BatchedAndMixed16) {
   for (int layout = 0; layout < 3; ++layout) {
     expect_matches(shape(20, 30, 300, layout, 3), MatmulVariant::parse("scalar.16.k4"), bias_relu(30, 40 + layout));

@@ -380,6 +380,12 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       } else {
         pass.source.glsl = glsl::scalar(pe);
         pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
+        // 16-byte loads of f32 operands: every row start of A and B on a 4-float boundary.
+        const bool vec = s.input == MatmulInput::F32 && (s.trans_a ? s.m : s.k) % 4 == 0 && s.lda % 4 == 0 &&
+                         s.stride_a % 4 == 0 && (s.trans_b ? s.k : s.n) % 4 == 0 && s.ldb % 4 == 0 &&
+                         s.stride_b % 4 == 0;
+        pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
+        if (vec) label += "_v";
       }
       pass.grid[0] = ceil_div(s.n, t);
       pass.grid[1] = ceil_div(s.m, t);

@@ -184,6 +184,62 @@ void tile_b(uint i, out uint kk, out uint nn) {
   nn = idx % BN; kk = idx / BN;
 #endif
 }
+#if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
+// 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs whose row starts are all on 4-float boundaries): the
+// A and B tiles are 256 vec4 each, one per thread, along the stored matrix's contiguous dimension. A vec4 is
+// either wholly inside the matrix or wholly outside, so the first element's bounds decide.
+layout(std430, set = 0, binding = 0) readonly buffer BufAV { vec4 a_v4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufBV { vec4 b_v4[]; };
+vec4 va, vb;
+void vec_a(out uint mm, out uint kk) {
+  const uint i = gl_LocalInvocationIndex;
+#if TRANS_A
+  mm = (i % (BM / 4u)) * 4u; kk = i / (BM / 4u);
+#else
+  kk = (i % (BK / 4u)) * 4u; mm = i / (BK / 4u);
+#endif
+}
+void vec_b(out uint kk, out uint nn) {
+  const uint i = gl_LocalInvocationIndex;
+#if TRANS_B
+  kk = (i % (BK / 4u)) * 4u; nn = i / (BK / 4u);
+#else
+  nn = (i % (BN / 4u)) * 4u; kk = i / (BN / 4u);
+#endif
+}
+void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
+  uint mm, kk, nn, kb;
+  vec_a(mm, kk);
+#if TRANS_A
+  const uint ai = abase + (k0 + kk) * p.lda + m0 + mm;
+#else
+  const uint ai = abase + (m0 + mm) * p.lda + k0 + kk;
+#endif
+  va = (m0 + mm < p.M && k0 + kk < k_end) ? a_v4[ai / 4u] : vec4(0.0);
+  vec_b(kb, nn);
+#if TRANS_B
+  const uint bi = bbase + (n0 + nn) * p.ldb + k0 + kb;
+#else
+  const uint bi = bbase + (k0 + kb) * p.ldb + n0 + nn;
+#endif
+  vb = (k0 + kb < k_end && n0 + nn < p.N) ? b_v4[bi / 4u] : vec4(0.0);
+}
+void stash(uint buf) {
+  uint mm, kk, nn, kb;
+  vec_a(mm, kk);
+#if TRANS_A
+  As[buf][kk][mm >> 2u] = va;
+#else
+  [[unroll]] for (uint q = 0u; q < 4u; ++q) As[buf][kk + q][mm >> 2u][mm & 3u] = va[q];
+#endif
+  vec_b(kb, nn);
+#if TRANS_B
+  [[unroll]] for (uint q = 0u; q < 4u; ++q) Bs[buf][kb + q][nn >> 2u][nn & 3u] = vb[q];
+#else
+  Bs[buf][kb][nn >> 2u] = vb;
+#endif
+}
+#else
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uint mm, kk, nn, kb;
@@ -202,6 +258,7 @@ void stash(uint buf) {
     Bs[buf][kb][nn >> 2u][nn & 3u] = rb[i];
   }
 }
+#endif
 void main() {
   const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
   uint batch;
