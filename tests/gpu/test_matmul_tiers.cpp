@@ -194,6 +194,29 @@ TEST_F(MatmulTiers, CooperativeTileVariantsMatchCpu) {
   }
 }
 
+// Workgroup-scope tiles against the CPU on a device that has them (the H200): every layout, f16 and Mixed16
+// inputs, K ragged (zero-filled tail) with 16-byte and element loads, batched. Elsewhere (lavapipe) selection must
+// refuse them; their SPIR-V is checked in CoopMatRewrite.
+TEST_F(MatmulTiers, WorkgroupScopeTilesMatchCpu) {
+  const auto& caps = device().caps();
+  for (const char* tile : {"128x128x32/2x2/s1/w", "128x128x32/2x2/w", "128x256x32/2x4/s1/w"}) {
+    kernels::MatmulCheckOptions opt;
+    opt.tile = kernels::CoopMatTile::parse(tile);
+    if (!caps.coopmat2_workgroup || !caps.coopmat_khr) {
+      EXPECT_THROW(kernels::select_matmul(caps, shape(256, 256, 64, false, false, 1, MatmulInput::F16),
+                                          MatmulTier::CoopMatKHR, {}, opt.tile),
+                   ConfigError) << tile;
+      continue;
+    }
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      expect_matches(MatmulTier::CoopMatKHR, shape(256, 512, 200, ta, tb, 2, MatmulInput::F16), opt);
+      expect_matches(MatmulTier::CoopMatKHR, shape(128, 256, 45, ta, tb, 1, MatmulInput::F16), opt);
+      expect_matches(MatmulTier::CoopMatKHR, shape(256, 256, 96, ta, tb, 1, MatmulInput::F32RoundF16), opt);
+    }
+  }
+}
+
 TEST_F(MatmulTiers, SelfTestFallsBackToScalarWithoutCooperativeMatrices) {
   const auto& caps = device().caps();
   const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(device(), compile_options());
@@ -260,7 +283,27 @@ runtime::DeviceCaps coop_caps() {
   caps.max_shared_memory = 49152;
   runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
   caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
+  // The H200's workgroup-scope f16 x f16 -> f32 granularities (VK_NV_cooperative_matrix2, session 7's run 1).
+  caps.coopmat2_workgroup = true;
+  caps.coopmat2_flexible_shapes = {{16, 16, 16, "f16", "f16", "f32", "f32", "workgroup", 64},
+                                   {32, 16, 16, "f16", "f16", "f32", "f32", "workgroup", 128},
+                                   {32, 32, 16, "f16", "f16", "f32", "f32", "workgroup", 256}};
   return caps;
+}
+
+// The constant behind each OpTypeCooperativeMatrixKHR's scope operand (result, component, scope, rows, columns, use).
+std::vector<uint32_t> coopmat_khr_scopes(const std::vector<uint32_t>& spirv) {
+  std::map<uint32_t, uint32_t> constants;
+  std::vector<uint32_t> scope_ids, out;
+  for (size_t i = 5; i < spirv.size();) {
+    const uint32_t op = spirv[i] & 0xFFFFu, words = spirv[i] >> 16;
+    if (words == 0) break;
+    if (op == shader::spv::kOpConstant && words == 4) constants[spirv[i + 2]] = spirv[i + 3];
+    if (op == shader::spv::kOpTypeCoopMatKHR) scope_ids.push_back(spirv[i + 3]);
+    i += words;
+  }
+  for (uint32_t id : scope_ids) out.push_back(constants.count(id) ? constants[id] : ~0u);
+  return out;
 }
 
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
@@ -360,6 +403,51 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
     }
   }
+}
+
+// Workgroup-scope tiles ("/w"): the staged tiles multiplied by one workgroup-scope instruction each. Every layout
+// and both stage counts compile, rewrite to KHR with Workgroup scope (2) on all three matrix types, and selection
+// refuses what the kernel cannot do (NV tier, an epilogue, ragged M or N, no VK_NV_cooperative_matrix2, no shape for
+// the invocation count). They run on the H200 (MatmulTiers.WorkgroupScopeTilesMatchCpu), not on lavapipe.
+TEST(CoopMatRewrite, WorkgroupScopeTilesCompileWithWorkgroupScopeAndRefuseWhatTheyCannotRun) {
+  const runtime::DeviceCaps caps = coop_caps();
+  for (const char* tile : {"128x128x32/2x2/s1/w", "128x128x32/2x2/w", "128x256x32/2x4/s1/w"}) {
+    for (int t = 0; t < 4; ++t) {
+      for (MatmulInput in : {MatmulInput::F16, MatmulInput::F32RoundF16}) {
+        const MatmulShape s = shape(1024, 1024, 200, t & 1, t & 2, 2, in);
+        const kernels::MatmulKernel k =
+            kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
+        EXPECT_EQ(k.passes[0].source.label.back(), 'w') << k.passes[0].source.label;
+        const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes[0], compile_options());
+        EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
+        EXPECT_EQ(coopmat_khr_scopes(d.spirv), (std::vector<uint32_t>{2, 2, 2})) << tile << " " << d.label;
+      }
+    }
+  }
+  EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/2x2/w/s1").to_string(), "128x128x32/2x2/s1/w");
+  EXPECT_TRUE(kernels::CoopMatTile::parse("128x128x32/2x2/s1/w").workgroup);
+  for (const char* bad : {"128x128x32/2x2/w/w", "128x128x32/2x2/w3", "128x128x32/2x2/wx"})
+    EXPECT_THROW(kernels::CoopMatTile::parse(bad), ConfigError) << bad;
+  const kernels::CoopMatTile w = kernels::CoopMatTile::parse("128x128x32/2x2/s1/w");
+  const MatmulShape s = shape(1024, 1024, 200, false, false, 1, MatmulInput::F16);
+  auto refusal = [&](const runtime::DeviceCaps& c, const MatmulShape& sh, MatmulTier tier, bool epilogue,
+                     const kernels::CoopMatTile& tile) -> std::string {
+    try {
+      kernels::select_matmul(c, sh, tier, doubled(epilogue), tile);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatNV, false, w).find("coopmat-khr tier"), std::string::npos);
+  EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, true, w).find("epilogue"), std::string::npos);
+  EXPECT_NE(refusal(caps, shape(1000, 1024, 200, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR, false, w)
+                .find("M 1000"), std::string::npos);
+  runtime::DeviceCaps no_wg = caps;
+  no_wg.coopmat2_workgroup = false;
+  EXPECT_NE(refusal(no_wg, s, MatmulTier::CoopMatKHR, false, w).find("VK_NV_cooperative_matrix2"), std::string::npos);
+  EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, false, kernels::CoopMatTile::parse("128x128x32/4x4/s1/w"))
+                .find("512 invocations"), std::string::npos);
 }
 
 // Codegen names a fused kernel's epilogue buffers b3, b4, .. (Emitter::buffer_decls): the cooperative kernel's

@@ -137,6 +137,7 @@ std::string CoopMatTile::to_string() const {
   if (group != 0) s += "/g" + std::to_string(group);
   if (stages != 2) s += "/s" + std::to_string(stages);
   if (depth != 1) s += "/d" + std::to_string(depth);
+  if (workgroup) s += "/w";
   return s;
 }
 
@@ -145,7 +146,7 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
   char x1, x2, slash, x3;
   std::istringstream in(s);
   auto bad = [&] {
-    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD] like 128x128x32/2x4/g8, got '" +
+    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD][/w] like 128x128x32/2x4/g8, got '" +
                        s + "'");
   };
   if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
@@ -155,7 +156,12 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
   char key;
   while (in >> slash) {
     uint32_t v;
-    if (slash != '/' || !(in >> key >> v)) throw bad();
+    if (slash != '/' || !(in >> key)) throw bad();
+    if (key == 'w' && !t.workgroup && (in.peek() == '/' || in.peek() == EOF)) {
+      t.workgroup = true;
+      continue;
+    }
+    if (!(in >> v)) throw bad();
     if (key == 'g') {
       t.group = v;
     } else if (key == 's' && (v == 1 || v == 2)) {
@@ -186,7 +192,8 @@ namespace {
 uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
   const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
-  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) + 512 * t.warps_m * t.warps_n;
+  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) +
+         (t.workgroup ? 0 : 512 * t.warps_m * t.warps_n);
 }
 
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
@@ -197,7 +204,19 @@ std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, 
            std::to_string(caps.max_workgroup_invocations);
   }
   if (t.stages == 1 && t.depth != 1) return "one shared stage takes depth 1, got " + t.to_string();
-  if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
+  if (t.workgroup) {
+    // A flexible f16 x f16 -> f32 workgroup-scope shape for this many invocations whose granularities divide the tile.
+    const auto fits = [&](const runtime::CoopMatShape& f) {
+      return f.scope == "workgroup" && f.a_type == "f16" && f.b_type == "f16" && f.c_type == "f32" &&
+             f.workgroup_invocations == t.threads() && f.m && f.n && f.k && t.bm % f.m == 0 && t.bn % f.n == 0 &&
+             t.bk % f.k == 0;
+    };
+    if (!caps.coopmat2_workgroup) return "tile " + t.to_string() + " needs workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2)";
+    if (std::none_of(caps.coopmat2_flexible_shapes.begin(), caps.coopmat2_flexible_shapes.end(), fits)) {
+      return "tile " + t.to_string() + " is no multiple of a workgroup-scope f16 shape the device lists for " +
+             std::to_string(t.threads()) + " invocations";
+    }
+  } else if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
     return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
   }
   if ((t.bm * t.bk) % (8 * t.threads()) != 0 || (t.bn * t.bk) % (8 * t.threads()) != 0) {
@@ -404,6 +423,12 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }
+      if (tile.workgroup && (tier != MatmulTier::CoopMatKHR || !direct || s.m % tile.bm || s.n % tile.bn)) {
+        throw ConfigError("[kernels::select_matmul] expected, for the workgroup-scope tile " + tile.to_string() +
+                          ", the coopmat-khr tier, no epilogue and M, N multiples of the tile; got " + tier_name(tier) +
+                          (direct ? "" : " with an epilogue or an unaligned C") + ", M " + std::to_string(s.m) +
+                          ", N " + std::to_string(s.n));
+      }
       pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth);
       for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
@@ -415,6 +440,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.local_size = tile.threads();
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
+      pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
       pass.grid[0] = ceil_div(s.n, tile.bn);
       pass.grid[1] = ceil_div(s.m, tile.bm);
@@ -422,7 +448,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
                std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n) +
                (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
-               (tile.depth != 1 ? "d" + std::to_string(tile.depth) : "");
+               (tile.depth != 1 ? "d" + std::to_string(tile.depth) : "") + (tile.workgroup ? "w" : "");
       break;
     }
   }

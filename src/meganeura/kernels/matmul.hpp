@@ -91,11 +91,17 @@ struct MatmulEpilogue {
 //           tile (half the shared memory, so BK can double).
 //   depth   two stages: global loads run `depth` K tiles ahead of the multiply-adds (1..3), through as many
 //           register sets; one stage takes 1.
+//   workgroup  ("/w") the whole workgroup owns one BM x BN accumulator of workgroup-scope matrices
+//           (VK_NV_cooperative_matrix2 through the KHR rewrite) and multiplies the staged BM x BK and BK x BN
+//           tiles with one instruction each; warps_m x warps_n only sets the invocations. The driver lays out
+//           the fragments. KHR tier only, a flexible shape of the device for that many invocations, stored
+//           straight to C: no epilogue, M and N multiples of the tile (docs/performance.md, session 7).
 struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
   uint32_t group = 0, stages = 2, depth = 1;
+  bool workgroup = false;
   uint32_t threads() const { return 32 * warps_m * warps_n; }
-  std::string to_string() const;  // "128x128x32/2x4", then "/g8", "/s1", "/d2" where not the defaults
+  std::string to_string() const;  // "128x128x32/2x4", then "/g8", "/s1", "/d2", "/w" where not the defaults
   static CoopMatTile parse(const std::string& s);  // inverse of to_string; throws ConfigError
   bool operator==(const CoopMatTile&) const = default;
 };

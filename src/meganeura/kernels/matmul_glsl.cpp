@@ -377,7 +377,9 @@ const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
 const uint A_VPT = A_ROWS * A_COLS / 8u / NT, B_VPT = B_ROWS * B_COLS / 8u / NT;
 shared uvec4 As[uint(STAGES) * A_SIZE];
 shared uvec4 Bs[uint(STAGES) * B_SIZE];
+#if !WG_SCOPE
 shared float Cs[WARPS * 128u];
+#endif
 
 uvec4 pack8(float h[8]) {
   return uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])), packHalf2x16(vec2(h[4], h[5])),
@@ -439,13 +441,24 @@ void main() {
   const uvec2 bt = block_tile();
   const uint m0 = bt.x * BM, n0 = bt.y * BN;
   const uint abase = a_base(batch), bbase = b_base(batch);
+#if WG_SCOPE
+  // Workgroup scope: one accumulator for the whole tile; select_matmul guarantees a full tile and a direct store.
+  fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> wacc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
+  fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> wa;
+  fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> wb;
+#else
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
     acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
+#endif
   const uint tiles = (k_end - kb + BK - 1u) / BK;
 @KLOOP@  const uint cbase = gl_WorkGroupID.z * p.sc;
+#if WG_SCOPE
+  coopMatStoreNV(wacc, c, cbase + m0 * p.ldc + n0, p.ldc, false);
+  return;
+#else
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
 #if DIRECT_STORE
@@ -464,6 +477,7 @@ void main() {
     }
     subgroupBarrier();
   }
+#endif
 }
 )";
 
@@ -503,10 +517,16 @@ void stash@(uint buf) {
 }
 )";
 
-// The multiply-adds of one K tile from shared stage `cur` into this subgroup's accumulators.
+// The multiply-adds of one K tile from shared stage `cur` into this subgroup's accumulators (workgroup scope:
+// into the workgroup's, the stored tiles read whole).
 const char* kCoopMultiply = R"(
         {
           const uint ao = cur * A_SIZE, bo = cur * B_SIZE;
+#if WG_SCOPE
+          coopMatLoadNV(wa, As, ao, A_STRIDE, bool(TRANS_A));
+          coopMatLoadNV(wb, Bs, bo, B_STRIDE, bool(TRANS_B));
+          wacc = coopMatMulAddNV(wa, wb, wacc);
+#else
           [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
             [[unroll]] for (uint i = 0u; i < TM; ++i) {
 #if TRANS_A
@@ -525,6 +545,7 @@ const char* kCoopMultiply = R"(
             [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
               acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
           }
+#endif
         }
 )";
 
