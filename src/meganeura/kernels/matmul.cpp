@@ -196,6 +196,13 @@ uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) 
          (t.workgroup ? 0 : 512 * t.warps_m * t.warps_n);
 }
 
+// Whether every row start of the stored A and B (contiguous extent, leading dimension, batch stride) is a
+// multiple of `elems` elements: the condition for loads of `elems` at a time.
+bool row_starts_aligned(const MatmulShape& s, uint32_t elems) {
+  return (s.trans_a ? s.m : s.k) % elems == 0 && s.lda % elems == 0 && s.stride_a % elems == 0 &&
+         (s.trans_b ? s.k : s.n) % elems == 0 && s.ldb % elems == 0 && s.stride_b % elems == 0;
+}
+
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t warps = t.warps_m * t.warps_n;
   if (warps != 4 && warps != 8 && warps != 16) return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
@@ -400,9 +407,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
         pass.source.glsl = glsl::scalar(pe);
         pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
         // 16-byte loads of f32 operands: every row start of A and B on a 4-float boundary.
-        const bool vec = s.input == MatmulInput::F32 && (s.trans_a ? s.m : s.k) % 4 == 0 && s.lda % 4 == 0 &&
-                         s.stride_a % 4 == 0 && (s.trans_b ? s.k : s.n) % 4 == 0 && s.ldb % 4 == 0 &&
-                         s.stride_b % 4 == 0;
+        const bool vec = s.input == MatmulInput::F32 && row_starts_aligned(s, 4);
         pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
         if (vec) label += "_v";
       }
@@ -416,8 +421,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       const CoopMatTile& tile = variant.coop;
       // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the
       // leading dimension and the batch stride all multiples of 8. Otherwise halves are loaded one by one.
-      const bool vec = (s.trans_a ? s.m : s.k) % 8 == 0 && s.lda % 8 == 0 && s.stride_a % 8 == 0 &&
-                       (s.trans_b ? s.k : s.n) % 8 == 0 && s.ldb % 8 == 0 && s.stride_b % 8 == 0;
+      const bool vec = row_starts_aligned(s, 8);
       // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
       const bool direct = pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {

@@ -165,25 +165,6 @@ const char* kScalar = R"(
 const uint BM = BT, BN = BT, BK = 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];
-float ra[4], rb[4];
-
-// Staging indices: the contiguous dimension of each stored matrix runs across adjacent threads.
-void tile_a(uint i, out uint mm, out uint kk) {
-  const uint idx = gl_LocalInvocationIndex + 256u * i;
-#if TRANS_A
-  mm = idx % BM; kk = idx / BM;
-#else
-  kk = idx % BK; mm = idx / BK;
-#endif
-}
-void tile_b(uint i, out uint kk, out uint nn) {
-  const uint idx = gl_LocalInvocationIndex + 256u * i;
-#if TRANS_B
-  kk = idx % BK; nn = idx / BK;
-#else
-  nn = idx % BN; kk = idx / BN;
-#endif
-}
 #if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
 // 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs whose row starts are all on 4-float boundaries): the
 // A and B tiles are 256 vec4 each, one per thread, along the stored matrix's contiguous dimension. A vec4 is
@@ -241,6 +222,25 @@ void stash(uint buf) {
 #endif
 }
 #else
+float ra[4], rb[4];
+
+// Staging indices: the contiguous dimension of each stored matrix runs across adjacent threads.
+void tile_a(uint i, out uint mm, out uint kk) {
+  const uint idx = gl_LocalInvocationIndex + 256u * i;
+#if TRANS_A
+  mm = idx % BM; kk = idx / BM;
+#else
+  kk = idx % BK; mm = idx / BK;
+#endif
+}
+void tile_b(uint i, out uint kk, out uint nn) {
+  const uint idx = gl_LocalInvocationIndex + 256u * i;
+#if TRANS_B
+  kk = idx % BK; nn = idx / BK;
+#else
+  nn = idx % BN; kk = idx / BN;
+#endif
+}
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uint mm, kk, nn, kb;
@@ -457,7 +457,6 @@ void main() {
 @KLOOP@  const uint cbase = gl_WorkGroupID.z * p.sc;
 #if WG_SCOPE
   coopMatStoreNV(wacc, c, cbase + m0 * p.ldc + n0, p.ldc, false);
-  return;
 #else
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
