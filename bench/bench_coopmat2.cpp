@@ -20,12 +20,15 @@
 #include "meganeura/session/session.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "meganeura/shader/tensor_loads.hpp"
 
 namespace {
 
 using namespace meganeura;
 
-// "direct": the matrices load straight from the storage buffers.
+// "direct": the matrices load straight from the storage buffers; "direct2": the next K tile's are requested
+// before the multiply-add. "tensor" / "tensor2": the same with every load rewritten to a tensor load
+// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself.
 const char* kDirect = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -40,11 +43,27 @@ void main() {
   fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> acc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
   fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> fa;
   fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> fb;
+#if PREFETCH
+  // The next K tile's matrices are requested before this one's multiply-add.
+  fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> fa2;
+  fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> fb2;
+  coopMatLoadNV(fa, a, m0 * p.K, p.K, false);
+  coopMatLoadNV(fb, b, n0, p.N, false);
+  for (uint k = BK; k < p.K; k += BK) {
+    coopMatLoadNV(fa2, a, m0 * p.K + k, p.K, false);
+    coopMatLoadNV(fb2, b, k * p.N + n0, p.N, false);
+    acc = coopMatMulAddNV(fa, fb, acc);
+    fa = fa2;
+    fb = fb2;
+  }
+  acc = coopMatMulAddNV(fa, fb, acc);
+#else
   for (uint k = 0u; k < p.K; k += BK) {
     coopMatLoadNV(fa, a, m0 * p.K + k, p.K, false);
     coopMatLoadNV(fb, b, k * p.N + n0, p.N, false);
     acc = coopMatMulAddNV(fa, fb, acc);
   }
+#endif
   coopMatStoreNV(acc, c, m0 * p.N + n0, p.N, false);
 }
 )";
@@ -169,21 +188,35 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,staged] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedt] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
   try {
+    // staged / stagedt (tensor loads from the shared tiles); direct, direct2, tensor, tensor2 (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
-      if (variant != "direct" && variant != "staged") throw ConfigError("[bench_coopmat2] unknown variant " + variant);
+      const bool staged = variant == "staged" || variant == "stagedt";
+      const bool tensor = variant == "tensor" || variant == "tensor2" || variant == "stagedt";
+      const bool prefetch = variant == "direct2" || variant == "tensor2";
+      if (!staged && variant != "direct" && variant != "direct2" && variant != "tensor" && variant != "tensor2")
+        throw ConfigError("[bench_coopmat2] unknown variant " + variant);
       shader::CompileOptions copt;
       copt.device_key = key;
-      shader::ShaderSource s{label, variant == "direct" ? kDirect : kStaged,
+      shader::ShaderSource s{label, staged ? kStaged : kDirect,
                              {{"WG", std::to_string(wg) + "u"}, {"BM", std::to_string(bm) + "u"},
                               {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
-                              {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)}}};
-      return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
+                              {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
+                              {"PREFETCH", prefetch ? "1" : "0"}}};
+      std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
+      if (!tensor) return khr;
+      shader::TensorLoadOptions topt;
+      topt.storage_buffers = !staged;
+      topt.shared = staged;
+      uint32_t n = 0;
+      khr = shader::rewrite_loads_to_tensor_nv(khr, label, topt, &n);
+      if (n != (prefetch ? 4u : 2u)) throw ConfigError("[bench_coopmat2] expected 2 tensor loads in " + label + ", got " + std::to_string(n));
+      return khr;
     };
     if (compile_only) {
       int n = 0;
@@ -207,8 +240,9 @@ int main(int argc, char** argv) {
       flex += (flex.empty() ? "" : ",") + std::string("\"") + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
               std::to_string(s.k) + " " + s.a_type + "*" + s.b_type + "+" + s.c_type + " " + s.scope + " wg" +
               std::to_string(s.workgroup_invocations) + "\"";
-    std::printf("{\"bench\":\"vk_coopmat2_caps\",\"device\":\"%s\",\"workgroup_scope\":%s,\"flexible\":[%s]}\n",
-                caps.name.c_str(), caps.coopmat2_workgroup ? "true" : "false", flex.c_str());
+    std::printf("{\"bench\":\"vk_coopmat2_caps\",\"device\":\"%s\",\"workgroup_scope\":%s,\"tensor_addressing\":%s,\"flexible\":[%s]}\n",
+                caps.name.c_str(), caps.coopmat2_workgroup ? "true" : "false",
+                caps.coopmat2_tensor_addressing ? "true" : "false", flex.c_str());
     if (!caps.coopmat2_workgroup || !caps.timestamps) {
       std::printf("{\"bench\":\"vk_coopmat2\",\"device\":\"%s\",\"skipped\":\"no workgroup-scope cooperative "
                   "matrices (VK_NV_cooperative_matrix2) or no timestamps\"}\n",
@@ -244,7 +278,11 @@ int main(int argc, char** argv) {
                              std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
                              "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
-          if (var == "staged" && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
+          if ((var == "staged" || var == "stagedt") && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
+          if ((var == "tensor" || var == "tensor2" || var == "stagedt") && !caps.coopmat2_tensor_addressing) {
+            std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
+            continue;
+          }
           try {
             runtime::KernelDesc desc;
             desc.label = label;

@@ -11,6 +11,7 @@
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/kernels/matmul_check.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
+#include "meganeura/shader/tensor_loads.hpp"
 
 namespace meganeura::test {
 namespace {
@@ -552,6 +553,121 @@ void main() {
   const char* plain = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
   const std::vector<uint32_t> p = shader::compile_glsl({"plain", plain, {}}, compile_options()).spirv;
   EXPECT_THROW(shader::rewrite_coopmat_nv_to_khr(p, "plain"), ShaderError);
+}
+
+TEST(TensorLoads, RowMajorBufferLoadsBecomeTensorLoadsOfTheSameBlock) {
+  // Workgroup-scope A (64x32, row-major from a buffer) and B (32x64, column-major: left alone), stored to shared
+  // and reloaded row-major (left alone unless shared loads are asked for).
+  const char* src = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+layout(local_size_x = 128) in;
+layout(std430, binding = 0) buffer A { float16_t a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+layout(push_constant) uniform P { uint lda, off; } p;
+shared float16_t s[64 * 32];
+void main() {
+  fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;
+  fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;
+  fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);
+  coopMatLoadNV(ma, a, p.off, p.lda, false);
+  coopMatLoadNV(mb, a, 4096, 32, true);
+  coopMatStoreNV(ma, s, 0, 32, false);
+  barrier();
+  coopMatLoadNV(ma, s, 0, 32, false);
+  acc = coopMatMulAddNV(ma, mb, acc);
+  coopMatStoreNV(acc, c, 0, 64, false);
+}
+)";
+  const std::vector<uint32_t> nv = shader::compile_glsl({"tensor_loads", src, {}}, compile_options()).spirv;
+  const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, "tensor_loads");
+  uint32_t n = 0;
+  const std::vector<uint32_t> t = shader::rewrite_loads_to_tensor_nv(khr, "tensor_loads", {}, &n);
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(t[1], 0x00010600u) << "SPIR-V 1.6";
+  struct Inst { uint32_t op; std::vector<uint32_t> w; };
+  std::vector<Inst> insts;
+  std::map<uint32_t, size_t> def;  // result id -> instruction index
+  for (size_t pos = 5; pos < t.size();) {
+    const uint32_t count = t[pos] >> 16;
+    ASSERT_GT(count, 0u);
+    ASSERT_LE(pos + count, t.size());
+    insts.push_back({t[pos] & 0xffffu, std::vector<uint32_t>(t.begin() + pos + 1, t.begin() + pos + count)});
+    pos += count;
+  }
+  std::map<uint32_t, uint32_t> constants;
+  std::vector<uint32_t> caps;
+  std::vector<std::string> exts;
+  size_t first_function = insts.size();
+  for (size_t i = 0; i < insts.size(); ++i) {
+    const Inst& in = insts[i];
+    if (in.op == shader::spv::kOpCapability) caps.push_back(in.w[0]);
+    if (in.op == shader::spv::kOpExtension) exts.emplace_back(reinterpret_cast<const char*>(in.w.data()));
+    if (in.op == shader::spv::kOpConstant && in.w.size() == 3) constants[in.w[1]] = in.w[2];
+    if (in.op == 54 && first_function == insts.size()) first_function = i;
+    // Result ids: types and OpTypeTensorLayoutNV in word 0, most value instructions in word 1.
+    const bool type_decl = (in.op >= 19 && in.op <= 39) || in.op == shader::spv::kOpTypeCoopMatKHR ||
+                           in.op == shader::spv::kOpTypeTensorLayoutNV;
+    if (type_decl) {
+      EXPECT_FALSE(def.count(in.w[0])) << "id %" << in.w[0] << " defined twice";
+      def[in.w[0]] = i;
+    } else if (in.op == shader::spv::kOpConstant || in.op == shader::spv::kOpCreateTensorLayoutNV ||
+               in.op == shader::spv::kOpTensorLayoutSetDimensionNV || in.op == shader::spv::kOpTensorLayoutSetStrideNV ||
+               in.op == shader::spv::kOpLoadTensorNV || in.op == 1 /* OpUndef */) {
+      EXPECT_FALSE(def.count(in.w[1])) << "id %" << in.w[1] << " defined twice";
+      def[in.w[1]] = i;
+    }
+  }
+  for (const auto& [id, at] : def) EXPECT_LT(id, t[3]) << "ids stay below the bound";
+  EXPECT_NE(std::find(caps.begin(), caps.end(), shader::spv::kCapTensorAddressingNV), caps.end());
+  EXPECT_NE(std::find(caps.begin(), caps.end(), shader::spv::kCapCoopMatTensorAddressingNV), caps.end());
+  EXPECT_NE(std::find(exts.begin(), exts.end(), "SPV_NV_tensor_addressing"), exts.end());
+  EXPECT_NE(std::find(exts.begin(), exts.end(), "SPV_NV_cooperative_matrix2"), exts.end());
+
+  std::vector<const Inst*> tensor_loads, plain_loads;
+  for (const Inst& in : insts) {
+    if (in.op == shader::spv::kOpLoadTensorNV) tensor_loads.push_back(&in);
+    if (in.op == shader::spv::kOpLoadKHR) plain_loads.push_back(&in);
+  }
+  ASSERT_EQ(tensor_loads.size(), 1u);
+  EXPECT_EQ(plain_loads.size(), 2u) << "the column-major and the shared-memory load stay";
+  // type result pointer object layout memory-operands tensor-operands
+  const std::vector<uint32_t>& L = tensor_loads[0]->w;
+  ASSERT_EQ(L.size(), 7u);
+  EXPECT_EQ(L[5], 0u);
+  EXPECT_EQ(L[6], 0u);
+  const Inst& mtype = insts.at(def.at(L[0]));
+  ASSERT_EQ(mtype.op, shader::spv::kOpTypeCoopMatKHR);
+  EXPECT_EQ(constants.at(mtype.w[3]), 64u);
+  EXPECT_EQ(constants.at(mtype.w[4]), 32u);
+  EXPECT_EQ(insts.at(def.at(L[3])).op, 1u) << "object: OpUndef";
+  const Inst& stride = insts.at(def.at(L[4]));
+  ASSERT_EQ(stride.op, shader::spv::kOpTensorLayoutSetStrideNV);
+  ASSERT_EQ(stride.w.size(), 5u);
+  EXPECT_EQ(constants.at(stride.w[4]), 1u) << "unit column stride";
+  EXPECT_FALSE(constants.count(stride.w[3])) << "row stride is the load's (a push constant), not a literal";
+  const Inst& dims = insts.at(def.at(stride.w[2]));
+  ASSERT_EQ(dims.op, shader::spv::kOpTensorLayoutSetDimensionNV);
+  EXPECT_EQ(dims.w[3], mtype.w[3]);
+  EXPECT_EQ(dims.w[4], mtype.w[4]);
+  EXPECT_EQ(insts.at(def.at(dims.w[2])).op, shader::spv::kOpCreateTensorLayoutNV);
+  const size_t layout_at = def.at(dims.w[0]);
+  const Inst& layout = insts.at(layout_at);
+  ASSERT_EQ(layout.op, shader::spv::kOpTypeTensorLayoutNV);
+  EXPECT_LT(layout_at, first_function) << "declared with the globals";
+  EXPECT_EQ(constants.at(layout.w[1]), 2u) << "two dimensions";
+  EXPECT_EQ(constants.at(layout.w[2]), 0u) << "clamp mode Undefined";
+
+  shader::TensorLoadOptions shared;
+  shared.shared = true;
+  EXPECT_NO_THROW(shader::rewrite_loads_to_tensor_nv(khr, "tensor_loads", shared, &n));
+  EXPECT_EQ(n, 2u) << "the shared-memory reload too";
+  EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(nv, "tensor_loads"), ShaderError) << "an NV module has no KHR types";
+  std::vector<uint32_t> old = khr;
+  old[1] = 0x00010300;
+  EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(old, "tensor_loads"), ShaderError) << "SPIR-V 1.3";
 }
 
 }  // namespace

@@ -433,7 +433,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                           (direct ? "" : " with an epilogue or an unaligned C") + ", M " + std::to_string(s.m) +
                           ", N " + std::to_string(s.n));
       }
-      pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth);
+      pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth, tile.workgroup);
       for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
                                     {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
         pass.source.defines.push_back({name, std::to_string(v) + "u"});

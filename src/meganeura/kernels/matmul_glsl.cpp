@@ -573,6 +573,22 @@ const char* kCoopOneStageLoop = R"(
   }
 )";
 
+// The workgroup-scope tiles' loop (one stage): request tile t, wait until the previous multiply has read the
+// shared tiles, stash, wait for the stash, multiply; nothing overlaps the multiply. Against kCoopOneStageLoop's
+// order (next tile requested before the multiply), an experiment with this order measured 269 TFLOP/s for
+// 128x128x32 with 128 invocations at 8192^3 on the H200 and the library's /w tile 241 (docs/performance.md,
+// session 7): the driver's workgroup-scope multiply does better without loads in flight across it.
+const char* kCoopWorkgroupLoop = R"(
+  for (uint t = 0u; t < tiles; ++t) {
+    fetch(0u, abase, bbase, m0, n0, kb + t * BK);
+    barrier();
+    stash(0u, 0u);
+    barrier();
+    const uint cur = 0u;
+@MULTIPLY@
+  }
+)";
+
 std::string each_set(const std::string& text, uint32_t u) {
   std::string out;
   for (char ch : text) out += ch == '@' ? std::to_string(u) : std::string(1, ch);
@@ -646,14 +662,14 @@ std::string scalar(const MatmulEpilogue& epilogue) {
 std::string scalar_small(const MatmulEpilogue& epilogue) {
   return common(epilogue, false) + kScalarInputs + kSplit + kScalarSmall;
 }
-std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth) {
+std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth, bool workgroup) {
   std::string body = kCoopmat, sets, loop;
   auto put = [](std::string& text, const std::string& key, const std::string& with) {
     text.replace(text.find(key), key.size(), with);
   };
   if (stages == 1) {
     sets = indexed_set();
-    loop = kCoopOneStageLoop;
+    loop = workgroup ? kCoopWorkgroupLoop : kCoopOneStageLoop;
     put(loop, "@MULTIPLY@", kCoopMultiply);
   } else {
     for (uint32_t u = 0; u < depth; ++u) sets += each_set(kCoopSet, u);

@@ -73,6 +73,7 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
       {"coopmat_nv", c.coopmat_nv},
       {"coopmat_khr", c.coopmat_khr},
       {"coopmat2_workgroup", c.coopmat2_workgroup},
+      {"coopmat2_tensor_addressing", c.coopmat2_tensor_addressing},
   };
   j["coopmat_nv_shapes"] = shapes_json(c.coopmat_nv_shapes);
   j["coopmat_khr_shapes"] = shapes_json(c.coopmat_khr_shapes);
@@ -146,6 +147,7 @@ std::string DeviceCaps::to_table() const {
   out += shapes_text(coopmat_khr_shapes);
   row("cooperative matrix 2, workgroup scope", yes(coopmat2_workgroup) + (coopmat2_workgroup ? " (" + std::to_string(coopmat2_flexible_shapes.size()) + " flexible shapes)" : ""));
   out += shapes_text(coopmat2_flexible_shapes);
+  row("cooperative matrix 2, tensor addressing", yes(coopmat2_tensor_addressing));
   for (size_t i = 0; i < heaps.size(); ++i) {
     const MemoryHeap& h = heaps[i];
     row("heap " + std::to_string(i) + (h.device_local ? " (device local)" : ""),

@@ -194,6 +194,7 @@ void query_coopmat(Instance& inst, PhysicalInfo& p) {
   }
   c.coopmat2_workgroup = c.coopmat_khr && p.coopmat2.cooperativeMatrixWorkgroupScope == VK_TRUE &&
                          p.coopmat2.cooperativeMatrixFlexibleDimensions == VK_TRUE;
+  c.coopmat2_tensor_addressing = c.coopmat2_workgroup && p.coopmat2.cooperativeMatrixTensorAddressing == VK_TRUE;
   if (c.coopmat2_workgroup && inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
     uint32_t n = 0;
     inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, &n, nullptr);

@@ -99,6 +99,7 @@ struct EnabledFeatures {
         link(coopmat2, kStructCoopMat2FeaturesNV);
         coopmat2.cooperativeMatrixWorkgroupScope = VK_TRUE;
         coopmat2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+        coopmat2.cooperativeMatrixTensorAddressing = p.coopmat2.cooperativeMatrixTensorAddressing;
       }
     }
     // Costs nothing until a kernel asks for a capture (KernelDesc::capture).
