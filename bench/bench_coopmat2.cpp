@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "meganeura/runtime/device.hpp"
+#include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/session/session.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
 #include "meganeura/shader/shader.hpp"
@@ -28,7 +29,8 @@ using namespace meganeura;
 
 // "direct": the matrices load straight from the storage buffers; "direct2": the next K tile's are requested
 // before the multiply-add. "tensor" / "tensor2": the same with every load rewritten to a tensor load
-// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself.
+// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself;
+// "tensorw" / "tensor2w": tensor loads as slices of the whole buffer (TensorLoadOptions::whole_buffer).
 const char* kDirect = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -71,6 +73,8 @@ void main() {
 // "staged": the workgroup copies each K tile into shared memory with 16-byte loads and the matrices load from
 // there, rows padded by PAD uvec4s. STAGES 2: the next tile's loads stay in registers across the multiply-add
 // (one barrier a tile); STAGES 1: load, barrier, store, barrier, multiply (half the shared memory).
+// "stagedl1" (an ablation, wrong results by design): every K tile's global loads read the first K tile's
+// addresses, so they hit in L1/L2; the loads' issue and registers stay, the traffic from L2 and memory goes.
 const char* kStaged = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -114,7 +118,7 @@ void main() {
   const uint tiles = p.K / BK;
 #if STAGES == 1
   for (uint t = 0u; t < tiles; ++t) {
-    fetch(m0, n0, t * BK);
+    fetch(m0, n0, SAME_TILE != 0 ? 0u : t * BK);
     barrier();
     stash(0u);
     barrier();
@@ -128,7 +132,7 @@ void main() {
   barrier();
   for (uint t = 0u; t < tiles; ++t) {
     const uint s = t & 1u;
-    if (t + 1u < tiles) fetch(m0, n0, (t + 1u) * BK);
+    if (t + 1u < tiles) fetch(m0, n0, SAME_TILE != 0 ? 0u : (t + 1u) * BK);
     coopMatLoadNV(fa, As, s * BM * AR, AR, false);
     coopMatLoadNV(fb, Bs, s * BK * BR, BR, false);
     acc = coopMatMulAddNV(fa, fb, acc);
@@ -188,18 +192,19 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedt] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,tensorw,tensor2w,staged,stagedl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
   try {
-    // staged / stagedt (tensor loads from the shared tiles); direct, direct2, tensor, tensor2 (see kDirect).
+    // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2, tensorw, tensor2w (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
-      const bool staged = variant == "staged" || variant == "stagedt";
-      const bool tensor = variant == "tensor" || variant == "tensor2" || variant == "stagedt";
-      const bool prefetch = variant == "direct2" || variant == "tensor2";
-      if (!staged && variant != "direct" && variant != "direct2" && variant != "tensor" && variant != "tensor2")
+      const bool staged = variant == "staged" || variant == "stagedl1";
+      const bool tensor = variant.rfind("tensor", 0) == 0;
+      const bool prefetch = variant == "direct2" || variant == "tensor2" || variant == "tensor2w";
+      if (!staged && variant != "direct" && variant != "direct2" && variant != "tensor" && variant != "tensor2" &&
+          variant != "tensorw" && variant != "tensor2w")
         throw ConfigError("[bench_coopmat2] unknown variant " + variant);
       shader::CompileOptions copt;
       copt.device_key = key;
@@ -207,12 +212,11 @@ int main(int argc, char** argv) {
                              {{"WG", std::to_string(wg) + "u"}, {"BM", std::to_string(bm) + "u"},
                               {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
                               {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
-                              {"PREFETCH", prefetch ? "1" : "0"}}};
+                              {"PREFETCH", prefetch ? "1" : "0"}, {"SAME_TILE", variant == "stagedl1" ? "1" : "0"}}};
       std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       if (!tensor) return khr;
       shader::TensorLoadOptions topt;
-      topt.storage_buffers = !staged;
-      topt.shared = staged;
+      topt.whole_buffer = variant.back() == 'w';
       uint32_t n = 0;
       khr = shader::rewrite_loads_to_tensor_nv(khr, label, topt, &n);
       if (n != (prefetch ? 4u : 2u)) throw ConfigError("[bench_coopmat2] expected 2 tensor loads in " + label + ", got " + std::to_string(n));
@@ -278,8 +282,8 @@ int main(int argc, char** argv) {
                              std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
                              "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
-          if ((var == "staged" || var == "stagedt") && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
-          if ((var == "tensor" || var == "tensor2" || var == "stagedt") && !caps.coopmat2_tensor_addressing) {
+          if ((var == "staged" || var == "stagedl1") && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
+          if (var.rfind("tensor", 0) == 0 && !caps.coopmat2_tensor_addressing) {
             std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
             continue;
           }
@@ -289,7 +293,14 @@ int main(int argc, char** argv) {
             desc.spirv = compile(var, bm, bn, bk, wg, label, caps.fingerprint());
             desc.num_buffers = 3;
             desc.push_constant_bytes = 12;
+            desc.capture = runtime::PipelineCapture::Statistics;  // registers, where the driver reports them
             const runtime::KernelId kernel = dev->create_kernel(desc);
+            for (const runtime::PipelineExecutable& ex : dev->pipeline_executables(kernel)) {
+              for (const runtime::PipelineStatistic& st : ex.statistics)
+                if (st.name == "Register Count" || st.name == "Shared Memory Size")
+                  head += ",\"" + st.name + "\":" + runtime::statistic_value(st).dump();
+              break;
+            }
             const uint32_t push[3] = {n, n, n};
             // Warm-up dispatches first in the same command buffer: the H200 idles at 345 MHz and short bursts
             // can run entirely at that clock (docs/performance.md, session 4's clock finding).

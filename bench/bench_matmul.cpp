@@ -124,7 +124,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   try {
     const kernels::MatmulVariant variant =
         forced.empty() ? kernels::choose_variant(dev.caps(), s, tier,
-                                                 tile.empty() ? kernels::default_coopmat_tile(s) : kernels::CoopMatTile::parse(tile))
+                                                 tile.empty() ? kernels::default_coopmat_tile(dev.caps(), s, tier) : kernels::CoopMatTile::parse(tile))
                        : kernels::MatmulVariant::parse(forced);
     head += ",\"variant\":\"" + variant.to_string() + "\"";
     const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, variant);

@@ -307,6 +307,33 @@ std::vector<uint32_t> coopmat_khr_scopes(const std::vector<uint32_t>& spirv) {
   return out;
 }
 
+// Large A·Bᵀ products without an epilogue take the workgroup-scope tile where the device has it on coopmat-khr
+// (the H200 measured 244.5 vs 200.2 TFLOP/s at 8192³); everything else keeps the shape-only default.
+TEST(CoopMatRewrite, DefaultTileTakesWorkgroupScopeForLargeABTransposed) {
+  const runtime::DeviceCaps caps = coop_caps();
+  const MatmulShape nt = shape(4096, 4096, 64, false, true, 1, MatmulInput::F16);
+  auto tile = [](const runtime::DeviceCaps& c, const MatmulShape& s, MatmulTier t, const kernels::MatmulEpilogue& ep = {}) {
+    return kernels::default_coopmat_tile(c, s, t, ep).to_string();
+  };
+  EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatKHR), "128x128x32/2x2/s1/w");
+  EXPECT_NO_THROW(kernels::select_matmul(caps, nt, MatmulTier::CoopMatKHR, {}, kernels::default_coopmat_tile(caps, nt, MatmulTier::CoopMatKHR)));
+  const std::string plain = "128x256x32/4x4/g4/s1";
+  EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatNV), plain) << "workgroup scope only through the KHR rewrite";
+  EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatKHR, doubled(true)), plain) << "an epilogue";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "A·B";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, true, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "Aᵀ·B";
+  EXPECT_EQ(tile(caps, shape(4000, 4096, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "M 4000";
+  EXPECT_EQ(tile(caps, shape(2048, 2048, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), "128x128x32/2x4")
+      << "small products keep their workgroups";
+  runtime::DeviceCaps no_wg = caps;
+  no_wg.coopmat2_workgroup = false;
+  EXPECT_EQ(tile(no_wg, nt, MatmulTier::CoopMatKHR), plain);
+  runtime::DeviceCaps no_shape = caps;
+  no_shape.coopmat2_flexible_shapes.pop_back();
+  no_shape.coopmat2_flexible_shapes.pop_back();  // none for 128 invocations
+  EXPECT_EQ(tile(no_shape, nt, MatmulTier::CoopMatKHR), plain);
+}
+
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   const runtime::DeviceCaps caps = coop_caps();
   for (int t = 0; t < 4; ++t) {
@@ -668,6 +695,90 @@ void main() {
   std::vector<uint32_t> old = khr;
   old[1] = 0x00010300;
   EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(old, "tensor_loads"), ShaderError) << "SPIR-V 1.3";
+}
+
+TEST(TensorLoads, WholeBufferSlicesAndLoadsThroughOtherElementTypes) {
+  // A (64x32) loads row-major from a float16_t buffer at a[off]; B (32x64) row-major from a uvec4 shared tile,
+  // whose KHR stride counts uvec4s: rewriting it would read the wrong elements (it lost the device on the H200).
+  const char* src = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+layout(local_size_x = 128) in;
+layout(std430, binding = 0) buffer A { float16_t a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+layout(push_constant) uniform P { uint lda, off; } p;
+shared uvec4 s[32 * 8];
+void main() {
+  fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;
+  fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;
+  fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);
+  s[gl_LocalInvocationIndex] = uvec4(gl_LocalInvocationIndex);
+  barrier();
+  coopMatLoadNV(ma, a, p.off, p.lda, false);
+  coopMatLoadNV(mb, s, 0, 8, false);
+  acc = coopMatMulAddNV(ma, mb, acc);
+  coopMatStoreNV(acc, c, 0, 64, false);
+}
+)";
+  const std::vector<uint32_t> nv = shader::compile_glsl({"tensor_whole", src, {}}, compile_options()).spirv;
+  const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, "tensor_whole");
+  shader::TensorLoadOptions opt;
+  opt.shared = true;
+  opt.whole_buffer = true;
+  uint32_t n = 0;
+  const std::vector<uint32_t> t = shader::rewrite_loads_to_tensor_nv(khr, "tensor_whole", opt, &n);
+  EXPECT_EQ(n, 1u) << "the uvec4 shared load stays a KHR load";
+  struct Inst { uint32_t op; std::vector<uint32_t> w; };
+  std::map<uint32_t, Inst> def;  // result id (word 1) -> the instructions the slice is made of
+  std::map<uint32_t, uint32_t> constants;
+  std::vector<Inst> tensor_loads, khr_loads;
+  for (size_t pos = 5; pos < t.size();) {
+    const uint32_t count = t[pos] >> 16;
+    ASSERT_GT(count, 0u);
+    ASSERT_LE(pos + count, t.size());
+    Inst in{t[pos] & 0xffffu, std::vector<uint32_t>(t.begin() + pos + 1, t.begin() + pos + count)};
+    pos += count;
+    if (in.op == shader::spv::kOpConstant && in.w.size() == 3) constants[in.w[1]] = in.w[2];
+    if (in.op == shader::spv::kOpLoadTensorNV) tensor_loads.push_back(in);
+    if (in.op == shader::spv::kOpLoadKHR) khr_loads.push_back(in);
+    const bool value = in.op == 65 || in.op == 128 || in.op == 134 || in.op == 137 ||  // chain, add, div, mod
+                       in.op == shader::spv::kOpConstant || in.op == shader::spv::kOpCreateTensorLayoutNV ||
+                       in.op == shader::spv::kOpTensorLayoutSetDimensionNV ||
+                       in.op == shader::spv::kOpTensorLayoutSetStrideNV || in.op == shader::spv::kOpTensorLayoutSliceNV;
+    if (value) def[in.w[1]] = in;
+  }
+  ASSERT_EQ(tensor_loads.size(), 1u);
+  ASSERT_EQ(khr_loads.size(), 1u);
+  // The load reads from &a[0] (an access chain whose last index is the constant 0) ...
+  const Inst& base = def.at(tensor_loads[0].w[2]);
+  ASSERT_EQ(base.op, 65u) << "OpAccessChain";
+  ASSERT_EQ(base.w.size(), 5u);
+  EXPECT_EQ(constants.at(base.w[4]), 0u);
+  // ... through a slice (row, 64, col, 32) of a layout whose row stride is the load's.
+  const Inst& slice = def.at(tensor_loads[0].w[4]);
+  ASSERT_EQ(slice.op, shader::spv::kOpTensorLayoutSliceNV);
+  ASSERT_EQ(slice.w.size(), 7u);
+  EXPECT_EQ(constants.at(slice.w[4]), 64u);
+  EXPECT_EQ(constants.at(slice.w[6]), 32u);
+  const Inst& row = def.at(slice.w[3]);
+  const Inst& col = def.at(slice.w[5]);
+  EXPECT_EQ(row.op, 134u) << "OpUDiv index / stride";
+  EXPECT_EQ(col.op, 137u) << "OpUMod index % stride";
+  EXPECT_EQ(row.w[2], col.w[2]) << "of the same index";
+  EXPECT_EQ(row.w[3], col.w[3]) << "by the same stride";
+  const Inst& strided = def.at(slice.w[2]);
+  ASSERT_EQ(strided.op, shader::spv::kOpTensorLayoutSetStrideNV);
+  EXPECT_EQ(strided.w[3], row.w[3]) << "the layout's row stride is the divisor";
+  EXPECT_EQ(constants.at(strided.w[4]), 1u);
+  const Inst& dims = def.at(strided.w[2]);
+  ASSERT_EQ(dims.op, shader::spv::kOpTensorLayoutSetDimensionNV);
+  EXPECT_EQ(dims.w[4], row.w[3]) << "columns: the stride";
+  const Inst& rows = def.at(dims.w[3]);
+  EXPECT_EQ(rows.op, 128u) << "rows: OpIAdd row + 64";
+  EXPECT_EQ(rows.w[2], row.w[1]);
+  EXPECT_EQ(constants.at(rows.w[3]), 64u);
 }
 
 }  // namespace

@@ -155,6 +155,27 @@ TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
   }
 }
 
+// A large A·Bᵀ with no epilogue: on a device with workgroup-scope matrices and the coopmat-khr tier it takes the
+// workgroup-scope tile (kernels::default_coopmat_tile), elsewhere (lavapipe) the scalar tier; either way it must
+// match the reference on the f16-rounded operands.
+TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
+  Graph g;
+  NodeId a = g.input("a", {2048, 64});
+  NodeId b = g.parameter("b", {4096, 64});
+  g.set_outputs({g.matmul(a, b, false, true)});
+  Session s = build(g, config(false, Precision::Mixed16), shared_device());
+  const std::vector<PipelineReport> pipes = s.pipelines();
+  ASSERT_EQ(pipes.size(), 1u);
+  const std::string variant = pipes[0].variant;
+  std::printf("[ variant  ] %s\n", variant.c_str());
+  if (variant.find("coopmat-khr") != std::string::npos && device().caps().coopmat2_workgroup) {
+    EXPECT_NE(variant.find("/w"), std::string::npos) << variant;
+  }
+  reference::Feeds rounded = feed(g, s, 11, true);
+  s.run();
+  expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4, "2048x4096x64 nt " + variant);
+}
+
 TEST_F(SessionMatmul, Mixed16MlpTrainsLikeF32) {
   Graph g;
   auto x = g.input("x", {32, 784});

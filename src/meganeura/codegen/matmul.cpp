@@ -141,7 +141,7 @@ void emit_matmul(Emitter& e) {
       throw ConfigError("[codegen] expected a matmul tile of 128, 64 or 16 with the scalar tier, or a cooperative tile "
                         "with a cooperative tier, got " + e.variant.to_string());
     kernels::MatmulVariant v = kernels::choose_variant(
-        e.caps, s, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::default_coopmat_tile(s));
+        e.caps, s, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::default_coopmat_tile(e.caps, s, tier, ep));
     if (numeric_tile) {
       v.tile = uint32_t(std::stoul(e.variant.tile));
       v.split_k = kernels::choose_split(e.caps, s, v);

@@ -203,6 +203,11 @@ bool row_starts_aligned(const MatmulShape& s, uint32_t elems) {
          (s.trans_b ? s.k : s.n) % elems == 0 && s.ldb % elems == 0 && s.stride_b % elems == 0;
 }
 
+// coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
+bool stores_direct(const MatmulShape& ps, const MatmulEpilogue& pe) {
+  return pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
+}
+
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t warps = t.warps_m * t.warps_n;
   if (warps != 4 && warps != 8 && warps != 16) return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
@@ -276,6 +281,18 @@ MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape&
   }
   v.split_k = choose_split(caps, shape, v);
   return v;
+}
+
+CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& raw, MatmulTier tier,
+                                 const MatmulEpilogue& epilogue) {
+  const CoopMatTile t = default_coopmat_tile(raw);
+  const MatmulShape s = resolved(raw);
+  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !s.trans_b || s.trans_a || !caps.coopmat2_workgroup ||
+      s.m % 128 || s.n % 128 || !stores_direct(s, epilogue)) {
+    return t;
+  }
+  const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
+  return tile_problem(caps, w, s.trans_a, s.trans_b).empty() ? w : t;
 }
 
 std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, const MatmulShape& shape,
@@ -422,8 +439,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the
       // leading dimension and the batch stride all multiples of 8. Otherwise halves are loaded one by one.
       const bool vec = row_starts_aligned(s, 8);
-      // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
-      const bool direct = pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
+      const bool direct = stores_direct(ps, pe);
       if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }

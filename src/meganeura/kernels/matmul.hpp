@@ -111,6 +111,12 @@ struct CoopMatTile {
 // TFLOP/s for A·B / Aᵀ·B / A·Bᵀ against 168 / 177 / 154 for 128x128x32/2x4, docs/performance.md session 6),
 // else the default 128x128x32/2x4 (small outputs need the workgroups).
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
+// The same with the device, tier and epilogue in view: a large A·Bᵀ (M and N multiples of 128, no epilogue, a
+// 16-byte aligned C) on the coopmat-khr tier of a device with workgroup-scope matrices (VK_NV_cooperative_matrix2)
+// takes 128x128x32/2x2/s1/w (H200 8192³: 244.5 vs 200.2 TFLOP/s; A·B and Aᵀ·B stay: 246.3 vs 247.5 and 241.1 vs
+// 258.3; docs/performance.md session 8). What sessions and bench_matmul use.
+CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
+                                 const MatmulEpilogue& epilogue = {});
 
 struct MatmulPush {  // the push-constant block, in this order; all in elements
   uint32_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;

@@ -13,9 +13,10 @@
 //     %u  = OpUndef %T
 //     %r  = OpCooperativeMatrixLoadTensorNV %T %ptr %u %l2 None None
 // a Rows x Columns tensor starting at %ptr, read whole: the elements of the load it replaces. Column-major loads
-// are left alone (a transposed read needs a tensor view). The module gains the capabilities TensorAddressingNV
-// and CooperativeMatrixTensorAddressingNV, the extensions SPV_NV_tensor_addressing and SPV_NV_cooperative_matrix2,
-// and version 1.6 (modules of 1.4 and later share its entry-point interface rules; earlier ones are refused).
+// are left alone (a transposed read needs a tensor view), and so are loads through a pointer to anything but the
+// matrix's component type (a uvec4 array: its KHR stride counts uvec4s, a tensor layout's counts elements). The
+// module gains the capabilities TensorAddressingNV and CooperativeMatrixTensorAddressingNV, the extensions
+// SPV_NV_tensor_addressing and SPV_NV_cooperative_matrix2, and version 1.6 (modules of 1.4 and later share its entry-point interface rules; earlier ones are refused).
 // The device must enable VkPhysicalDeviceCooperativeMatrix2FeaturesNV::cooperativeMatrixTensorAddressing
 // (DeviceCaps::coopmat2_tensor_addressing). SPIRV-Tools 2023.1 knows none of these instructions: the driver is
 // the only validator, so tests check the words.
@@ -29,6 +30,10 @@ namespace meganeura::shader {
 struct TensorLoadOptions {
   bool storage_buffers = true;  // loads through StorageBuffer / PhysicalStorageBuffer pointers
   bool shared = false;          // loads through Workgroup (shared memory) pointers
+  // Address from the buffer's first element: a load from &a[i] (OpAccessChain %a 0 %i) becomes a slice at
+  // (i / stride, i % stride) of a (i / stride + Rows) x stride tensor at &a[0] -- the form with which a driver can
+  // see the whole operand rather than a new base each iteration. Other loads keep the block form above.
+  bool whole_buffer = false;
 };
 
 // Throws ShaderError (naming `label`) for a module that is not SPIR-V, is older than 1.4, or has no KHR
@@ -38,7 +43,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
 
 namespace spv {
 inline constexpr uint32_t kOpLoadTensorNV = 5367, kOpTypeTensorLayoutNV = 5370, kOpCreateTensorLayoutNV = 5372,
-                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374;
+                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374,
+                          kOpTensorLayoutSliceNV = 5375;
 inline constexpr uint32_t kCapCoopMatTensorAddressingNV = 5433, kCapTensorAddressingNV = 5439;
 }  // namespace spv
 
