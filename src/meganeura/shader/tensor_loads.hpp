@@ -30,6 +30,11 @@ namespace meganeura::shader {
 struct TensorLoadOptions {
   bool storage_buffers = true;  // loads through StorageBuffer / PhysicalStorageBuffer pointers
   bool shared = false;          // loads through Workgroup (shared memory) pointers
+  bool clamp_constant = false;  // layouts of clamp mode Constant (reads outside the block give 0) for Undefined
+  // Address from the buffer's first element: a load from &a[i] (OpAccessChain %a 0 %i) becomes a slice at
+  // (i / stride, i % stride) of a (i / stride + Rows) x stride tensor at &a[0] -- the form with which a driver can
+  // see the whole operand rather than a new base each iteration. Other loads keep the block form above.
+  bool whole_buffer = false;
 };
 
 // Throws ShaderError (naming `label`) for a module that is not SPIR-V, is older than 1.4, or has no KHR
@@ -39,7 +44,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
 
 namespace spv {
 inline constexpr uint32_t kOpLoadTensorNV = 5367, kOpTypeTensorLayoutNV = 5370, kOpCreateTensorLayoutNV = 5372,
-                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374;
+                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374,
+                          kOpTensorLayoutSliceNV = 5375;
 inline constexpr uint32_t kCapCoopMatTensorAddressingNV = 5433, kCapTensorAddressingNV = 5439;
 }  // namespace spv
 
