@@ -29,9 +29,7 @@ using namespace meganeura;
 
 // "direct": the matrices load straight from the storage buffers; "direct2": the next K tile's are requested
 // before the multiply-add. "tensor" / "tensor2": the same with every load rewritten to a tensor load
-// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself;
-// "tensorc" / "tensor2c": their layouts of clamp mode Constant instead of Undefined; "tensorwc" / "tensor2wc": the
-// same as slices of the whole buffer (TensorLoadOptions::whole_buffer).
+// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself.
 const char* kDirect = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -152,6 +150,8 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+bool tensor_variant(const std::string& v) { return v == "tensor" || v == "tensor2"; }
+
 uint16_t to_half(float f) {  // exact for the multiples of 1/4 used here (normal or zero)
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -193,19 +193,18 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,tensorc,tensor2c,staged,stagedl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
   try {
-    // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2, tensorc, tensor2c (see kDirect).
+    // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2 (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
       const bool staged = variant == "staged" || variant == "stagedl1";
-      const bool tensor = variant.rfind("tensor", 0) == 0;
-      const bool prefetch = variant == "direct2" || variant.rfind("tensor2", 0) == 0;
-      if (!staged && variant != "direct" && variant != "direct2" && variant != "tensor" && variant != "tensor2" &&
-          variant != "tensorc" && variant != "tensor2c" && variant != "tensorwc" && variant != "tensor2wc")
+      const bool tensor = variant == "tensor" || variant == "tensor2";
+      const bool prefetch = variant == "direct2" || variant == "tensor2";
+      if (!staged && variant != "direct" && variant != "direct2" && !tensor)
         throw ConfigError("[bench_coopmat2] unknown variant " + variant);
       shader::CompileOptions copt;
       copt.device_key = key;
@@ -216,11 +215,8 @@ int main(int argc, char** argv) {
                               {"PREFETCH", prefetch ? "1" : "0"}, {"SAME_TILE", variant == "stagedl1" ? "1" : "0"}}};
       std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       if (!tensor) return khr;
-      shader::TensorLoadOptions topt;
-      topt.clamp_constant = variant.back() == 'c';
-      topt.whole_buffer = variant.find("wc") != std::string::npos;
       uint32_t n = 0;
-      khr = shader::rewrite_loads_to_tensor_nv(khr, label, topt, &n);
+      khr = shader::rewrite_loads_to_tensor_nv(khr, label, {}, &n);
       if (n != (prefetch ? 4u : 2u)) throw ConfigError("[bench_coopmat2] expected 2 tensor loads in " + label + ", got " + std::to_string(n));
       return khr;
     };
@@ -285,7 +281,7 @@ int main(int argc, char** argv) {
                              "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
           if ((var == "staged" || var == "stagedl1") && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
-          if (var.rfind("tensor", 0) == 0 && !caps.coopmat2_tensor_addressing) {
+          if (tensor_variant(var) && !caps.coopmat2_tensor_addressing) {
             std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
             continue;
           }

@@ -13,8 +13,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x07230203, kVersion14 = 0x00010400, kVersion16 = 0x00010600;
 constexpr uint32_t kOpUndef = 1, kOpTypeInt = 21, kOpTypePointer = 32, kOpVariable = 59, kOpAccessChain = 65,
-                   kOpInBoundsAccessChain = 66, kOpPtrAccessChain = 67, kOpFunction = 54, kOpUDiv = 134,
-                   kOpUMod = 137, kOpIAdd = 128;
+                   kOpInBoundsAccessChain = 66, kOpPtrAccessChain = 67, kOpFunction = 54;
 constexpr uint32_t kStorageWorkgroup = 4, kStorageBuffer = 12, kStoragePhysical = 5349;
 
 [[noreturn]] void fail(const std::string& label, const std::string& what) {
@@ -45,8 +44,6 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
   std::map<uint32_t, uint32_t> pointer_class;   // pointer type -> storage class
   std::map<uint32_t, uint32_t> pointee;         // pointer type -> the type it points to
   std::map<uint32_t, uint32_t> component;       // KHR matrix type -> its component type
-  struct Chain { uint32_t base, index; };       // %p = OpAccessChain %T %base %c0 %index (a runtime-array element)
-  std::map<uint32_t, Chain> element_chain;
   std::map<uint32_t, uint32_t> value_type;      // pointer value -> its type (variables, access chains)
   std::map<uint32_t, uint32_t> constant_value;  // 32-bit OpConstant -> value
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> matrix_dims;  // KHR matrix type -> (rows id, columns id)
@@ -64,7 +61,6 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
     if ((op == kOpVariable || op == kOpAccessChain || op == kOpInBoundsAccessChain || op == kOpPtrAccessChain) &&
         count >= 3)
       value_type[w[2]] = w[1];
-    if ((op == kOpAccessChain || op == kOpInBoundsAccessChain) && count == 6) element_chain[w[2]] = {w[3], w[5]};
     if (op == spv::kOpTypeCoopMatKHR && count == 7) {
       matrix_dims[w[1]] = {w[4], w[5]};
       component[w[1]] = w[2];
@@ -114,8 +110,7 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
       emit(out, spv::kOpConstant, {uint_type, c_zero, 0});
       emit(out, spv::kOpConstant, {uint_type, c_one, 1});
       emit(out, spv::kOpConstant, {uint_type, c_two, 2});
-      // 2 dimensions, clamp mode Undefined (0) or Constant (1)
-      emit(out, spv::kOpTypeTensorLayoutNV, {layout_type, c_two, options.clamp_constant ? c_one : c_zero});
+      emit(out, spv::kOpTypeTensorLayoutNV, {layout_type, c_two, c_one});  // 2 dimensions, clamp mode Constant
       globals_done = true;
     }
     // OpCooperativeMatrixLoadKHR: type result pointer layout stride [memory operands]
@@ -125,24 +120,6 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
       const auto layout_value = constant_value.find(layout);
       if (dims != matrix_dims.end() && layout_value != constant_value.end() && layout_value->second == 0 &&
           wanted(pointer, type)) {
-        const auto chain = element_chain.find(pointer);
-        if (options.whole_buffer && chain != element_chain.end()) {
-          // The buffer from element 0 as a (row + Rows) x stride tensor, sliced at (index / stride, index % stride).
-          const uint32_t first = bound++, row = bound++, col = bound++, rows = bound++, l0 = bound++, l1 = bound++,
-                         l2 = bound++, l3 = bound++, undef = bound++;
-          emit(out, kOpAccessChain, {value_type[pointer], first, chain->second.base, c_zero, c_zero});
-          emit(out, kOpUDiv, {uint_type, row, chain->second.index, stride});
-          emit(out, kOpUMod, {uint_type, col, chain->second.index, stride});
-          emit(out, kOpIAdd, {uint_type, rows, row, dims->second.first});
-          emit(out, spv::kOpCreateTensorLayoutNV, {layout_type, l0});
-          emit(out, spv::kOpTensorLayoutSetDimensionNV, {layout_type, l1, l0, rows, stride});
-          emit(out, spv::kOpTensorLayoutSetStrideNV, {layout_type, l2, l1, stride, c_one});
-          emit(out, spv::kOpTensorLayoutSliceNV, {layout_type, l3, l2, row, dims->second.first, col, dims->second.second});
-          emit(out, kOpUndef, {type, undef});
-          emit(out, spv::kOpLoadTensorNV, {type, result, first, undef, l3, 0u, 0u});
-          ++count_rewritten;
-          continue;
-        }
         const uint32_t l0 = bound++, l1 = bound++, l2 = bound++, undef = bound++;
         emit(out, spv::kOpCreateTensorLayoutNV, {layout_type, l0});
         emit(out, spv::kOpTensorLayoutSetDimensionNV, {layout_type, l1, l0, dims->second.first, dims->second.second});

@@ -7,12 +7,15 @@
 // GL_NV_cooperative_matrix2 to emit them. Each row-major load
 //     %r = OpCooperativeMatrixLoadKHR %T %ptr RowMajor %stride
 // from a chosen storage class becomes
-//     %l0 = OpCreateTensorLayoutNV %L                     ; %L = OpTypeTensorLayoutNV 2 Undefined (clamp mode 0)
+//     %l0 = OpCreateTensorLayoutNV %L                     ; %L = OpTypeTensorLayoutNV 2 Constant (clamp mode 1)
 //     %l1 = OpTensorLayoutSetDimensionNV %L %l0 Rows(T) Columns(T)
 //     %l2 = OpTensorLayoutSetStrideNV %L %l1 %stride 1
 //     %u  = OpUndef %T
 //     %r  = OpCooperativeMatrixLoadTensorNV %T %ptr %u %l2 None None
-// a Rows x Columns tensor starting at %ptr, read whole: the elements of the load it replaces. Column-major loads
+// a Rows x Columns tensor starting at %ptr, read whole: the elements of the load it replaces. Clamp mode Constant
+// (reads outside give 0; none are outside) because with it the H200's driver stages the loads through shared memory
+// itself: 188 TFLOP/s at 8192³ against 71 with Undefined, yet below our own staging's 269 (docs/performance.md,
+// session 8; whole-buffer slices instead of blocks measured no faster and were removed). Column-major loads
 // are left alone (a transposed read needs a tensor view), and so are loads through a pointer to anything but the
 // matrix's component type (a uvec4 array: its KHR stride counts uvec4s, a tensor layout's counts elements). The
 // module gains the capabilities TensorAddressingNV and CooperativeMatrixTensorAddressingNV, the extensions
@@ -30,11 +33,6 @@ namespace meganeura::shader {
 struct TensorLoadOptions {
   bool storage_buffers = true;  // loads through StorageBuffer / PhysicalStorageBuffer pointers
   bool shared = false;          // loads through Workgroup (shared memory) pointers
-  bool clamp_constant = false;  // layouts of clamp mode Constant (reads outside the block give 0) for Undefined
-  // Address from the buffer's first element: a load from &a[i] (OpAccessChain %a 0 %i) becomes a slice at
-  // (i / stride, i % stride) of a (i / stride + Rows) x stride tensor at &a[0] -- the form with which a driver can
-  // see the whole operand rather than a new base each iteration. Other loads keep the block form above.
-  bool whole_buffer = false;
 };
 
 // Throws ShaderError (naming `label`) for a module that is not SPIR-V, is older than 1.4, or has no KHR
@@ -44,8 +42,7 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
 
 namespace spv {
 inline constexpr uint32_t kOpLoadTensorNV = 5367, kOpTypeTensorLayoutNV = 5370, kOpCreateTensorLayoutNV = 5372,
-                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374,
-                          kOpTensorLayoutSliceNV = 5375;
+                          kOpTensorLayoutSetDimensionNV = 5373, kOpTensorLayoutSetStrideNV = 5374;
 inline constexpr uint32_t kCapCoopMatTensorAddressingNV = 5433, kCapTensorAddressingNV = 5439;
 }  // namespace spv
 
