@@ -582,10 +582,9 @@ void main() {
   EXPECT_THROW(shader::rewrite_coopmat_nv_to_khr(p, "plain"), ShaderError);
 }
 
-TEST(TensorLoads, RowMajorBufferLoadsBecomeTensorLoadsOfTheSameBlock) {
-  // Workgroup-scope A (64x32, row-major from a buffer) and B (32x64, column-major: left alone), stored to shared
-  // and reloaded row-major (left alone unless shared loads are asked for).
-  const char* src = R"(#version 450
+// The common head of the tensor-load tests' shaders: a float16_t buffer A, a float buffer C, workgroup-scope
+// A (64x32), B (32x64) and a 64x64 accumulator (TENSOR_TEST_MATRICES).
+const char* kTensorTestHead = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -594,11 +593,18 @@ layout(local_size_x = 128) in;
 layout(std430, binding = 0) buffer A { float16_t a[]; };
 layout(std430, binding = 1) buffer C { float c[]; };
 layout(push_constant) uniform P { uint lda, off; } p;
-shared float16_t s[64 * 32];
-void main() {
-  fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;
-  fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;
+#define TENSOR_TEST_MATRICES \
+  fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma; \
+  fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb; \
   fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);
+)";
+
+TEST(TensorLoads, RowMajorBufferLoadsBecomeTensorLoadsOfTheSameBlock) {
+  // Workgroup-scope A (64x32, row-major from a buffer) and B (32x64, column-major: left alone), stored to shared
+  // and reloaded row-major (left alone unless shared loads are asked for).
+  const std::string src = std::string(kTensorTestHead) + R"(shared float16_t s[64 * 32];
+void main() {
+  TENSOR_TEST_MATRICES
   coopMatLoadNV(ma, a, p.off, p.lda, false);
   coopMatLoadNV(mb, a, 4096, 32, true);
   coopMatStoreNV(ma, s, 0, 32, false);
@@ -701,20 +707,9 @@ TEST(TensorLoads, LoadsThroughOtherElementTypesStay) {
   // A (64x32) loads row-major from a float16_t buffer; B (32x64) row-major from a uvec4 shared tile, whose KHR
   // stride counts uvec4s while a tensor layout's counts elements: rewritten, it read the wrong elements and lost
   // the device on the H200 (session 8).
-  const char* src = R"(#version 450
-#extension GL_NV_cooperative_matrix : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_KHR_memory_scope_semantics : require
-layout(local_size_x = 128) in;
-layout(std430, binding = 0) buffer A { float16_t a[]; };
-layout(std430, binding = 1) buffer C { float c[]; };
-layout(push_constant) uniform P { uint lda, off; } p;
-shared uvec4 s[32 * 8];
+  const std::string src = std::string(kTensorTestHead) + R"(shared uvec4 s[32 * 8];
 void main() {
-  fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;
-  fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;
-  fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);
+  TENSOR_TEST_MATRICES
   s[gl_LocalInvocationIndex] = uvec4(gl_LocalInvocationIndex);
   barrier();
   coopMatLoadNV(ma, a, p.off, p.lda, false);
