@@ -287,8 +287,10 @@ CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulSh
                                  const MatmulEpilogue& epilogue) {
   const CoopMatTile t = default_coopmat_tile(raw);
   const MatmulShape s = resolved(raw);
-  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !s.trans_b || s.trans_a || !caps.coopmat2_workgroup ||
-      s.m % 128 || s.n % 128 || !stores_direct(s, epilogue)) {
+  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded (FULL_TILES in select_matmul).
+  const bool ab_t = s.trans_b && !s.trans_a, full_k = s.k % 32 == 0 && row_starts_aligned(s, 8);
+  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup || s.m % 128 || s.n % 128 ||
+      !stores_direct(s, epilogue) || !(ab_t || full_k)) {
     return t;
   }
   const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
@@ -461,6 +463,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
+      pass.source.defines.push_back({"FULL_TILES", flag(tile.workgroup && vec && split == 1 && s.k % tile.bk == 0)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
       pass.grid[0] = ceil_div(s.n, tile.bn);
       pass.grid[1] = ceil_div(s.m, tile.bm);
