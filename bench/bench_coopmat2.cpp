@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
       const bool staged = variant == "staged" || variant == "stagedl1";
-      const bool tensor = variant == "tensor" || variant == "tensor2";
+      const bool tensor = tensor_variant(variant);
       const bool prefetch = variant == "direct2" || variant == "tensor2";
       if (!staged && variant != "direct" && variant != "direct2" && !tensor)
         throw ConfigError("[bench_coopmat2] unknown variant " + variant);

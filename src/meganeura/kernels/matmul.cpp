@@ -208,6 +208,12 @@ bool stores_direct(const MatmulShape& ps, const MatmulEpilogue& pe) {
   return pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
 }
 
+// Whether a workgroup-scope tile's loads go unguarded (FULL_TILES): M, N and K multiples of the tile, 16-byte
+// aligned rows, one K slice.
+bool full_tiles(const MatmulShape& s, const CoopMatTile& t, uint32_t split) {
+  return t.workgroup && split == 1 && s.m % t.bm == 0 && s.n % t.bn == 0 && s.k % t.bk == 0 && row_starts_aligned(s, 8);
+}
+
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t warps = t.warps_m * t.warps_n;
   if (warps != 4 && warps != 8 && warps != 16) return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
@@ -287,13 +293,13 @@ CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulSh
                                  const MatmulEpilogue& epilogue) {
   const CoopMatTile t = default_coopmat_tile(raw);
   const MatmulShape s = resolved(raw);
-  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded (FULL_TILES in select_matmul).
-  const bool ab_t = s.trans_b && !s.trans_a, full_k = s.k % 32 == 0 && row_starts_aligned(s, 8);
-  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup || s.m % 128 || s.n % 128 ||
-      !stores_direct(s, epilogue) || !(ab_t || full_k)) {
+  const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
+  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded.
+  const bool ab_t = s.trans_b && !s.trans_a;
+  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup || s.m % w.bm || s.n % w.bn ||
+      !stores_direct(s, epilogue) || !(ab_t || full_tiles(s, w, 1))) {
     return t;
   }
-  const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
   return tile_problem(caps, w, s.trans_a, s.trans_b).empty() ? w : t;
 }
 
@@ -463,7 +469,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
-      pass.source.defines.push_back({"FULL_TILES", flag(tile.workgroup && vec && split == 1 && s.k % tile.bk == 0)});
+      pass.source.defines.push_back({"FULL_TILES", flag(full_tiles(s, tile, split))});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
       pass.grid[0] = ceil_div(s.n, tile.bn);
       pass.grid[1] = ceil_div(s.m, tile.bm);
