@@ -72,6 +72,8 @@ void main() {
 // "staged": the workgroup copies each K tile into shared memory with 16-byte loads and the matrices load from
 // there, rows padded by PAD uvec4s. STAGES 2: the next tile's loads stay in registers across the multiply-add
 // (one barrier a tile); STAGES 1: load, barrier, store, barrier, multiply (half the shared memory).
+// "stagedmf" (two stages only): multiply stage t, then request tile t + 1 and store it into the other stage, one
+// barrier; no load's registers live across the multiply, and the loads are in flight while the MMAs drain.
 // "stagedl1" (an ablation, wrong results by design): every K tile's global loads read the first K tile's
 // addresses, so they hit in L1/L2; the loads' issue and registers stay, the traffic from L2 and memory goes.
 const char* kStaged = R"(#version 450
@@ -124,6 +126,21 @@ void main() {
     coopMatLoadNV(fa, As, 0u, AR, false);
     coopMatLoadNV(fb, Bs, 0u, BR, false);
     acc = coopMatMulAddNV(fa, fb, acc);
+  }
+#elif MMA_FIRST
+  fetch(m0, n0, 0u);
+  stash(0u);
+  barrier();
+  for (uint t = 0u; t < tiles; ++t) {
+    const uint s = t & 1u;
+    coopMatLoadNV(fa, As, s * BM * AR, AR, false);
+    coopMatLoadNV(fb, Bs, s * BK * BR, BR, false);
+    acc = coopMatMulAddNV(fa, fb, acc);
+    if (t + 1u < tiles) {
+      fetch(m0, n0, SAME_TILE != 0 ? 0u : (t + 1u) * BK);
+      stash(s ^ 1u);
+    }
+    barrier();
   }
 #else
   fetch(m0, n0, 0u);
@@ -193,7 +210,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedmf,stagedmfl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
@@ -201,7 +218,10 @@ int main(int argc, char** argv) {
     // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2 (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
-      const bool staged = variant == "staged" || variant == "stagedl1";
+      const bool mma_first = variant == "stagedmf" || variant == "stagedmfl1";
+      const bool same_tile = variant == "stagedl1" || variant == "stagedmfl1";
+      const bool staged = variant == "staged" || variant == "stagedl1" || mma_first;
+      if (mma_first && stages != 2) throw ConfigError("[bench_coopmat2] " + variant + " needs --stages 2");
       const bool tensor = tensor_variant(variant);
       const bool prefetch = variant == "direct2" || variant == "tensor2";
       if (!staged && variant != "direct" && variant != "direct2" && !tensor)
@@ -212,7 +232,8 @@ int main(int argc, char** argv) {
                              {{"WG", std::to_string(wg) + "u"}, {"BM", std::to_string(bm) + "u"},
                               {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
                               {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
-                              {"PREFETCH", prefetch ? "1" : "0"}, {"SAME_TILE", variant == "stagedl1" ? "1" : "0"}}};
+                              {"PREFETCH", prefetch ? "1" : "0"}, {"SAME_TILE", same_tile ? "1" : "0"},
+                              {"MMA_FIRST", mma_first ? "1" : "0"}}};
       std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       if (!tensor) return khr;
       uint32_t n = 0;
@@ -280,7 +301,7 @@ int main(int argc, char** argv) {
                              std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
                              "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
-          if ((var == "staged" || var == "stagedl1") && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
+          if (var.rfind("staged", 0) == 0 && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
           if (tensor_variant(var) && !caps.coopmat2_tensor_addressing) {
             std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
             continue;

@@ -488,6 +488,8 @@ TEST(CoopMatRewrite, WorkgroupScopeTilesCompileWithWorkgroupScopeAndRefuseWhatTh
   EXPECT_NE(refusal(no_wg, s, MatmulTier::CoopMatKHR, false, w).find("VK_NV_cooperative_matrix2"), std::string::npos);
   EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, false, kernels::CoopMatTile::parse("128x128x32/4x4/s1/w"))
                 .find("512 invocations"), std::string::npos);
+  EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, false, kernels::CoopMatTile::parse("128x128x32/2x2/d2/w"))
+                .find("depth 1"), std::string::npos);
 }
 
 // Codegen names a fused kernel's epilogue buffers b3, b4, .. (Emitter::buffer_decls): the cooperative kernel's

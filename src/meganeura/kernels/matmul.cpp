@@ -222,6 +222,7 @@ std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, 
            std::to_string(caps.max_workgroup_invocations);
   }
   if (t.stages == 1 && t.depth != 1) return "one shared stage takes depth 1, got " + t.to_string();
+  if (t.workgroup && t.depth != 1) return "workgroup-scope tiles take depth 1, got " + t.to_string();
   if (t.workgroup) {
     // A flexible f16 x f16 -> f32 workgroup-scope shape for this many invocations whose granularities divide the tile.
     const auto fits = [&](const runtime::CoopMatShape& f) {
