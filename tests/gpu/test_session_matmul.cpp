@@ -155,9 +155,10 @@ TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
   }
 }
 
-// A large A·Bᵀ with no epilogue: on a device with workgroup-scope matrices and the coopmat-khr tier it takes the
-// workgroup-scope tile (kernels::default_coopmat_tile), elsewhere (lavapipe) the scalar tier; either way it must
-// match the reference on the f16-rounded operands.
+// A large A·Bᵀ with no epilogue. Mixed16 sessions read f32 buffers rounded on load, and for those the
+// workgroup-scope tile ran at half the subgroup tile's speed on the H200 (37.8 vs 75.6 TFLOP/s at 8192³, session
+// 9), so kernels::default_coopmat_tile must not give it to them; on lavapipe the scalar tier runs. Either way the
+// product must match the reference on the f16-rounded operands.
 TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
   Graph g;
   NodeId a = g.input("a", {2048, 64});
@@ -168,9 +169,7 @@ TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
   ASSERT_EQ(pipes.size(), 1u);
   const std::string variant = pipes[0].variant;
   std::printf("[ variant  ] %s\n", variant.c_str());
-  if (variant.find("coopmat-khr") != std::string::npos && device().caps().coopmat2_workgroup) {
-    EXPECT_NE(variant.find("/w"), std::string::npos) << variant;
-  }
+  EXPECT_EQ(variant.find("/w"), std::string::npos) << variant;
   reference::Feeds rounded = feed(g, s, 11, true);
   s.run();
   expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4, "2048x4096x64 nt " + variant);

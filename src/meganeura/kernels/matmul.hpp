@@ -112,11 +112,12 @@ struct CoopMatTile {
 // else the default 128x128x32/2x4 (small outputs need the workgroups).
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 // The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with workgroup-scope
-// matrices (VK_NV_cooperative_matrix2), a large product with M and N multiples of 128, no epilogue and a 16-byte
-// aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple of 32 with 16-byte aligned rows (the
+// matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples of 128, no epilogue
+// and a 16-byte aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple of 32 with 16-byte aligned rows (the
 // tile's loads then go unguarded). H200 8192³, TFLOP/s against 128x256x32/4x4/g4/s1: A·Bᵀ 244.5 vs 200.2
 // (guarded), A·B 265.1 vs 247.3 and Aᵀ·B 290.5 vs 258.0 (unguarded); guarded A·B and Aᵀ·B lost (246.3 vs 247.5,
-// 241.1 vs 258.3) and keep the old tile (docs/performance.md session 8). What sessions and bench_matmul use.
+// 241.1 vs 258.3) and keep the old tile (docs/performance.md session 8); so do f32 buffers rounded on load
+// (Mixed16: 37.8 vs 75.6, session 9). What sessions and bench_matmul use.
 CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                                  const MatmulEpilogue& epilogue = {});
 

@@ -596,26 +596,6 @@ const char* kCoopWorkgroupLoop = R"(
   }
 )";
 
-// The workgroup-scope tiles' two-stage loop: multiply stage t & 1, then request tile t + 1 and store it into the
-// other stage (last read before the previous barrier), one barrier. No load's registers live across the
-// multiply (the accumulator already takes the driver's 255), and the loads are in flight while its MMAs drain.
-const char* kCoopWorkgroupTwoStageLoop = R"(
-  if (tiles > 0u) {
-    fetch(0u, abase, bbase, m0, n0, kb);
-    stash(0u, 0u);
-  }
-  barrier();
-  for (uint t = 0u; t < tiles; ++t) {
-    const uint cur = t & 1u;
-@MULTIPLY@
-    if (t + 1u < tiles) {
-      fetch(0u, abase, bbase, m0, n0, kb + (t + 1u) * BK);
-      stash(0u, cur ^ 1u);
-    }
-    barrier();
-  }
-)";
-
 std::string each_set(const std::string& text, uint32_t u) {
   std::string out;
   for (char ch : text) out += ch == '@' ? std::to_string(u) : std::string(1, ch);
@@ -694,9 +674,9 @@ std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t
   auto put = [](std::string& text, const std::string& key, const std::string& with) {
     text.replace(text.find(key), key.size(), with);
   };
-  if (stages == 1 || workgroup) {
+  if (stages == 1) {
     sets = indexed_set();
-    loop = stages == 1 ? (workgroup ? kCoopWorkgroupLoop : kCoopOneStageLoop) : kCoopWorkgroupTwoStageLoop;
+    loop = workgroup ? kCoopWorkgroupLoop : kCoopOneStageLoop;
     put(loop, "@MULTIPLY@", kCoopMultiply);
   } else {
     for (uint32_t u = 0; u < depth; ++u) sets += each_set(kCoopSet, u);

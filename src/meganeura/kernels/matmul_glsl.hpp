@@ -14,8 +14,7 @@ std::string scalar(const MatmulEpilogue& epilogue);        // BT x BT tile, BT =
 std::string scalar_small(const MatmulEpilogue& epilogue);  // 16x16 tile, one output per thread
 // BM, BN, BK, WARPS_M, WARPS_N, GROUP, STAGES and LOCAL_SIZE come as defines; the K loop is written for `stages`
 // shared stages (1 or 2) and, with two, `depth` register sets of global loads in flight (1..3); `workgroup`
-// takes the workgroup-scope loops: one stage overlaps nothing with the multiply, two request and store the next
-// tile after it (depth is ignored).
+// (one stage only) takes the workgroup-scope loop, which overlaps nothing with the multiply.
 std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth, bool workgroup);
 std::string split_sum(const MatmulEpilogue& epilogue);  // split-K's second pass: sums the slices, then the epilogue
 
