@@ -166,6 +166,100 @@ void main() {
 }
 )";
 
+// "wsWMxWNpPW" (warp-specialised, subgroup scope): WM x WN consumer subgroups multiply (BM/WM) x (BN/WN) patches
+// of 16x8 accumulators from shared memory; PW producer subgroups copy the K tiles from the storage buffers. STAGES
+// shared stages form a ring: at step t the consumers multiply tile t while the producers store tile t + STAGES - 1
+// (requested one step earlier, held in registers across the step) and request tile t + STAGES; one barrier a step.
+// The consumers hold no load registers and the producers no accumulators, so the loads' latency hides behind a
+// whole step of multiplies. (Vulkan has no asynchronous copy; this is the register-staged form of one.)
+const char* kWarpSpecialised = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+layout(local_size_x = WG) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform P { uint M, N, K; } p;
+const uint S = uint(STAGES);
+const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;             // row strides in uvec4
+const uint PT = PW * 32u;                                        // producer invocations
+const uint AV = BM * BK / 8u / PT, BV = BK * BN / 8u / PT;      // uvec4 per producer invocation
+const uint WTM = BM / WM, WTN = BN / WN, TM = WTM / 16u, TN = WTN / 8u;
+shared uvec4 As[S * BM * AR];
+shared uvec4 Bs[S * BK * BR];
+uvec4 ra[AV], rb[BV];
+void fetch(uint i0, uint m0, uint n0, uint k) {
+  [[unroll]] for (uint i = 0u; i < AV; ++i) {
+    const uint v = i0 + i * PT, r = v / (BK / 8u), q = v % (BK / 8u);
+    ra[i] = a[((m0 + r) * p.K + k) / 8u + q];
+  }
+  [[unroll]] for (uint i = 0u; i < BV; ++i) {
+    const uint v = i0 + i * PT, r = v / (BN / 8u), q = v % (BN / 8u);
+    rb[i] = b[((k + r) * p.N + n0) / 8u + q];
+  }
+}
+void stash(uint i0, uint s) {
+  [[unroll]] for (uint i = 0u; i < AV; ++i) {
+    const uint v = i0 + i * PT, r = v / (BK / 8u), q = v % (BK / 8u);
+    As[s * BM * AR + r * AR + q] = ra[i];
+  }
+  [[unroll]] for (uint i = 0u; i < BV; ++i) {
+    const uint v = i0 + i * PT, r = v / (BN / 8u), q = v % (BN / 8u);
+    Bs[s * BK * BR + r * BR + q] = rb[i];
+  }
+}
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint sg = gl_SubgroupID, tiles = p.K / BK;
+  const bool producer = sg >= WM * WN;
+  const uint pi = gl_LocalInvocationIndex - WM * WN * 32u;  // producer invocation index
+  const uint wm = sg / WN, wn = sg % WN;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[TM][TN];
+  [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
+    acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
+  if (producer) {
+    // Tiles 0 .. S-2 go straight to their stages; tile S-1 waits in registers.
+    for (uint t = 0u; t + 1u < S && t < tiles; ++t) {
+      fetch(pi, m0, n0, t * BK);
+      stash(pi, t);
+    }
+    if (S - 1u < tiles) fetch(pi, m0, n0, (S - 1u) * BK);
+  }
+  barrier();
+  for (uint t = 0u; t < tiles; ++t) {
+    if (producer) {
+      if (t + S - 1u < tiles) stash(pi, (t + S - 1u) % S);
+      if (t + S < tiles) fetch(pi, m0, n0, (t + S) * BK);
+    } else {
+      const uint ao = (t % S) * BM * AR, bo = (t % S) * BK * BR;
+      [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+        [[unroll]] for (uint i = 0u; i < TM; ++i)
+          coopMatLoadNV(fa[i], As, ao + (wm * WTM + i * 16u) * AR + kk / 8u, AR, false);
+        [[unroll]] for (uint j = 0u; j < TN; ++j)
+          coopMatLoadNV(fb[j], Bs, bo + kk * BR + (wn * WTN + j * 8u) / 8u, BR, false);
+        [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
+          acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+      }
+    }
+    barrier();
+  }
+  if (!producer) {
+    [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
+      coopMatStoreNV(acc[i][j], c, (m0 + wm * WTM + i * 16u) * p.N + n0 + wn * WTN + j * 8u, p.N, false);
+  }
+}
+)";
+
+// "ws2x2p4" -> consumer grid 2 x 2, 4 producer subgroups; false if `v` is no ws variant.
+bool ws_variant(const std::string& v, uint32_t& wm, uint32_t& wn, uint32_t& pw) {
+  return v.rfind("ws", 0) == 0 && std::sscanf(v.c_str(), "ws%ux%up%u", &wm, &wn, &pw) == 3 && wm && wn && pw;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -216,7 +310,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedmf,stagedmfl1] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedmf,stagedmfl1,ws2x2p4] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
@@ -224,6 +318,19 @@ int main(int argc, char** argv) {
     // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2 (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
+      uint32_t wm = 0, wn = 0, pw = 0;
+      if (ws_variant(variant, wm, wn, pw)) {
+        if (stages < 2) throw ConfigError("[bench_coopmat2] " + variant + " needs --stages 2 or more");
+        shader::CompileOptions copt;
+        copt.device_key = key;
+        shader::ShaderSource s{label, kWarpSpecialised,
+                               {{"WG", std::to_string(32 * (wm * wn + pw)) + "u"}, {"BM", std::to_string(bm) + "u"},
+                                {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
+                                {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
+                                {"WM", std::to_string(wm) + "u"}, {"WN", std::to_string(wn) + "u"},
+                                {"PW", std::to_string(pw) + "u"}}};
+        return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
+      }
       const bool mma_first = variant == "stagedmf" || variant == "stagedmfl1";
       const bool same_tile = variant == "stagedl1" || variant == "stagedmfl1";
       const bool staged = variant == "staged" || variant == "stagedl1" || variant == "stagedl2" || mma_first;
@@ -302,13 +409,23 @@ int main(int argc, char** argv) {
         for (const std::string& t : tiles) {
           uint32_t bm = 0, bn = 0, bk = 0;
           if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
-          const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(wg);
+          uint32_t wm = 0, wn = 0, pw = 0;
+          const bool ws = ws_variant(var, wm, wn, pw);
+          if (ws && wg != wgs.front()) continue;  // its own invocation count, run once
+          const uint32_t threads = ws ? 32 * (wm * wn + pw) : wg;
+          const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(threads);
           std::string head = "{\"bench\":\"vk_coopmat2\",\"device\":\"" + caps.name + "\",\"size\":" +
                              std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
-                             "\",\"workgroup\":" + std::to_string(wg) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
+                             "\",\"workgroup\":" + std::to_string(threads) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
           if (n % bm || n % bn || n % bk) continue;
-          if (var.rfind("staged", 0) == 0) {
-            if ((bm * bk / 8) % wg || (bk * bn / 8) % wg) continue;  // whole uvec4s per thread
+          if (ws) {
+            if ((bm * bk / 8) % (32 * pw) || (bk * bn / 8) % (32 * pw) || bm % (16 * wm) || bn % (8 * wn) || bk % 16) {
+              std::printf("%s,\"skipped\":\"tile and subgroups do not divide\"}\n", head.c_str());
+              continue;
+            }
+          }
+          if (var.rfind("staged", 0) == 0 || ws) {
+            if (!ws && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
             // A workgroup over the device's shared memory lost the device on the H200 (stagedmf 128x128x64).
             const uint64_t bytes = uint64_t(stages) * (bm * (bk / 8 + pad) + bk * (bn / 8 + pad)) * 16;
             if (bytes > caps.max_shared_memory) {
