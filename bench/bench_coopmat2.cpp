@@ -166,12 +166,13 @@ void main() {
 }
 )";
 
-// "wsWMxWNpPW" (warp-specialised, subgroup scope): WM x WN consumer subgroups multiply (BM/WM) x (BN/WN) patches
-// of 16x8 accumulators from shared memory; PW producer subgroups copy the K tiles from the storage buffers. STAGES
-// shared stages form a ring: at step t the consumers multiply tile t while the producers store tile t + STAGES - 1
-// (requested one step earlier, held in registers across the step) and request tile t + STAGES; one barrier a step.
-// The consumers hold no load registers and the producers no accumulators, so the loads' latency hides behind a
-// whole step of multiplies. (Vulkan has no asynchronous copy; this is the register-staged form of one.)
+// "wsWMxWNpPWdD" (warp-specialised, subgroup scope): WM x WN consumer subgroups multiply (BM/WM) x (BN/WN)
+// patches of 16x8 accumulators from shared memory; PW producer subgroups copy the K tiles from the storage buffers
+// through D register sets (d1 if left out). STAGES shared stages form a ring: at step t the consumers multiply tile
+// t while the producers store tile t + STAGES - 1 (requested D steps earlier) and request tile t + STAGES - 1 + D
+// into the set it leaves; one barrier a step. The consumers hold no load registers and the producers no
+// accumulators, so a load has D whole steps of multiplies to arrive in. (Vulkan has no asynchronous copy; this is
+// the register-staged form of one.)
 const char* kWarpSpecialised = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -183,32 +184,32 @@ layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
 layout(push_constant) uniform P { uint M, N, K; } p;
-const uint S = uint(STAGES);
+const uint S = uint(STAGES), D = uint(DEPTH);
 const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;             // row strides in uvec4
 const uint PT = PW * 32u;                                        // producer invocations
 const uint AV = BM * BK / 8u / PT, BV = BK * BN / 8u / PT;      // uvec4 per producer invocation
 const uint WTM = BM / WM, WTN = BN / WN, TM = WTM / 16u, TN = WTN / 8u;
 shared uvec4 As[S * BM * AR];
 shared uvec4 Bs[S * BK * BR];
-uvec4 ra[AV], rb[BV];
-void fetch(uint i0, uint m0, uint n0, uint k) {
+uvec4 ra[D][AV], rb[D][BV];
+void fetch(uint set, uint i0, uint m0, uint n0, uint k) {
   [[unroll]] for (uint i = 0u; i < AV; ++i) {
     const uint v = i0 + i * PT, r = v / (BK / 8u), q = v % (BK / 8u);
-    ra[i] = a[((m0 + r) * p.K + k) / 8u + q];
+    ra[set][i] = a[((m0 + r) * p.K + k) / 8u + q];
   }
   [[unroll]] for (uint i = 0u; i < BV; ++i) {
     const uint v = i0 + i * PT, r = v / (BN / 8u), q = v % (BN / 8u);
-    rb[i] = b[((k + r) * p.N + n0) / 8u + q];
+    rb[set][i] = b[((k + r) * p.N + n0) / 8u + q];
   }
 }
-void stash(uint i0, uint s) {
+void stash(uint set, uint i0, uint s) {
   [[unroll]] for (uint i = 0u; i < AV; ++i) {
     const uint v = i0 + i * PT, r = v / (BK / 8u), q = v % (BK / 8u);
-    As[s * BM * AR + r * AR + q] = ra[i];
+    As[s * BM * AR + r * AR + q] = ra[set][i];
   }
   [[unroll]] for (uint i = 0u; i < BV; ++i) {
     const uint v = i0 + i * PT, r = v / (BN / 8u), q = v % (BN / 8u);
-    Bs[s * BK * BR + r * BR + q] = rb[i];
+    Bs[s * BK * BR + r * BR + q] = rb[set][i];
   }
 }
 void main() {
@@ -223,30 +224,37 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM];
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
   if (producer) {
-    // Tiles 0 .. S-2 go straight to their stages; tile S-1 waits in registers.
+    // Tiles 0 .. S-2 go straight to their stages; tiles S-1 .. S-2+D wait in the register sets.
     for (uint t = 0u; t + 1u < S && t < tiles; ++t) {
-      fetch(pi, m0, n0, t * BK);
-      stash(pi, t);
+      fetch(0u, pi, m0, n0, t * BK);
+      stash(0u, pi, t);
     }
-    if (S - 1u < tiles) fetch(pi, m0, n0, (S - 1u) * BK);
+    [[unroll]] for (uint u = 0u; u < D; ++u)
+      if (S - 1u + u < tiles) fetch((S - 1u + u) % D, pi, m0, n0, (S - 1u + u) * BK);
   }
   barrier();
-  for (uint t = 0u; t < tiles; ++t) {
-    if (producer) {
-      if (t + S - 1u < tiles) stash(pi, (t + S - 1u) % S);
-      if (t + S < tiles) fetch(pi, m0, n0, (t + S) * BK);
-    } else {
-      const uint ao = (t % S) * BM * AR, bo = (t % S) * BK * BR;
-      [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-        [[unroll]] for (uint i = 0u; i < TM; ++i)
-          coopMatLoadNV(fa[i], As, ao + (wm * WTM + i * 16u) * AR + kk / 8u, AR, false);
-        [[unroll]] for (uint j = 0u; j < TN; ++j)
-          coopMatLoadNV(fb[j], Bs, bo + kk * BR + (wn * WTN + j * 8u) / 8u, BR, false);
-        [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
-          acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+  for (uint t0 = 0u; t0 < tiles; t0 += D) {
+    [[unroll]] for (uint u = 0u; u < D; ++u) {
+      const uint t = t0 + u;
+      if (t < tiles) {
+        if (producer) {
+          const uint set = (u + S - 1u) % D;  // a constant once unrolled: t0 is a multiple of D
+          if (t + S - 1u < tiles) stash(set, pi, (t + S - 1u) % S);
+          if (t + S - 1u + D < tiles) fetch(set, pi, m0, n0, (t + S - 1u + D) * BK);
+        } else {
+          const uint ao = (t % S) * BM * AR, bo = (t % S) * BK * BR;
+          [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+            [[unroll]] for (uint i = 0u; i < TM; ++i)
+              coopMatLoadNV(fa[i], As, ao + (wm * WTM + i * 16u) * AR + kk / 8u, AR, false);
+            [[unroll]] for (uint j = 0u; j < TN; ++j)
+              coopMatLoadNV(fb[j], Bs, bo + kk * BR + (wn * WTN + j * 8u) / 8u, BR, false);
+            [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
+              acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+          }
+        }
+        barrier();
       }
     }
-    barrier();
   }
   if (!producer) {
     [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j)
@@ -255,9 +263,11 @@ void main() {
 }
 )";
 
-// "ws2x2p4" -> consumer grid 2 x 2, 4 producer subgroups; false if `v` is no ws variant.
-bool ws_variant(const std::string& v, uint32_t& wm, uint32_t& wn, uint32_t& pw) {
-  return v.rfind("ws", 0) == 0 && std::sscanf(v.c_str(), "ws%ux%up%u", &wm, &wn, &pw) == 3 && wm && wn && pw;
+// "ws2x2p4d2" -> consumer grid 2 x 2, 4 producer subgroups, 2 register sets; false if `v` is no ws variant.
+bool ws_variant(const std::string& v, uint32_t& wm, uint32_t& wn, uint32_t& pw, uint32_t& depth) {
+  depth = 1;
+  const int got = std::sscanf(v.c_str(), "ws%ux%up%ud%u", &wm, &wn, &pw, &depth);
+  return v.rfind("ws", 0) == 0 && got >= 3 && wm && wn && pw && depth >= 1 && depth <= 4;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -310,7 +320,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedmf,stagedmfl1,ws2x2p4] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedmf,stagedmfl1,ws2x2p4d2] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
@@ -318,8 +328,8 @@ int main(int argc, char** argv) {
     // staged, stagedl1 (see kStaged); direct, direct2, tensor, tensor2 (see kDirect).
     auto compile = [&](const std::string& variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wg,
                        const std::string& label, const std::string& key) {
-      uint32_t wm = 0, wn = 0, pw = 0;
-      if (ws_variant(variant, wm, wn, pw)) {
+      uint32_t wm = 0, wn = 0, pw = 0, depth = 1;
+      if (ws_variant(variant, wm, wn, pw, depth)) {
         if (stages < 2) throw ConfigError("[bench_coopmat2] " + variant + " needs --stages 2 or more");
         shader::CompileOptions copt;
         copt.device_key = key;
@@ -328,7 +338,7 @@ int main(int argc, char** argv) {
                                 {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
                                 {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
                                 {"WM", std::to_string(wm) + "u"}, {"WN", std::to_string(wn) + "u"},
-                                {"PW", std::to_string(pw) + "u"}}};
+                                {"PW", std::to_string(pw) + "u"}, {"DEPTH", std::to_string(depth)}}};
         return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       }
       const bool mma_first = variant == "stagedmf" || variant == "stagedmfl1";
@@ -409,8 +419,8 @@ int main(int argc, char** argv) {
         for (const std::string& t : tiles) {
           uint32_t bm = 0, bn = 0, bk = 0;
           if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
-          uint32_t wm = 0, wn = 0, pw = 0;
-          const bool ws = ws_variant(var, wm, wn, pw);
+          uint32_t wm = 0, wn = 0, pw = 0, depth = 1;
+          const bool ws = ws_variant(var, wm, wn, pw, depth);
           if (ws && wg != wgs.front()) continue;  // its own invocation count, run once
           const uint32_t threads = ws ? 32 * (wm * wn + pw) : wg;
           const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(threads);
