@@ -34,7 +34,7 @@ struct Args {
   std::vector<std::string> variants;      // forced variants; empty: choose_variant per tier
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
-  bool mixed16 = false;  // cooperative tiers read f32 buffers rounded on load (Mixed16 sessions)
+  bool mixed16 = false;  // every tier but GEMV reads f32 buffers rounded to f16 on load (Mixed16 sessions)
   bool tune = false;     // one-matmul session timed before and after Session::tune_with
 };
 
@@ -115,7 +115,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   s.trans_a = layout[0] == 't';
   s.trans_b = layout[1] == 't';
   const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
-  const bool round = f16 && args.mixed16;
+  const bool round = args.mixed16 && tier != MatmulTier::Gemv;  // scalar too: Mixed16 rounds on load in every tier
   s.input = round ? kernels::MatmulInput::F32RoundF16 : f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
   std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" + tier_name +
                      "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
@@ -148,7 +148,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
       host[op].resize(elems);
       for (uint64_t i = 0; i < elems; ++i) {
         const float v = value(i, op + 1);
-        host[op][i] = f16 ? kernels::half_to_float(kernels::float_to_half(v)) : v;
+        host[op][i] = f16 || round ? kernels::half_to_float(kernels::float_to_half(v)) : v;
       }
       bufs.push_back(dev.alloc(elems * esize));
       if (f16 && !round) {

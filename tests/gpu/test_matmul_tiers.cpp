@@ -346,6 +346,22 @@ TEST(CoopMatRewrite, DefaultTileTakesWorkgroupScopeForLargeProducts) {
   EXPECT_EQ(tile(no_shape, nt, MatmulTier::CoopMatKHR), plain);
 }
 
+// Mixed16's small products take the scalar tier (it rounds on load too, and was 2-5x faster on the H200 below
+// ~2^25 multiply-adds); larger ones and f16 buffers keep the cooperative tier.
+TEST(CoopMatRewrite, SmallMixed16ProductsTakeTheScalarTier) {
+  const runtime::DeviceCaps caps = coop_caps();
+  auto tier = [&](uint32_t m, uint32_t n, uint32_t k, uint32_t batch, MatmulInput in) {
+    return kernels::choose_tier(caps, shape(m, n, k, false, false, batch, in), MatmulTier::CoopMatKHR);
+  };
+  EXPECT_EQ(tier(32, 128, 784, 1, MatmulInput::F32RoundF16), MatmulTier::Scalar) << "the MLP's first layer";
+  EXPECT_EQ(tier(784, 128, 32, 1, MatmulInput::F32RoundF16), MatmulTier::Scalar) << "its weight gradient";
+  EXPECT_EQ(tier(256, 256, 256, 1, MatmulInput::F32RoundF16), MatmulTier::Scalar);
+  EXPECT_EQ(tier(384, 384, 384, 1, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR);
+  EXPECT_EQ(tier(256, 256, 256, 2, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR) << "the batch counts";
+  EXPECT_EQ(tier(32, 128, 784, 1, MatmulInput::F16), MatmulTier::CoopMatKHR) << "f16 buffers: unchanged";
+  EXPECT_EQ(tier(4, 128, 784, 1, MatmulInput::F32RoundF16), MatmulTier::Gemv);
+}
+
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   const runtime::DeviceCaps caps = coop_caps();
   for (int t = 0; t < 4; ++t) {

@@ -125,6 +125,10 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
 
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best) {
   if (shape.m <= 8) return MatmulTier::Gemv;
+  if (shape.input == MatmulInput::F32RoundF16 &&
+      uint64_t(shape.m) * shape.n * shape.k * std::max<uint32_t>(shape.batch, 1) < kMinCoopRoundedMacs) {
+    return MatmulTier::Scalar;
+  }
   if ((best == MatmulTier::CoopMatNV || best == MatmulTier::CoopMatKHR) && tier_unavailable(caps, shape, best).empty()) {
     return best;
   }

@@ -194,7 +194,12 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& s
                            const MatmulEpilogue& epilogue = {}, const CoopMatTile& tile = {});
 
 // The tier a shape gets when `best` is the best tier that passed the self-test: GEMV for M <= 8, the
-// cooperative tier for f16 inputs when `best` is one, else scalar.
+// cooperative tier for f16 inputs when `best` is one, else scalar. f32 buffers rounded on load (Mixed16) take
+// the cooperative tier only from kMinCoopRoundedMacs multiply-adds on: below, the scalar tier (which rounds the
+// same way) is faster. H200, Mixed16, one dispatch, ms scalar / coopmat-khr: 128³ 0.0092 / 0.0192, 256³ 0.0148 /
+// 0.0172, 384³ 0.0323 / 0.0177, 512³ 0.0581 / 0.0218; the MLP step's matmuls (≤ 3.2M multiply-adds) 2.4–5×
+// faster on scalar.16 (docs/performance.md, session 9).
+constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // ~322³, between 256³ (scalar wins) and 384³
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
 // Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
