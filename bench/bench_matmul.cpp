@@ -35,6 +35,7 @@ struct Args {
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
   bool mixed16 = false;  // every tier but GEMV reads f32 buffers rounded to f16 on load (Mixed16 sessions)
+  bool no_rte = false;   // --no-rte: round by integer arithmetic even where the conversion could (f16_rte_conversion)
   bool tune = false;     // one-matmul session timed before and after Session::tune_with
 };
 
@@ -67,6 +68,8 @@ Args parse(int argc, char** argv) {
       a.warmup = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--optimize") {
       a.optimize = true;
+    } else if (arg == "--no-rte") {
+      a.no_rte = true;
     } else if (arg == "--mixed16") {
       a.mixed16 = true;
     } else if (arg == "--tune") {
@@ -76,7 +79,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-probe] [--tune]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune]\n");
       std::exit(2);
     }
   }
@@ -117,17 +120,22 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
   const bool round = args.mixed16 && tier != MatmulTier::Gemv;  // scalar too: Mixed16 rounds on load in every tier
   s.input = round ? kernels::MatmulInput::F32RoundF16 : f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
+  runtime::DeviceCaps caps = dev.caps();
+  if (args.no_rte) caps.f16_rte_conversion = false;
   std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" + tier_name +
                      "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
                      "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
   std::vector<runtime::Buffer> bufs;
   try {
     const kernels::MatmulVariant variant =
-        forced.empty() ? kernels::choose_variant(dev.caps(), s, tier,
-                                                 tile.empty() ? kernels::default_coopmat_tile(dev.caps(), s, tier) : kernels::CoopMatTile::parse(tile))
+        forced.empty() ? kernels::choose_variant(caps, s, tier,
+                                                 tile.empty() ? kernels::default_coopmat_tile(caps, s, tier) : kernels::CoopMatTile::parse(tile))
                        : kernels::MatmulVariant::parse(forced);
     head += ",\"variant\":\"" + variant.to_string() + "\"";
-    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, variant);
+    const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, variant);
+    const auto& defs = kern.passes.front().source.defines;
+    const bool rte = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) { return d.name == "RTE_F16" && d.value == "1"; });
+    head += std::string(",\"rte_f16\":") + (rte ? "true" : "false");
     std::vector<runtime::KernelId> ids;
     for (const kernels::MatmulPass& pass : kern.passes) {
       runtime::KernelDesc desc = kernels::build_matmul_kernel(pass, copt);

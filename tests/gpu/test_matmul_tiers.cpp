@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "gpu/gpu_fixture.hpp"
@@ -219,6 +221,37 @@ TEST_F(MatmulTiers, WorkgroupScopeTilesMatchCpu) {
   }
 }
 
+// Mixed16 rounds each f32 operand to the nearest f16, ties to even, f16 denormals kept: A holds ties in the normal
+// and the denormal range, and B is the identity, so C must equal A rounded, exactly. The scalar tier rounds by
+// integer arithmetic (to_in); the cooperative tiers, on a device with f16_rte_conversion, by the conversion
+// itself (RTE_F16). Elsewhere the cooperative tiers must refuse (lavapipe has none).
+TEST_F(MatmulTiers, Mixed16RoundsTiesToEvenAndKeepsDenormals) {
+  const auto& caps = device().caps();
+  const uint32_t n = 128;
+  const float ulp = std::ldexp(1.0f, -11), sub = std::ldexp(1.0f, -24);
+  const std::vector<float> special = {1 + ulp,      1 + 3 * ulp,  -(1 + ulp), 2049.0f,   2051.0f,    1.5f * sub,
+                                      0.5f * sub,   1.25f * sub,  65504.0f,   -65504.0f, 0.1f,       3.14159265f,
+                                      1e-3f,        -2.5f * sub,  0.0f,       65519.0f};
+  kernels::MatmulCheckOptions opt;
+  opt.tolerance = 1e-7;  // an f16 ulp off is >= 6e-5 of the bound here
+  opt.a_values.resize(n * n);
+  opt.b_values.assign(n * n, 0.0f);
+  for (uint32_t i = 0; i < n * n; ++i) opt.a_values[i] = special[(i * 7 + i / n) % special.size()];
+  for (uint32_t i = 0; i < n; ++i) opt.b_values[i * n + i] = 1.0f;
+  const MatmulShape s = shape(n, n, n, false, false, 1, MatmulInput::F32RoundF16);
+  expect_matches(MatmulTier::Scalar, s, opt);
+  for (MatmulTier tier : {MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR}) {
+    if (!kernels::tier_unavailable(caps, s, tier).empty()) {
+      EXPECT_THROW(kernels::select_matmul(caps, s, tier), ConfigError) << kernels::tier_name(tier);
+      std::printf("[ skipped  ] %s: %s\n", kernels::tier_name(tier), kernels::tier_unavailable(caps, s, tier).c_str());
+      continue;
+    }
+    std::printf("[ rounding ] %s: %s\n", kernels::tier_name(tier),
+                caps.f16_rte_conversion ? "by the conversion (RTE_F16)" : "by integer arithmetic");
+    expect_matches(tier, s, opt);
+  }
+}
+
 TEST_F(MatmulTiers, SelfTestFallsBackToScalarWithoutCooperativeMatrices) {
   const auto& caps = device().caps();
   const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(device(), compile_options());
@@ -360,6 +393,40 @@ TEST(CoopMatRewrite, SmallMixed16ProductsTakeTheScalarTier) {
   EXPECT_EQ(tier(256, 256, 256, 2, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR) << "the batch counts";
   EXPECT_EQ(tier(32, 128, 784, 1, MatmulInput::F16), MatmulTier::CoopMatKHR) << "f16 buffers: unchanged";
   EXPECT_EQ(tier(4, 128, 784, 1, MatmulInput::F32RoundF16), MatmulTier::Gemv);
+}
+
+// The execution modes a module asks for (OpExecutionMode: mode -> its first literal).
+std::map<uint32_t, uint32_t> execution_modes(const std::vector<uint32_t>& spirv) {
+  std::map<uint32_t, uint32_t> out;
+  for (size_t pos = 5; pos < spirv.size();) {
+    const uint32_t count = spirv[pos] >> 16;
+    if (count == 0) break;
+    if ((spirv[pos] & 0xffff) == 16 && count >= 4) out[spirv[pos + 2]] = spirv[pos + 3];
+    pos += count;
+  }
+  return out;
+}
+
+// With f16_rte_conversion the Mixed16 cooperative kernel's 16-byte loads round by the conversion: RTE_F16 set,
+// and the module (after the KHR rewrite) asks for RoundingModeRTE (4462) and DenormPreserve (4459) on 16 bits.
+// Element loads and devices without it keep to_in's integer rounding.
+TEST(CoopMatRewrite, Mixed16RoundsByConversionWhereTheDeviceLetsIt) {
+  runtime::DeviceCaps caps = coop_caps();
+  for (bool rte : {true, false}) {
+    caps.f16_rte_conversion = rte;
+    for (uint32_t k : {256u, 45u}) {
+      const MatmulShape s = shape(512, 512, k, false, true, 1, MatmulInput::F32RoundF16);
+      const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR);
+      const auto& defs = kern.passes[0].source.defines;
+      const bool set = std::any_of(defs.begin(), defs.end(),
+                                   [](const shader::Define& d) { return d.name == "RTE_F16" && d.value == "1"; });
+      EXPECT_EQ(set, rte && k == 256) << "rte " << rte << " K " << k;
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(kern.passes[0], compile_options());
+      const std::map<uint32_t, uint32_t> modes = execution_modes(d.spirv);
+      EXPECT_EQ(modes.count(4462) && modes.at(4462) == 16, set) << "RoundingModeRTE 16, K " << k;
+      EXPECT_EQ(modes.count(4459) && modes.at(4459) == 16, set) << "DenormPreserve 16, K " << k;
+    }
+  }
 }
 
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {

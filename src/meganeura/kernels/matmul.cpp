@@ -476,6 +476,10 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
       pass.source.defines.push_back({"FULL_TILES", flag(full_tiles(s, tile, split))});
+      // f32 rounded on 16-byte loads: the conversion itself rounds (ties to even, denormals kept) where the device
+      // lets a shader ask for it, instead of to_in's integer arithmetic.
+      pass.source.defines.push_back(
+          {"RTE_F16", flag(vec && s.input == MatmulInput::F32RoundF16 && caps.f16_rte_conversion)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
       pass.grid[0] = ceil_div(s.n, tile.bn);
       pass.grid[1] = ceil_div(s.m, tile.bm);

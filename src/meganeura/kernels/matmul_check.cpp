@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "meganeura/core/error.hpp"
 
@@ -60,6 +61,13 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     std::mt19937 rng(check.seed);
     std::vector<float> a = random_values(elements_a(shape), rng, f16);
     std::vector<float> b = random_values(elements_b(shape), rng, f16);
+    for (auto [given, op, name] : {std::tuple{&check.a_values, &a, "A"}, {&check.b_values, &b, "B"}}) {
+      if (given->empty()) continue;
+      if (given->size() != op->size())
+        throw ShapeError(std::string("[kernels::check_matmul] expected ") + std::to_string(op->size()) + " values of " +
+                         name + ", got " + std::to_string(given->size()));
+      for (size_t i = 0; i < op->size(); ++i) (*op)[i] = f16 ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
+    }
     const uint64_t nc = elements_c(shape);
     DeviceBuffers mem(device);
     const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16 ? 2 : 4));

@@ -25,6 +25,9 @@ struct MatmulCheckOptions {
   std::function<float(float, uint32_t, uint32_t, uint32_t)> host_epilogue;
   double tolerance = 1e-4;  // relative to sum_k |a b| for each output
   CoopMatTile tile;         // the cooperative tiers' block tile
+  // The operands' stored values instead of random ones (elements_a / elements_b of them; f32, rounded to f16 for
+  // f16 inputs as uploaded).
+  std::vector<float> a_values, b_values;
 };
 
 // Builds, runs and compares; never throws for a kernel that compiles badly or computes wrongly (that is a

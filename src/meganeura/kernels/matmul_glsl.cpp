@@ -385,7 +385,18 @@ uvec4 pack8(float h[8]) {
   return uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])), packHalf2x16(vec2(h[4], h[5])),
                packHalf2x16(vec2(h[6], h[7])));
 }
-#if INPUT_ROUND_F16 && VEC_LOADS
+#if INPUT_ROUND_F16 && VEC_LOADS && RTE_F16
+// Eight f32 rounded to f16 by the conversion itself: the module asks for round-to-nearest-even and preserved
+// denormals on 16-bit results (SPV_KHR_float_controls; the device's shaderRoundingModeRTEFloat16 and
+// shaderDenormPreserveFloat16), one conversion per element instead of to_in's integer arithmetic.
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);  // RoundingModeRTE
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 16);  // DenormPreserve
+uvec4 pack8v(vec4 x, vec4 y) {
+  return uvec4(packFloat2x16(f16vec2(x.xy)), packFloat2x16(f16vec2(x.zw)), packFloat2x16(f16vec2(y.xy)),
+               packFloat2x16(f16vec2(y.zw)));
+}
+#elif INPUT_ROUND_F16 && VEC_LOADS
 uvec4 pack8v(vec4 x, vec4 y) {  // eight f32 rounded to f16 (to_in: exact whatever packHalf2x16's rounding)
   return uvec4(packHalf2x16(vec2(to_in(x.x), to_in(x.y))), packHalf2x16(vec2(to_in(x.z), to_in(x.w))),
                packHalf2x16(vec2(to_in(y.x), to_in(y.y))), packHalf2x16(vec2(to_in(y.z), to_in(y.w))));

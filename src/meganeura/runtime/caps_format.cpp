@@ -70,6 +70,7 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
       {"timestamps", c.timestamps},
       {"shader_float_atomic_add", c.shader_float_atomic_add},
       {"pipeline_executable_info", c.pipeline_executable_info},
+      {"f16_rte_conversion", c.f16_rte_conversion},
       {"coopmat_nv", c.coopmat_nv},
       {"coopmat_khr", c.coopmat_khr},
       {"coopmat2_workgroup", c.coopmat2_workgroup},
@@ -141,6 +142,7 @@ std::string DeviceCaps::to_table() const {
   row("timestamps", timestamps ? "yes (" + std::to_string(timestamp_period_ns) + " ns/tick)" : "no");
   row("shader float atomic add", yes(shader_float_atomic_add));
   row("pipeline executable info", yes(pipeline_executable_info));
+  row("f16 conversion RTE + denormals", yes(f16_rte_conversion));
   row("cooperative matrix NV", yes(coopmat_nv) + (coopmat_nv ? " (" + std::to_string(coopmat_nv_shapes.size()) + " shapes)" : ""));
   out += shapes_text(coopmat_nv_shapes);
   row("cooperative matrix KHR", yes(coopmat_khr) + (coopmat_khr ? " (" + std::to_string(coopmat_khr_shapes.size()) + " shapes)" : ""));

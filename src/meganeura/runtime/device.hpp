@@ -65,6 +65,9 @@ struct DeviceCaps {
   double timestamp_period_ns = 0.0;
   bool shader_float_atomic_add = false;
   bool pipeline_executable_info = false;  // VK_KHR_pipeline_executable_properties: Device::pipeline_executables
+  // A shader may ask conversions to f16 to round to nearest even and keep f16 denormals
+  // (VK_KHR_shader_float_controls: shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16).
+  bool f16_rte_conversion = false;
   // cooperative matrix
   bool coopmat_nv = false;
   bool coopmat_khr = false;

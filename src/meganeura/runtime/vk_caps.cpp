@@ -112,6 +112,12 @@ void query_properties(Instance& inst, PhysicalInfo& p) {
     *tail = &size_control;
     tail = &size_control.pNext;
   }
+  VkPhysicalDeviceFloatControlsProperties float_controls{};
+  float_controls.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
+  if (p.api_version >= VK_API_VERSION_1_2 || p.has(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {
+    *tail = &float_controls;
+    tail = &float_controls.pNext;
+  }
   // Compute units, where a vendor extension says (properties of an offered extension need not be enabled).
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{};
   sm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV;
@@ -126,6 +132,8 @@ void query_properties(Instance& inst, PhysicalInfo& p) {
     tail = &amd.pNext;
   }
   inst.fns.vkGetPhysicalDeviceProperties2(p.handle, &p2);
+  c.f16_rte_conversion = float_controls.shaderRoundingModeRTEFloat16 == VK_TRUE &&
+                         float_controls.shaderDenormPreserveFloat16 == VK_TRUE;
   c.compute_units = sm.shaderSMCount ? sm.shaderSMCount
                                      : amd.shaderEngineCount * amd.shaderArraysPerEngineCount *
                                            amd.computeUnitsPerShaderArray;
