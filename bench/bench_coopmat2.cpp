@@ -70,6 +70,20 @@ void main() {
 }
 )";
 
+// The staged and warp-specialised kernels' start: A and B read as uvec4 (eight halves), C as f32.
+const char* kUvec4Head = R"(#version 450
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+layout(local_size_x = WG) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform P { uint M, N, K; } p;
+)";
+
 // "staged": the workgroup copies each K tile into shared memory with 16-byte loads and the matrices load from
 // there, rows padded by PAD uvec4s. STAGES 2: the next tile's loads stay in registers across the multiply-add
 // (one barrier a tile); STAGES 1: load, barrier, store, barrier, multiply (half the shared memory).
@@ -81,17 +95,7 @@ void main() {
 // barrier; no load's registers live across the multiply, and the loads are in flight while the MMAs drain.
 // "stagedl1" (an ablation, wrong results by design): every K tile's global loads read the first K tile's
 // addresses, so they hit in L1/L2; the loads' issue and registers stay, the traffic from L2 and memory goes.
-const char* kStaged = R"(#version 450
-#extension GL_NV_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_control_flow_attributes : require
-layout(local_size_x = WG) in;
-layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
-layout(push_constant) uniform P { uint M, N, K; } p;
-const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;               // row strides in uvec4
+const std::string kStaged = std::string(kUvec4Head) + R"(const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;               // row strides in uvec4
 const uint AV = BM * BK / 8u / WG, BV = BK * BN / 8u / WG;      // uvec4 per thread
 shared uvec4 As[uint(STAGES) * BM * AR];
 shared uvec4 Bs[uint(STAGES) * BK * BR];
@@ -205,18 +209,7 @@ void main() {
 // into the set it leaves; one barrier a step. The consumers hold no load registers and the producers no
 // accumulators, so a load has D whole steps of multiplies to arrive in. (Vulkan has no asynchronous copy; this is
 // the register-staged form of one.)
-const char* kWarpSpecialised = R"(#version 450
-#extension GL_NV_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_KHR_shader_subgroup_basic : require
-layout(local_size_x = WG) in;
-layout(std430, set = 0, binding = 0) readonly buffer A { uvec4 a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer B { uvec4 b[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
-layout(push_constant) uniform P { uint M, N, K; } p;
-const uint S = uint(STAGES), D = uint(DEPTH);
+const std::string kWarpSpecialised = std::string(kUvec4Head) + R"(const uint S = uint(STAGES), D = uint(DEPTH);
 const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;             // row strides in uvec4
 const uint PT = PW * 32u;                                        // producer invocations
 const uint AV = BM * BK / 8u / PT, BV = BK * BN / 8u / PT;      // uvec4 per producer invocation
