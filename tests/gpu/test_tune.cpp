@@ -265,6 +265,63 @@ TEST_F(Tune, CachedWinnersAreUsedByTheNextBuildWithoutTiming) {
   std::filesystem::remove_all(dir);
 }
 
+// A matmul that splits K by default (32x784 · 784x128: scalar.16 makes 16 tiles, fewer than the device's compute
+// units, lavapipe's 64 assumed or the H200's 132, so K goes in slices): the tuner times its two dispatches as one
+// (the product pass's row says so), the tuned step stays within rounding, and a cached unsplit winner makes the
+// next build one dispatch shorter with the same result.
+TEST_F(Tune, SplitKernelsAreTimedWholeAndCanBecomeUnsplit) {
+  Graph g;
+  auto x = g.input("x", {32, 784});
+  auto w = g.parameter("w", {784, 128});
+  g.set_outputs({g.matmul(x, w)});
+  SessionConfig c = test::gpu_config();
+  c.cache_dir = "";
+  c.dump_plan.clear();
+  c.training = false;
+  std::mt19937 rng(5);
+  const std::vector<float> xv = random_vec(32 * 784, rng), wv = random_vec(784 * 128, rng, 0.1f);
+  auto run = [&](Session& s) {
+    s.set_input("x", xv);
+    s.set_parameter("w", wv);
+    s.run();
+    return s.read_output(0);
+  };
+  const CompiledStep step = compile_step(g, c, test::gpu_device().caps());
+  ASSERT_EQ(step.code.size(), 2u) << "expected split-K (a product pass and a summing pass)";
+  ASSERT_EQ(step.code[0].kernel, step.code[1].kernel);
+  Session s = build(g, c, shared_device());
+  const std::vector<float> want = run(s);
+  TuneOptions o = quick();
+  o.max_candidates = 0;
+  o.cache = false;
+  const TuneReport r = s.tune_with(o);
+  ASSERT_EQ(r.kernels.size(), 2u) << r.to_text();
+  EXPECT_EQ(r.kernels[0].candidates, 0);
+  EXPECT_NE(r.kernels[0].note.find("split-K product pass"), std::string::npos) << r.to_text();
+  EXPECT_EQ(r.kernels[0].new_variant, r.kernels[1].new_variant);
+  EXPECT_GT(r.kernels[1].candidates, 1) << r.to_text();
+  EXPECT_GT(r.kernels[1].old_us, 0.0);
+  EXPECT_LE(r.kernels[1].new_us, r.kernels[1].old_us);
+  std::printf("%s", r.to_text().c_str());
+  const std::vector<float> tuned = run(s);
+  ASSERT_EQ(tuned.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(tuned[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << i << "\n" << r.to_text();
+
+  const std::string dir = fresh_dir("split");
+  TuneCache cache;
+  cache[step.code.back().base_hash] = {KernelVariant::parse("tier=scalar tile=16 split=1"), step.code.back().label,
+                                       "matmul", 0, 0};
+  ASSERT_TRUE(tune_cache_store(tune_cache_path(dir, s.caps()), s.caps(), cache));
+  c.cache_dir = dir;
+  Session unsplit = build(g, c, shared_device());
+  EXPECT_EQ(unsplit.pipelines().size(), 1u) << "the cached unsplit variant replaces both dispatches";
+  const std::vector<float> got = run(unsplit);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << i;
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(Tune, ConfigTuneTunesAtBuildAndTheNextBuildReadsTheCache) {
   const std::string dir = fresh_dir("config");
   SessionConfig c = config(dir);

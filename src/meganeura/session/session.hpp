@@ -145,19 +145,20 @@ struct TuneOptions {
 };
 
 struct TuneKernel {
-  size_t dispatch = 0;        // index in the step's code (the plan dump's #N)
+  size_t dispatch = 0;        // index in the step's code as built (the plan dump's #N before tuning)
   std::string label, archetype;
   std::string old_variant, new_variant;  // KernelVariant::to_string(): "default", "wg=128 per=2", "tier=gemv", ...
   double old_us = 0, new_us = 0;         // median times (0: not timed)
   int candidates = 0;         // variants timed
-  std::string note;           // why it was not timed: "not tunable", "cached", "not selected", "time budget"
+  std::string note;           // why it was not timed: "not tunable", "cached", "not selected", "time budget",
+                              // or a split-K product pass (timed with the summing pass, the next row)
 };
 
 struct TuneReport {
   std::string device;
   std::string timer;          // "gpu timestamps" or "wall clock" (a device without timestamp queries)
-  std::vector<TuneKernel> kernels;  // every dispatch of the step, in order
-  size_t changed = 0;         // dispatches whose variant changed
+  std::vector<TuneKernel> kernels;  // every dispatch of the step as built, in order
+  size_t changed = 0;         // kernels whose variant changed
   double seconds = 0;         // wall time of the search
   std::string cache_path;     // the file read and written ("" with the cache off)
   std::string to_text() const;

@@ -1,9 +1,10 @@
 // Session::tune_with: per-kernel variant search on the device, and the cached winners applied at build.
 //
-// For each dispatch of the step whose archetype has candidates (codegen/variant.hpp), every candidate is
-// generated, compiled and run alone on the session's own buffers: `warmup` untimed dispatches, then
-// `iterations` dispatches each between two timestamps (a barrier before each, so runs do not overlap); the
-// median is the candidate's time. The current variant is always candidate 0, and a different one wins only
+// For each kernel of the step whose archetype has candidates (codegen/variant.hpp), every candidate is
+// generated, compiled and run alone on the session's own buffers: `warmup` untimed runs, then `iterations` runs
+// each between two timestamps (a barrier before each dispatch, so runs do not overlap); the median is the
+// candidate's time. A run is all of the kernel's dispatches (split-K: product pass and summing pass), so a
+// split kernel can be replaced by an unsplit one and back, within the scratch the memory plan already holds. The current variant is always candidate 0, and a different one wins only
 // when it is at least kMinGain faster (timing noise must not churn variants). Kernels with equal tuning keys
 // (base_hash) are searched once. The step's persistent buffers are saved before and restored after, then the
 // step is re-recorded with the winners.
@@ -84,23 +85,28 @@ void restore_state(SessionImpl& s, const std::vector<Saved>& saved) {
   for (const Saved& v : saved) s.device->upload(s.slot_buffer[v.slot], v.bytes.data(), v.bytes.size());
 }
 
-// Median nanoseconds of one dispatch run alone.
-double time_dispatch(SessionImpl& s, const GeneratedKernel& k, runtime::KernelId id, const TuneOptions& o) {
-  std::vector<runtime::Buffer> bufs;
-  for (const Binding& b : k.bindings) bufs.push_back(binding_buffer(s, b));
-  const auto push = std::as_bytes(std::span(k.push));
+// Median nanoseconds of one kernel's dispatches (split-K: the product pass, a barrier, the summing pass) run
+// alone.
+double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks, const std::vector<runtime::KernelId>& ids,
+                  const TuneOptions& o) {
+  std::vector<std::vector<runtime::Buffer>> bufs(ks.size());
+  for (size_t j = 0; j < ks.size(); ++j)
+    for (const Binding& b : ks[j].bindings) bufs[j].push_back(binding_buffer(s, b));
   const bool ts = s.device->caps().timestamps;
   const uint32_t n = uint32_t(o.iterations);
   std::unique_ptr<runtime::CommandList> list = s.device->record(ts ? 2 * n : 0);
-  list->begin_label("tune " + k.label);
-  for (int w = 0; ts && w < o.warmup; ++w) {
-    list->barrier();
-    list->dispatch(id, bufs, push, k.grid[0], k.grid[1], k.grid[2]);
-  }
+  list->begin_label("tune " + ks.back().label);
+  auto run = [&] {
+    for (size_t j = 0; j < ks.size(); ++j) {
+      list->barrier();
+      list->dispatch(ids[j], bufs[j], std::as_bytes(std::span(ks[j].push)), ks[j].grid[0], ks[j].grid[1], ks[j].grid[2]);
+    }
+  };
+  for (int w = 0; ts && w < o.warmup; ++w) run();
   for (uint32_t i = 0; i < n; ++i) {
     list->barrier();
     if (ts) list->timestamp(2 * i);
-    list->dispatch(id, bufs, push, k.grid[0], k.grid[1], k.grid[2]);
+    run();
     if (ts) list->timestamp(2 * i + 1);
   }
   list->barrier();
@@ -124,8 +130,19 @@ double time_dispatch(SessionImpl& s, const GeneratedKernel& k, runtime::KernelId
   return median(samples);
 }
 
-size_t dispatches_of(const CompiledStep& step, size_t kernel) {
-  return size_t(std::count_if(step.code.begin(), step.code.end(), [&](const GeneratedKernel& k) { return k.kernel == kernel; }));
+// The number of dispatches from `first` on that belong to the same kernel (consecutive: split-K's product pass
+// comes right before its summing pass).
+size_t group_size(const std::vector<GeneratedKernel>& code, size_t first) {
+  size_t n = 1;
+  while (first + n < code.size() && code[first + n].kernel == code[first].kernel) ++n;
+  return n;
+}
+
+// A kernel's dispatches as one key (equal spellings of one variant are timed once).
+uint64_t group_hash(const std::vector<GeneratedKernel>& ks) {
+  uint64_t h = 1469598103934665603ull;
+  for (const GeneratedKernel& k : ks) h = (h ^ k.hash) * 1099511628211ull;
+  return h;
 }
 
 std::string fixed(double v, int digits) {
@@ -138,8 +155,11 @@ std::string fixed(double v, int digits) {
 
 std::string TuneReport::to_text() const {
   std::ostringstream os;
-  os << "tuning on " << device << " (" << timer << "): " << changed << " of " << kernels.size()
-     << " dispatches changed in " << fixed(seconds, 2) << " s";
+  const size_t passes = size_t(std::count_if(kernels.begin(), kernels.end(), [](const TuneKernel& k) {
+    return k.note.rfind("split-K product pass", 0) == 0;
+  }));
+  os << "tuning on " << device << " (" << timer << "): " << changed << " of " << kernels.size() - passes
+     << " kernels changed in " << fixed(seconds, 2) << " s";
   if (!cache_path.empty()) os << "; cache " << cache_path;
   os << "\n";
   double before = 0, after = 0;
@@ -164,20 +184,29 @@ void apply_tune_cache(CompiledStep& step, const std::string& cache_dir, const ru
   const std::string path = tune_cache_path(cache_dir, caps);
   if (path.empty()) return;
   const TuneCache cache = tune_cache_load(path, caps);
-  for (GeneratedKernel& k : step.code) {
+  // Runs before the memory plan, so a winner may have another number of dispatches (split-K or not).
+  std::vector<GeneratedKernel> code;
+  for (size_t i = 0; i < step.code.size();) {
+    const size_t n = group_size(step.code, i);
+    const GeneratedKernel& k = step.code[i + n - 1];
     auto it = cache.find(k.base_hash);
-    if (it == cache.end() || it->second.variant == k.tuned || !tunable(k.arch)) continue;
-    if (dispatches_of(step, k.kernel) != 1) continue;  // split-K: see tune_with
-    try {
-      std::vector<GeneratedKernel> v =
-          generate_kernel(step.graph, step.kernels, k.kernel, caps, step.codegen, it->second.variant);
-      if (v.size() == 1) k = std::move(v[0]);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "meganeura: warning: the tuning cache '%s' names variant '%s' for kernel [%s], which no "
-                   "longer generates (%s); using the default\n", path.c_str(), it->second.variant.to_string().c_str(),
-                   k.label.c_str(), e.what());
+    bool replaced = false;
+    if (it != cache.end() && it->second.variant != k.tuned && tunable(k.arch)) {
+      try {
+        for (GeneratedKernel& g : generate_kernel(step.graph, step.kernels, k.kernel, caps, step.codegen, it->second.variant))
+          code.push_back(std::move(g));
+        replaced = true;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "meganeura: warning: the tuning cache '%s' names variant '%s' for kernel [%s], which no "
+                     "longer generates (%s); using the default\n", path.c_str(), it->second.variant.to_string().c_str(),
+                     k.label.c_str(), e.what());
+      }
     }
+    if (!replaced)
+      for (size_t j = 0; j < n; ++j) code.push_back(step.code[i + j]);
+    i += n;
   }
+  step.code = std::move(code);
 }
 
 TuneReport Session::tune_with(const TuneOptions& o) { return tune(*impl_, o); }
@@ -205,34 +234,65 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
     ids[k.hash] = id;
     return id;
   };
-  // Replaces dispatch i's code with `variant` (already known to generate).
-  auto adopt = [&](size_t i, GeneratedKernel k) {
-    s.kernel_of[i] = kernel_id(k);
-    s.step.code[i] = std::move(k);
+  // Replaces the n dispatches of one kernel from i on with `ks` (already known to generate and fit the plan);
+  // returns how many dispatches the kernel has now.
+  auto adopt = [&](size_t i, size_t n, std::vector<GeneratedKernel> ks) {
+    std::vector<runtime::KernelId> kid;
+    for (const GeneratedKernel& k : ks) kid.push_back(kernel_id(k));
+    s.step.code.erase(s.step.code.begin() + long(i), s.step.code.begin() + long(i + n));
+    s.step.code.insert(s.step.code.begin() + long(i), ks.begin(), ks.end());
+    s.kernel_of.erase(s.kernel_of.begin() + long(i), s.kernel_of.begin() + long(i + n));
+    s.kernel_of.insert(s.kernel_of.begin() + long(i), kid.begin(), kid.end());
+    return ks.size();
   };
+  // A variant's dispatches. Scratch (split-K's partial products) must fit what the plan already holds for the
+  // kernel: the plan is not redone during the search.
   auto regenerate = [&](const GeneratedKernel& cur, const KernelVariant& v) {
     std::vector<GeneratedKernel> out = generate_kernel(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen, v);
-    if (out.size() != 1) throw ConfigError("[Session::tune_with] expected one dispatch per tuned kernel");
-    return std::move(out[0]);
+    for (const GeneratedKernel& k : out)
+      for (const Binding& b : k.bindings) {
+        if (b.kind != Binding::Scratch) continue;
+        auto it = s.step.plan.scratch.find(b.node);
+        if (it == s.step.plan.scratch.end() || s.step.plan.slots.at(it->second).bytes < b.bytes)
+          throw ConfigError("[Session::tune_with] variant " + v.to_string() + " of [" + cur.label + "] needs " +
+                            std::to_string(b.bytes) + " bytes of scratch the memory plan does not hold");
+      }
+    return out;
   };
 
   try {
-    for (size_t i = 0; i < s.step.code.size(); ++i) {
-      const GeneratedKernel cur = s.step.code[i];
+    // One kernel at a time: its dispatches (two for split-K) are timed and replaced together. The report keeps a
+    // row per dispatch of the step as built; a product pass's row points at the row after it.
+    size_t before = 0;  // the kernel's first dispatch in the step as built
+    for (size_t i = 0; i < s.step.code.size();) {
+      const size_t n = group_size(s.step.code, i);
+      const std::vector<GeneratedKernel> cur_group(s.step.code.begin() + long(i), s.step.code.begin() + long(i + n));
+      const GeneratedKernel& cur = cur_group.back();
+      for (size_t j = 0; j + 1 < n; ++j) {
+        TuneKernel pk;
+        pk.dispatch = before + j;
+        pk.label = cur_group[j].label;
+        pk.archetype = archetype_name(cur_group[j].arch);
+        pk.old_variant = cur.tuned.to_string();
+        pk.note = "split-K product pass: timed with its summing pass";
+        r.kernels.push_back(pk);
+      }
       TuneKernel tk;
-      tk.dispatch = i;
+      tk.dispatch = before + n - 1;
       tk.label = cur.label;
       tk.archetype = archetype_name(cur.arch);
       tk.old_variant = tk.new_variant = cur.tuned.to_string();
+      size_t now = n;  // the kernel's dispatches after this search
       auto finish = [&](const std::string& note) {
         tk.note = note;
         tk.new_variant = s.step.code[i].tuned.to_string();
+        for (size_t j = r.kernels.size() - (n - 1); j < r.kernels.size(); ++j) r.kernels[j].new_variant = tk.new_variant;
         if (tk.new_variant != tk.old_variant) ++r.changed;
         r.kernels.push_back(tk);
+        before += n;
+        i += now;
       };
       if (!tunable(cur.arch)) { finish("not tunable"); continue; }
-      // One dispatch is timed and replaced at a time: a kernel of two (split-K) keeps its variant for now.
-      if (dispatches_of(s.step, cur.kernel) != 1) { finish("split-K: two dispatches, not timed"); continue; }
       if (!selected(o, cur.arch)) { finish("not selected"); continue; }
       // A winner already known (from disk, or an equal kernel earlier in this step) is applied without timing.
       const TuneCacheEntry* known = nullptr;
@@ -241,7 +301,7 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
       if (known) {
         if (known->variant != cur.tuned) {
           try {
-            adopt(i, regenerate(cur, known->variant));
+            now = adopt(i, n, regenerate(cur, known->variant));
           } catch (const Error& e) {
             finish(std::string("known winner ") + known->variant.to_string() + " failed: " + e.what());
             continue;
@@ -259,19 +319,19 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
 
       std::map<uint64_t, double> timed;  // by content hash: explicit spellings of one kernel are timed once
       double best_ns = 0;
-      GeneratedKernel best = cur;
+      std::vector<GeneratedKernel> best = cur_group;
       for (size_t c = 0; c < cands.size(); ++c) {
-        GeneratedKernel gk;
-        runtime::KernelId id = 0;
+        std::vector<GeneratedKernel> gk;
+        std::vector<runtime::KernelId> id;
         try {
-          gk = c == 0 ? cur : regenerate(cur, cands[c]);
-          if (timed.count(gk.hash)) continue;
-          id = kernel_id(gk);
+          gk = c == 0 ? cur_group : regenerate(cur, cands[c]);
+          if (timed.count(group_hash(gk))) continue;
+          for (const GeneratedKernel& k : gk) id.push_back(kernel_id(k));
         } catch (const Error&) {
-          continue;  // this variant cannot run this kernel on this device
+          continue;  // this variant cannot run this kernel on this device (or in this plan)
         }
-        const double ns = time_dispatch(s, gk, id, o);
-        timed[gk.hash] = ns;
+        const double ns = time_group(s, gk, id, o);
+        timed[group_hash(gk)] = ns;
         ++tk.candidates;
         if (c == 0) {
           best_ns = ns;
@@ -282,9 +342,11 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
         }
       }
       tk.new_us = best_ns / 1000.0;
-      if (best.hash != cur.hash) adopt(i, best);
+      if (group_hash(best) != group_hash(cur_group)) now = adopt(i, n, best);
+      const KernelVariant won = s.step.code[i].tuned;
+      const double old_us = tk.old_us, new_us = tk.new_us;
       finish("");
-      found[cur.base_hash] = {s.step.code[i].tuned, cur.label, tk.archetype, tk.old_us, tk.new_us};
+      found[cur.base_hash] = {won, cur.label, archetype_name(cur.arch), old_us, new_us};
     }
   } catch (...) {
     try {
