@@ -175,6 +175,34 @@ TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
   expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4, "2048x4096x64 nt " + variant);
 }
 
+// Mixed16 products of at least kernels::kMinF16CopyMacs multiply-adds first copy both operands to f16 (one
+// dispatch into the kernel's scratch, B's halves after A's) and multiply the copies: a batched A against a
+// broadcast B, plain and transposed, must match the reference on f16-rounded operands, and the session must show
+// the copy; F32 sessions and smaller products have none.
+TEST_F(SessionMatmul, LargeMixed16ProductsMultiplyAnF16Copy) {
+  auto copies = [](const Session& s) {
+    size_t n = 0;
+    for (const PipelineReport& p : s.pipelines()) n += p.variant == "matmul.f16-copy";
+    return n;
+  };
+  for (bool tb : {false, true}) {
+    Graph g;
+    NodeId a = g.input("a", {4, 512, 1024});
+    NodeId b = g.parameter("b", tb ? Shape{512, 1024} : Shape{1024, 512});
+    g.set_outputs({g.matmul(a, b, false, tb)});
+    Session s = build(g, config(false, Precision::Mixed16), shared_device());
+    EXPECT_EQ(copies(s), 1u) << "B transposed " << tb;
+    reference::Feeds rounded = feed(g, s, 21, true);
+    s.run();
+    expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4,
+                 std::string("4x512x1024 · ") + (tb ? "(512x1024)ᵀ" : "1024x512") + " via the f16 copy");
+    EXPECT_EQ(copies(build(g, config(false, Precision::F32), shared_device())), 0u) << "F32";
+  }
+  Graph small;
+  small.set_outputs({small.matmul(small.input("a", {2, 512, 1024}), small.parameter("b", {1024, 512}))});
+  EXPECT_EQ(copies(build(small, config(false, Precision::Mixed16), shared_device())), 0u) << "2^29 multiply-adds";
+}
+
 TEST_F(SessionMatmul, Mixed16MlpTrainsLikeF32) {
   Graph g;
   auto x = g.input("x", {32, 784});

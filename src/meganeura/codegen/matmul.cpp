@@ -18,7 +18,7 @@ namespace meganeura::codegen {
 namespace {
 
 // Element offset of operand `x` (a [.., R, C] matrix) for output batch index z, broadcasting batch dims.
-std::string batch_base_fn(const std::string& name, const Shape& xs, const Shape& out) {
+std::string batch_base_fn(const std::string& name, const Shape& xs, const Shape& out, uint64_t offset = 0) {
   size_t ob = out.size() - 2, xb = xs.size() - 2;
   int64_t mat = xs[xs.size() - 1] * xs[xs.size() - 2];
   std::string s = "uint " + name + "(uint z) {\n  uint rest = z;\n  uint off = 0u;\n";
@@ -32,7 +32,7 @@ std::string batch_base_fn(const std::string& name, const Shape& xs, const Shape&
     }
     if (d >= shift) stride *= xs[d - shift];
   }
-  return s + "  return off;\n}\n";
+  return s + (offset ? "  return off + " + uint_lit(int64_t(offset)) + ";\n}\n" : "  return off;\n}\n");
 }
 
 // The family's sources take their variants as defines; generated kernels carry them in the text, so that the
@@ -120,13 +120,16 @@ void emit_matmul(Emitter& e) {
   std::string fills;
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
-  ep.operand_decls = fills + "#define CUSTOM_BATCH_BASE 1\n" + batch_base_fn("a_base", as, os) +
-                     batch_base_fn("b_base", bs, os);
   ep.decls = std::string(ops::pointwise_glsl_prelude()) + e.decls;
   ep.buffer_decls = e.buffer_decls(3);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
+  // Mixed16's f16 copy (kernels::kMinF16CopyMacs): A's halves at 0, B's from b_offset in the kernel's scratch.
+  const uint64_t na = uint64_t(numel(as)), nb = uint64_t(numel(bs));
+  const uint64_t b_offset = (na + 7) / 8 * 8;
+  bool copy = false;
 
   kernels::MatmulKernel k;
+  kernels::MatmulShape used = s;
   try {
     // The tuner's KernelVariant (codegen/variant.hpp) may name the tier, the tile (scalar: 128, 64 or 16;
     // cooperative: a CoopMatTile) and the split; what it leaves unset is kernels::choose_variant's.
@@ -140,14 +143,30 @@ void emit_matmul(Emitter& e) {
     if (!e.variant.tile.empty() && (tier == kernels::MatmulTier::Gemv || coop == numeric_tile))
       throw ConfigError("[codegen] expected a matmul tile of 128, 64 or 16 with the scalar tier, or a cooperative tile "
                         "with a cooperative tier, got " + e.variant.to_string());
-    kernels::MatmulVariant v = kernels::choose_variant(
-        e.caps, s, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::default_coopmat_tile(e.caps, s, tier, ep));
-    if (numeric_tile) {
-      v.tile = uint32_t(std::stoul(e.variant.tile));
-      v.split_k = kernels::choose_split(e.caps, s, v);
+    auto pick = [&](const kernels::MatmulShape& sh) {
+      kernels::MatmulVariant v = kernels::choose_variant(
+          e.caps, sh, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::default_coopmat_tile(e.caps, sh, tier, ep));
+      if (numeric_tile) {
+        v.tile = uint32_t(std::stoul(e.variant.tile));
+        v.split_k = kernels::choose_split(e.caps, sh, v);
+      }
+      if (e.variant.split) v.split_k = e.variant.split;
+      return v;
+    };
+    kernels::MatmulVariant v;
+    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && e.caps.storage_16bit &&
+        tier != kernels::MatmulTier::Gemv && uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs) {
+      used.input = kernels::MatmulInput::F16;
+      v = pick(used);
+      copy = kernels::split_count(used.k, v.split_k) == 1;  // one scratch: the copy, or split-K's partials
     }
-    if (e.variant.split) v.split_k = e.variant.split;
-    k = kernels::select_matmul(e.caps, s, v, ep);
+    if (!copy) {
+      used = s;
+      v = pick(used);
+    }
+    ep.operand_decls = fills + "#define CUSTOM_BATCH_BASE 1\n" + batch_base_fn("a_base", as, os) +
+                       batch_base_fn("b_base", bs, os, copy ? b_offset : 0);
+    k = kernels::select_matmul(e.caps, used, v, ep);
   } catch (const Error& err) {
     throw GraphError(std::string(err.what()) + " at " + at);
   }
@@ -164,6 +183,26 @@ void emit_matmul(Emitter& e) {
     out.rewrite_to_khr = pass.rewrite_to_khr;
     out.hash = content_hash(out.glsl + (pass.rewrite_to_khr ? "// khr\n" : ""), out.spec_constants);
   };
+  if (copy) {
+    // The copy reads A and B and writes the scratch; the product reads both operands from it.
+    Binding scratch;
+    scratch.kind = Binding::Scratch;
+    scratch.node = e.kg.storage_of(e.k.root);
+    scratch.bytes = (b_offset + nb + 1) / 2 * 4;
+    const kernels::MatmulPass pass = kernels::f16_copy_pass(e.caps, na, nb, b_offset);
+    GeneratedKernel conv;
+    conv.label = "f16 copy " + e.out.label;
+    conv.arch = e.out.arch;
+    conv.bindings = {e.out.bindings[0], e.out.bindings[1], scratch};
+    conv.bindings[2].write = true;
+    fill(conv, pass);
+    conv.push.clear();
+    conv.variant = "matmul.f16-copy";
+    e.before.push_back(std::move(conv));
+    e.out.bindings[0] = e.out.bindings[1] = scratch;
+    fill(e.out, k.passes.at(0));
+    return;
+  }
   if (k.passes.size() == 1) {
     fill(e.out, k.passes[0]);
     return;

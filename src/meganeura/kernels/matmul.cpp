@@ -522,6 +522,22 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   return k;
 }
 
+MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset) {
+  if (b_offset % 8 != 0 || b_offset < na)
+    throw ShapeError("[kernels::f16_copy_pass] expected B's offset to be a multiple of 8 halves after A's " +
+                     std::to_string(na) + ", got " + std::to_string(b_offset));
+  MatmulPass pass;
+  pass.source.label = "matmul_f16_copy";
+  pass.source.glsl = glsl::f16_copy(na, nb, b_offset);
+  pass.push_constant_bytes = 0;
+  pass.local_size = 256;
+  const uint64_t groups = std::max<uint64_t>(1, ((na + 1) / 2 + (nb + 1) / 2 + 255) / 256);
+  const uint64_t max_x = caps.max_workgroup_count[0] ? caps.max_workgroup_count[0] : 65535;
+  pass.grid[0] = uint32_t(std::min(groups, max_x));
+  pass.grid[1] = uint32_t((groups + pass.grid[0] - 1) / pass.grid[0]);
+  return pass;
+}
+
 runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options) {
   runtime::KernelDesc d;
   d.label = pass.source.label;

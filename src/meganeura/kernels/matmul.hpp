@@ -202,6 +202,17 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& s
 constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // ~322³, between 256³ (scalar wins) and 384³
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
+// Mixed16 products of at least kMinF16CopyMacs multiply-adds (and no split) first copy both operands to f16,
+// once, into the kernel's scratch, and multiply those (f16 buffers: the tiles of f16 inputs, twice fewer bytes
+// loaded, no rounding in the inner loop); smaller ones round on load. On the H200 a Mixed16 8192³ A·B ran at
+// 116.9 TFLOP/s rounding on load and the same tile at 247 on f16 buffers (docs/performance.md, session 9); the
+// copy reads 4 and writes 2 bytes per operand element, O(MK + KN) against O(MNK). Not yet measured end to end.
+constexpr uint64_t kMinF16CopyMacs = uint64_t(1) << 30;
+// The copy's pass: A's `na` values rounded to f16 (ties to even, as Mixed16 rounds on load) into halves
+// [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A and B
+// are bindings 0 and 1 (f32). No push constants. Throws ShapeError for a bad offset.
+MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset);
+
 // Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
 runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options);
 

@@ -5,6 +5,18 @@
 namespace meganeura::kernels::glsl {
 namespace {
 
+// x rounded to the nearest f16 (ties to even), kept in f32. Integer arithmetic, because NVIDIA's driver folds
+// unpackHalf2x16(packHalf2x16(x)) back to x (seen on the H200, 2026-12-02). Normal range: round the significand
+// to 11 bits; below 2^-14 (f16 subnormals): to a multiple of 2^-24; beyond 65504: infinity.
+const char* kRoundF16 = R"(float round_f16(float x) {
+  if (isnan(x)) return x;
+  if (abs(x) < 6.103515625e-05) return roundEven(x * 16777216.0) * 5.9604644775390625e-08;
+  const uint u = floatBitsToUint(x);
+  const float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13u) & 1u)) & 0xFFFFE000u);
+  return abs(r) > 65504.0 ? uintBitsToFloat((u & 0x80000000u) | 0x7F800000u) : r;
+}
+)";
+
 std::string common(const MatmulEpilogue& ep, bool coopmat) {
   std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n";
   if (coopmat) {
@@ -21,16 +33,7 @@ std::string common(const MatmulEpilogue& ep, bool coopmat) {
 #define ELEM float
 #endif
 #if INPUT_ROUND_F16
-// x rounded to the nearest f16 (ties to even), kept in f32. Integer arithmetic, because NVIDIA's driver folds
-// unpackHalf2x16(packHalf2x16(x)) back to x (seen on the H200, 2026-12-02). Normal range: round the significand
-// to 11 bits; below 2^-14 (f16 subnormals): to a multiple of 2^-24; beyond 65504: infinity.
-float to_in(float x) {
-  if (isnan(x)) return x;
-  if (abs(x) < 6.103515625e-05) return roundEven(x * 16777216.0) * 5.9604644775390625e-08;
-  const uint u = floatBitsToUint(x);
-  const float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13u) & 1u)) & 0xFFFFE000u);
-  return abs(r) > 65504.0 ? uintBitsToFloat((u & 0x80000000u) | 0x7F800000u) : r;
-}
+)" + std::string(kRoundF16) + R"(float to_in(float x) { return round_f16(x); }
 #else
 float to_in(ELEM x) { return float(x); }
 #endif
@@ -698,5 +701,27 @@ std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t
   return common(epilogue, true) + kSplit + body;
 }
 std::string split_sum(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kSplitSum; }
+
+std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset) {
+  const std::string pa = std::to_string((na + 1) / 2), pb = std::to_string((nb + 1) / 2);
+  return "#version 450\nlayout(local_size_x = 256) in;\n"
+         "layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };\n"
+         "layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };\n"
+         "layout(std430, set = 0, binding = 2) writeonly buffer BufS { uint s[]; };\n" +
+         std::string(kRoundF16) +
+         "const uint NA = " + std::to_string(na) + "u, NB = " + std::to_string(nb) + "u, PA = " + pa + "u, PB = " + pb +
+         "u, OB = " + std::to_string(b_offset / 2) + "u;\n"
+         "// Two elements per invocation, rounded exactly, then packed (representable values: any rounding mode).\n"
+         "void main() {\n"
+         "  const uint p = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;\n"
+         "  if (p < PA) {\n"
+         "    const uint i = 2u * p;\n"
+         "    s[p] = packHalf2x16(vec2(round_f16(a[i]), i + 1u < NA ? round_f16(a[i + 1u]) : 0.0));\n"
+         "  } else if (p < PA + PB) {\n"
+         "    const uint i = 2u * (p - PA);\n"
+         "    s[OB + p - PA] = packHalf2x16(vec2(round_f16(b[i]), i + 1u < NB ? round_f16(b[i + 1u]) : 0.0));\n"
+         "  }\n"
+         "}\n";
+}
 
 }  // namespace meganeura::kernels::glsl

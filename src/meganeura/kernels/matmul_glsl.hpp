@@ -17,5 +17,8 @@ std::string scalar_small(const MatmulEpilogue& epilogue);  // 16x16 tile, one ou
 // (one stage only) takes the workgroup-scope loop, which overlaps nothing with the multiply.
 std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth, bool workgroup);
 std::string split_sum(const MatmulEpilogue& epilogue);  // split-K's second pass: sums the slices, then the epilogue
+// Mixed16's f16 copy of both operands: A's `na` f32 values rounded to f16 (ties to even) at half 0 of binding 2,
+// B's `nb` at half `b_offset` (even); 256 invocations a workgroup, two values each, over a flat x-y grid.
+std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset);
 
 }  // namespace meganeura::kernels::glsl
