@@ -5,7 +5,9 @@
 // type of the stored root. Shapes travel as push constants; the epilogue bakes them like every other kernel.
 // The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant sets; a split one is two
 // dispatches: the product pass (Emitter::before) writes a Scratch binding the plan allocates, the
-// summing pass (Emitter::out) applies the epilogue and stores the root.
+// summing pass (Emitter::out) applies the epilogue and stores the root. A large Mixed16 product
+// (kernels::kMinF16CopyMacs) is two dispatches too: an f16 copy of both operands into the scratch
+// (Emitter::before), then the product of f16 buffers reading A and B from it (b_base adds B's offset).
 #include <algorithm>
 #include <cstring>
 

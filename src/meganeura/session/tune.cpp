@@ -156,7 +156,7 @@ std::string fixed(double v, int digits) {
 std::string TuneReport::to_text() const {
   std::ostringstream os;
   const size_t passes = size_t(std::count_if(kernels.begin(), kernels.end(), [](const TuneKernel& k) {
-    return k.note.rfind("split-K product pass", 0) == 0;
+    return k.note.rfind("a first pass of its kernel", 0) == 0;
   }));
   os << "tuning on " << device << " (" << timer << "): " << changed << " of " << kernels.size() - passes
      << " kernels changed in " << fixed(seconds, 2) << " s";
@@ -261,8 +261,8 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
   };
 
   try {
-    // One kernel at a time: its dispatches (two for split-K) are timed and replaced together. The report keeps a
-    // row per dispatch of the step as built; a product pass's row points at the row after it.
+    // One kernel at a time: its dispatches (two for split-K or Mixed16's f16 copy) are timed and replaced
+    // together. The report keeps a row per dispatch of the step as built; a first pass's row points at the next.
     size_t before = 0;  // the kernel's first dispatch in the step as built
     for (size_t i = 0; i < s.step.code.size();) {
       const size_t n = group_size(s.step.code, i);
@@ -274,7 +274,7 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
         pk.label = cur_group[j].label;
         pk.archetype = archetype_name(cur_group[j].arch);
         pk.old_variant = cur.tuned.to_string();
-        pk.note = "split-K product pass: timed with its summing pass";
+        pk.note = "a first pass of its kernel (split-K partials, f16 copy): timed with the next row";
         r.kernels.push_back(pk);
       }
       TuneKernel tk;
