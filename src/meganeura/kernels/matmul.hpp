@@ -203,7 +203,7 @@ constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // ~322³, between 
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
 // Mixed16 products of at least kMinF16CopyMacs multiply-adds (and no split) first copy both operands to f16,
-// once, into the kernel's scratch, and multiply those (f16 buffers: the tiles of f16 inputs, twice fewer bytes
+// once, into the kernel's scratch, and multiply those (f16 buffers: the tiles of f16 inputs, half the bytes
 // loaded, no rounding in the inner loop); smaller ones round on load. On the H200 a Mixed16 8192³ A·B ran at
 // 116.9 TFLOP/s rounding on load and the same tile at 247 on f16 buffers (docs/performance.md, session 9); the
 // copy reads 4 and writes 2 bytes per operand element, O(MK + KN) against O(MNK). Not yet measured end to end.
