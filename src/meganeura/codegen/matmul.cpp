@@ -157,7 +157,8 @@ void emit_matmul(Emitter& e) {
     };
     kernels::MatmulVariant v;
     if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && e.caps.storage_16bit &&
-        tier != kernels::MatmulTier::Gemv && uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs) {
+        tier != kernels::MatmulTier::Gemv && uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs &&
+        b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
       used.input = kernels::MatmulInput::F16;
       v = pick(used);
       copy = kernels::split_count(used.k, v.split_k) == 1;  // one scratch: the copy, or split-K's partials
