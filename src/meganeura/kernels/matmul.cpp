@@ -50,6 +50,14 @@ void check_shape(const MatmulShape& raw) {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// `groups` workgroups of a flat launch spread over x (capped by the device) and y.
+void flat_grid(const runtime::DeviceCaps& caps, uint64_t groups, uint32_t grid[3]) {
+  groups = std::max<uint64_t>(groups, 1);
+  const uint64_t max_x = caps.max_workgroup_count[0] ? caps.max_workgroup_count[0] : 65535;
+  grid[0] = uint32_t(std::min(groups, max_x));
+  grid[1] = uint32_t((groups + grid[0] - 1) / grid[0]);
+}
+
 // Assumed compute units where the device reports none (DeviceCaps::compute_units == 0).
 constexpr uint32_t kDefaultComputeUnits = 64;
 
@@ -505,9 +513,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
     sum.source.defines = {{"INPUT_F16", "0"}, {"INPUT_ROUND_F16", "0"}, {"HAS_EPILOGUE", flag(!se.expr.empty())},
                           {"SPLIT_K", std::to_string(split)}};
     sum.source.glsl = glsl::split_sum(se);
-    const uint32_t groups = ceil_div(s.m * s.n, 256);
-    sum.grid[0] = std::min(groups, caps.max_workgroup_count[0]);
-    sum.grid[1] = ceil_div(groups, sum.grid[0]);
+    flat_grid(caps, ceil_div(s.m * s.n, 256), sum.grid);
     sum.grid[2] = s.batch;
     sum.source.label = std::string("matmul_") + tier_name(tier) + "_" + label + "_sum";
     k.passes.push_back(std::move(sum));
@@ -532,10 +538,7 @@ MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t 
   pass.source.glsl = glsl::f16_copy(na, nb, b_offset);
   pass.push_constant_bytes = 0;
   pass.local_size = 256;
-  const uint64_t groups = std::max<uint64_t>(1, ((na + 1) / 2 + (nb + 1) / 2 + 255) / 256);
-  const uint64_t max_x = caps.max_workgroup_count[0] ? caps.max_workgroup_count[0] : 65535;
-  pass.grid[0] = uint32_t(std::min(groups, max_x));
-  pass.grid[1] = uint32_t((groups + pass.grid[0] - 1) / pass.grid[0]);
+  flat_grid(caps, ((na + 1) / 2 + (nb + 1) / 2 + 255) / 256, pass.grid);
   return pass;
 }
 
