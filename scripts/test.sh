@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-oracles.sh
 scripts/build.sh
 export MEGANEURA_VALIDATION=${MEGANEURA_VALIDATION:-1}
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"

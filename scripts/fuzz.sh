@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang-16, ASan + UBSan) into build-fuzz/ and runs them.
+#   scripts/fuzz.sh                       every target for 60 s each (what CI runs)
+#   scripts/fuzz.sh idx -runs=10000000    one target with libFuzzer flags of your own
+# Each target starts from fuzz/corpus/<name>/ (seeds, committed) and keeps what it finds in
+# build-fuzz/corpus/<name>/ (not committed). A crash leaves crash-* in build-fuzz/ and fails the script:
+# turn it into a regression test before fixing it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  CC=clang-16 CXX=clang++-16 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMEGANEURA_FUZZ=ON -DMEGANEURA_TESTS=OFF -DMEGANEURA_BENCH=OFF >/dev/null
+fi
+targets=()
+if [ $# -ge 1 ] && [[ "$1" != -* ]]; then
+  targets=("fuzz_$1"); shift
+else
+  for f in fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}"
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(-max_total_time=60)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+for t in "${targets[@]}"; do
+  name=${t#fuzz_}
+  mkdir -p "$BUILD_DIR/corpus/$name" "fuzz/corpus/$name"
+  echo "fuzz: $t ${flags[*]}"
+  (cd "$BUILD_DIR" && "./bin/$t" "${flags[@]}" -print_final_stats=1 "corpus/$name" "../fuzz/corpus/$name" 2>&1 | tail -n 15)
+done
