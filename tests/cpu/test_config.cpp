@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "meganeura/session/session.hpp"
+#include "paths.hpp"
 
 namespace {
 
@@ -176,7 +177,7 @@ TEST_F(ConfigEnv, DebugKeepsEnvironmentAndTurnsOnDebugging) {
 // Environment variables are read in exactly one place, so every other stage can be driven explicitly.
 TEST(ConfigRule, OnlyConfigCppCallsGetenv) {
   namespace fs = std::filesystem;
-  const fs::path src = fs::path(MEGANEURA_SOURCE_DIR) / "src";
+  const fs::path src = meganeura::test::source_path("src");
   ASSERT_TRUE(fs::is_directory(src)) << src;
   const std::regex call(R"((^|[^A-Za-z0-9_])(secure_)?getenv\s*\()");
   size_t scanned = 0;

@@ -3,6 +3,7 @@
 // MEGANEURA_VALIDATION=1), and a fixture that fails any test during which the validation layer spoke.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -11,6 +12,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "paths.hpp"
 
 namespace meganeura::test {
 
@@ -65,5 +67,20 @@ class GpuTest : public ::testing::Test {
  private:
   size_t seen_ = 0;
 };
+
+// At the end of the run: how many validation messages were set apart as a layer older than
+// VK_KHR_cooperative_matrix complaining about modules that use it (runtime::Device::validation_known_limits).
+// scripts/device/test-gpu.sh reports this line.
+class KnownLayerLimitsReport : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!gpu_config().validation) return;
+    std::printf("[meganeura] validation: %zu messages, %zu set apart as the layer's known limits "
+                "(VK_KHR_cooperative_matrix modules under a layer older than 1.3.255)\n",
+                gpu_device().validation_messages().size(), gpu_device().validation_known_limits());
+  }
+};
+inline ::testing::Environment* const known_layer_limits_report =
+    ::testing::AddGlobalTestEnvironment(new KnownLayerLimitsReport);
 
 }  // namespace meganeura::test

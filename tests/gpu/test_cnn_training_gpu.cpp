@@ -23,7 +23,7 @@ constexpr int kSteps = 40;
 }  // namespace
 
 TEST_F(CnnGpu, LossFallsOnFashionMnist) {
-  ImageSet train = load_mnist(kDefaultMnistDir, Split::Train);
+  ImageSet train = load_mnist(test::dataset_dir("fashion-mnist").string(), Split::Train);
   const int64_t n = kBatch * kSteps;
   ASSERT_GE(train.count, n);
   train.count = n;

@@ -349,7 +349,7 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
   const fs::path out = temp_dir() / "profile.json";
   fs::remove(out);
   const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() + "' '" +
-                          MEGANEURA_BINARY_DIR "/bin/profile_session' '" + out.string() +
+                          test::tool("profile_session").string() + "' '" + out.string() +
                           "' --iterations 2 --warmup 1 --batch 8 > '" + (temp_dir() / "profile.log").string() + "' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
@@ -365,7 +365,7 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
   EXPECT_TRUE(fwd);
   EXPECT_TRUE(bwd);
   // Without MEGANEURA_GPU_TIMING the tool refuses, and Session::profile says why.
-  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=0 '" MEGANEURA_BINARY_DIR "/bin/profile_session' '" + out.string() +
+  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=0 '" + test::tool("profile_session").string() + "' '" + out.string() +
                          "' > /dev/null 2>&1").c_str()), 0);
   Block b;
   Session s = build(b.g, config(true), shared_device());
@@ -378,7 +378,7 @@ TEST_F(Debugging, ProfileSessionToolProfilesTheCnnAndTheTransformerBlock) {
     const fs::path out = temp_dir() / ("profile-" + model + ".json");
     fs::remove(out);
     const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() + "' '" +
-                            MEGANEURA_BINARY_DIR "/bin/profile_session' '" + out.string() + "' --model " + model +
+                            test::tool("profile_session").string() + "' '" + out.string() + "' --model " + model +
                             " --iterations 2 --warmup 0 --batch 2 > '" + (temp_dir() / "profile.log").string() +
                             "' 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -395,7 +395,7 @@ TEST_F(Debugging, ProfileSessionToolProfilesTheCnnAndTheTransformerBlock) {
     EXPECT_TRUE(bwd) << model;
   }
   // An unknown model is refused with a non-zero exit.
-  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=1 '" MEGANEURA_BINARY_DIR "/bin/profile_session' '" +
+  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=1 '" + test::tool("profile_session").string() + "' '" +
                          (temp_dir() / "x.json").string() + "' --model resnet > /dev/null 2>&1").c_str()), 0);
 }
 

@@ -305,6 +305,11 @@ TEST_F(OpsGpu, Rope) {
       {"rope [1,2,3,64] offset 1000", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 1000); },
        {{{1, 2, 3, 64}}}},
       {"rope [2,5,4] offset -3", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -3); }, {{{2, 5, 4}}}},
+      // Long contexts: a float angle is off by ~pos * 6e-8 rad before the sine (fails on every device).
+      {"rope [1,1,4,128] offset 131072", [](Graph& g, auto& v) { return g.rope(v[0], 500000.0, 131072); },
+       {{{1, 1, 4, 128}}}},
+      {"rope [1,3,64] offset -70001", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -70001); },
+       {{{1, 3, 64}}}},
       {"rope [3,13,2] theta 500 offset 17", [](Graph& g, auto& v) { return g.rope(v[0], 500.0, 17); },
        {{{3, 13, 2}}}},
   });

@@ -203,6 +203,26 @@ TEST_F(SessionMatmul, LargeMixed16ProductsMultiplyAnF16Copy) {
   EXPECT_EQ(copies(build(small, config(false, Precision::Mixed16), shared_device())), 0u) << "2^29 multiply-adds";
 }
 
+// A large Mixed16 product with few output tiles is split over K as well: the f16 copy and the partial products
+// share the kernel's scratch (copy, product, sum: three dispatches). On a device with many compute units (the
+// H200's 132) the product above splits too; here a 96x96 output (36 tiles) makes it split on any device.
+TEST_F(SessionMatmul, LargeMixed16ProductsSplitOverKKeepTheF16Copy) {
+  Graph g;
+  NodeId a = g.input("a", {96, 131072});
+  NodeId b = g.parameter("b", {131072, 96});
+  g.set_outputs({g.matmul(a, b)});
+  const CompiledStep step = compile_step(g, config(false, Precision::Mixed16), device().caps());
+  ASSERT_EQ(step.code.size(), 3u) << "expected the f16 copy, the split product and the summing pass";
+  EXPECT_EQ(step.code[0].variant, "matmul.f16-copy");
+  EXPECT_NE(step.code[1].variant.find(".partials"), std::string::npos) << step.code[1].variant;
+  Session s = build(g, config(false, Precision::Mixed16), shared_device());
+  reference::Feeds rounded = feed(g, s, 23, true);
+  s.run();
+  // Outputs spread ~120 wide; f32 sums of 131072 products drift ~3e-3 from the float64 reference.
+  expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-2, 1e-4,
+               "96x131072 · 131072x96 via the f16 copy, split over K");
+}
+
 TEST_F(SessionMatmul, Mixed16MlpTrainsLikeF32) {
   Graph g;
   auto x = g.input("x", {32, 784});

@@ -25,6 +25,8 @@ struct Binding {
   uint32_t moment = 0;
   bool write = false;
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
+  uint64_t offset = 0;  // Scratch: where this binding starts inside the kernel's scratch (Mixed16's f16 copy
+                        // and split-K's partials share one)
 };
 
 struct GeneratedKernel {

@@ -6,8 +6,9 @@
 // The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant sets; a split one is two
 // dispatches: the product pass (Emitter::before) writes a Scratch binding the plan allocates, the
 // summing pass (Emitter::out) applies the epilogue and stores the root. A large Mixed16 product
-// (kernels::kMinF16CopyMacs) is two dispatches too: an f16 copy of both operands into the scratch
-// (Emitter::before), then the product of f16 buffers reading A and B from it (b_base adds B's offset).
+// (kernels::kMinF16CopyMacs) first copies both operands to f16 into the scratch (one more dispatch in
+// Emitter::before), then multiplies f16 buffers reading A and B from it (b_base adds B's offset); when it is
+// split too, the partial products follow the copy in the same scratch.
 #include <algorithm>
 #include <cstring>
 
@@ -161,7 +162,7 @@ void emit_matmul(Emitter& e) {
         b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
       used.input = kernels::MatmulInput::F16;
       v = pick(used);
-      copy = kernels::split_count(used.k, v.split_k) == 1;  // one scratch: the copy, or split-K's partials
+      copy = true;
     }
     if (!copy) {
       used = s;
@@ -186,27 +187,33 @@ void emit_matmul(Emitter& e) {
     out.rewrite_to_khr = pass.rewrite_to_khr;
     out.hash = content_hash(out.glsl + (pass.rewrite_to_khr ? "// khr\n" : ""), out.spec_constants);
   };
+  // The kernel's scratch holds Mixed16's f16 copy of A and B first, then split-K's partial products (each part
+  // where a binding may start).
+  Binding a_in = e.out.bindings[0], b_in = e.out.bindings[1];
+  uint64_t partials_at = 0;
   if (copy) {
     // The copy reads A and B and writes the scratch; the product reads both operands from it.
     Binding scratch;
     scratch.kind = Binding::Scratch;
     scratch.node = e.kg.storage_of(e.k.root);
     scratch.bytes = (b_offset + nb + 1) / 2 * 4;
+    const uint64_t align = std::max<uint64_t>(e.caps.min_storage_buffer_offset_alignment, 16);
+    partials_at = (scratch.bytes + align - 1) / align * align;
     const kernels::MatmulPass pass = kernels::f16_copy_pass(e.caps, na, nb, b_offset);
     GeneratedKernel conv;
     conv.label = "f16 copy " + e.out.label;
     conv.arch = e.out.arch;
-    conv.bindings = {e.out.bindings[0], e.out.bindings[1], scratch};
+    conv.bindings = {a_in, b_in, scratch};
     conv.bindings[2].write = true;
     fill(conv, pass);
     conv.push.clear();
     conv.variant = "matmul.f16-copy";
     e.before.push_back(std::move(conv));
-    e.out.bindings[0] = e.out.bindings[1] = scratch;
-    fill(e.out, k.passes.at(0));
-    return;
+    a_in = b_in = scratch;
   }
   if (k.passes.size() == 1) {
+    e.out.bindings[0] = a_in;
+    e.out.bindings[1] = b_in;
     fill(e.out, k.passes[0]);
     return;
   }
@@ -216,10 +223,11 @@ void emit_matmul(Emitter& e) {
   scratch.kind = Binding::Scratch;
   scratch.node = e.kg.storage_of(e.k.root);
   scratch.bytes = k.scratch_bytes;
+  scratch.offset = partials_at;
   GeneratedKernel product;
   product.label = "split-K " + e.out.label;
   product.arch = e.out.arch;
-  product.bindings = {e.out.bindings[0], e.out.bindings[1], scratch};
+  product.bindings = {a_in, b_in, scratch};
   product.bindings[2].write = true;
   fill(product, k.passes[0]);
   product.variant = variant + ".partials";

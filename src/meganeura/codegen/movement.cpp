@@ -166,17 +166,28 @@ void emit_movement(Emitter& e) {
     }
     case Op::Rope: {
       // rotate-half pairs (x[i], x[i + D/2]) by angle (offset + s) * theta^(-2i/D); the inverse rotation
-      // (the VJP) negates the sine. Frequencies are baked as float literals computed in double.
+      // (the VJP) negates the sine. The angle is reduced exactly: each frequency in turns, f / 2pi, is a
+      // 64-bit binary fraction computed in double on the host, and position * fraction mod 1 is integer
+      // arithmetic. A float angle loses ~pos * 6e-8 rad before any sine is taken, and GPUs' fast sin/cos are
+      // only accurate near [-pi, pi]; the reduced angle is in [-pi, pi).
       int64_t D = os.at(rank - 1), half = D / 2;
       const double theta = c.attrs.reals.at(0);
-      std::string freqs;
-      for (int64_t i = 0; i < half; ++i)
-        freqs += (i ? ", " : "") + float_lit(std::pow(theta, -2.0 * double(i) / double(D)));
-      e.decls += "const float rope_freq[" + std::to_string(half) + "] = float[](" + freqs + ");\n";
+      std::string turns;
+      for (int64_t i = 0; i < half; ++i) {
+        const double t = std::pow(theta, -2.0 * double(i) / double(D)) / (2.0 * 3.14159265358979323846);
+        const double hi = std::floor(std::ldexp(t, 32));  // t <= 1 / 2pi: no whole turns
+        const double lo = std::floor(std::ldexp(std::ldexp(t, 32) - hi, 32));
+        turns += std::string(i ? ", " : "") + "uvec2(" + uint_lit(int64_t(hi)) + ", " + uint_lit(int64_t(lo)) + ")";
+      }
+      e.decls += "const uvec2 rope_turns[" + std::to_string(half) + "] = uvec2[](" + turns + ");\n";
       std::string H = uint_lit(half);
       f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
-      f += "  float ang = float(int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) +
-           ")) * rope_freq[j];\n";
+      f += "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ");\n";
+      f += "  uint p = uint(abs(pos)), lo_hi, lo_lo;\n";
+      f += "  umulExtended(p, rope_turns[j].y, lo_hi, lo_lo);\n";
+      f += "  uint frac = p * rope_turns[j].x + lo_hi;  // |pos| * f / 2pi mod 1, in units of 2^-32\n";
+      f += "  float ang = (float(int(frac)) + float(lo_lo) * 2.3283064365386963e-10) * 1.4629180792671596e-09;\n";
+      f += "  if (pos < 0) ang = -ang;\n";
       f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
       f += "  float a = " + e.load(c.inputs[0], "base + j") + ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
       f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";

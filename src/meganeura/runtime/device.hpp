@@ -136,6 +136,7 @@ struct PipelineExecutable {
   uint32_t subgroup_size = 0;
   std::vector<PipelineStatistic> statistics;
   std::vector<PipelineRepresentation> representations;  // only with PipelineCapture::Representations
+  uint32_t representations_offered = 0;  // how many the driver has (NVIDIA's 580 driver: none)
 };
 
 struct KernelDesc {
@@ -216,6 +217,9 @@ class Device {
   // validation).
   // GPU tests fail when any appear.
   virtual std::vector<std::string> validation_messages() const { return {}; }
+  // Messages set apart instead: a validation layer older than VK_KHR_cooperative_matrix flags every module that
+  // uses it (three known messages, only for such modules); counted so a run can report them.
+  virtual size_t validation_known_limits() const { return 0; }
   // The heaps with their budget and usage now (caps().heaps is the picture at open time).
   virtual std::vector<MemoryHeap> memory_heaps() const { return caps().heaps; }
 };

@@ -177,6 +177,11 @@ std::vector<std::string> VulkanDevice::validation_messages() const {
   return inst_->log.messages;
 }
 
+size_t VulkanDevice::validation_known_limits() const {
+  std::lock_guard<std::mutex> lock(inst_->log.mutex);
+  return inst_->log.known_limits;
+}
+
 void VulkanDevice::name_object(VkObjectType type, uint64_t handle, const std::string& name) {
   if (!inst_->debug_utils || !f_.vkSetDebugUtilsObjectNameEXT) return;
   VkDebugUtilsObjectNameInfoEXT ni{VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT, nullptr, type, handle,
@@ -389,6 +394,8 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
     }
   };
 
+  // An old validation layer's messages about KHR cooperative-matrix modules are counted apart (vk_instance.hpp).
+  const KhrCoopMatScope known_layer_limits(inst_->layer_predates_coopmat_khr, desc.spirv);
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, nullptr, 0, desc.spirv.size() * 4,
                               desc.spirv.data()};
   vk_check(f_.vkCreateShaderModule(device_, &mi, nullptr, &k.module), "vkCreateShaderModule");

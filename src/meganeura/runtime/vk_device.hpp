@@ -47,6 +47,7 @@ class VulkanDevice final : public Device {
   void wait(uint64_t id) override;
   std::vector<double> timestamps(CommandList& list) override;
   std::vector<std::string> validation_messages() const override;
+  size_t validation_known_limits() const override;
   std::vector<MemoryHeap> memory_heaps() const override { return query_heaps(*inst_, info_); }
 
   // for VulkanCommandList

@@ -1,4 +1,5 @@
 // Instance creation, the validation layer and its message log.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -11,23 +12,32 @@ constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 constexpr const char* kNoDriver =
     "install a Vulkan driver (Debian: apt-get install mesa-vulkan-drivers, which provides lavapipe)";
 
+thread_local bool t_khr_coopmat_module = false;  // set by KhrCoopMatScope
+
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                           VkDebugUtilsMessageTypeFlagsEXT,
                                           const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  auto* log = static_cast<MessageLog*>(user);
+  if (t_khr_coopmat_module && is_coopmat_khr_layer_limit(data->pMessageIdName, data->pMessage)) {
+    std::lock_guard<std::mutex> lock(log->mutex);
+    ++log->known_limits;
+    return VK_FALSE;
+  }
   const char* level = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning";
   std::string text = std::string("[vulkan ") + level + "] " + (data->pMessageIdName ? data->pMessageIdName : "") +
                      ": " + (data->pMessage ? data->pMessage : "");
-  static_cast<MessageLog*>(user)->add(std::move(text));
+  log->add(std::move(text));
   return VK_FALSE;
 }
 
-bool has_layer(const Fns& f, const char* name) {
+// The layer's spec version, 0 when it is not installed.
+uint32_t layer_version(const Fns& f, const char* name) {
   uint32_t n = 0;
   f.vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> layers(n);
   f.vkEnumerateInstanceLayerProperties(&n, layers.data());
-  for (const auto& l : layers) if (std::strcmp(l.layerName, name) == 0) return true;
-  return false;
+  for (const auto& l : layers) if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
+  return 0;
 }
 
 bool has_instance_extension(const Fns& f, const char* name) {
@@ -53,11 +63,13 @@ Instance::Instance(bool want_validation) : fns(load_global()), validation(want_v
 
   std::vector<const char*> layers, extensions;
   if (validation) {
-    if (!has_layer(fns, kValidationLayer)) {
+    const uint32_t version = layer_version(fns, kValidationLayer);
+    if (!version) {
       throw DeviceError(std::string("[runtime] expected the ") + kValidationLayer +
                         " layer (MEGANEURA_VALIDATION=1), got none: apt-get install vulkan-validationlayers");
     }
     layers.push_back(kValidationLayer);
+    layer_predates_coopmat_khr = version < VK_MAKE_API_VERSION(0, 1, 3, 255);
   }
   // Debug utils also carries object names and command labels for external tools, so take it when offered.
   debug_utils = has_instance_extension(fns, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -105,6 +117,30 @@ Instance::Instance(bool want_validation) : fns(load_global()), validation(want_v
     }
   }
 }
+
+bool declares_coopmat_khr(const std::vector<uint32_t>& spirv) {
+  constexpr uint32_t kOpCapability = 17, kCooperativeMatrixKHR = 6022;
+  for (size_t i = 5; i < spirv.size();) {  // after the 5-word header, instructions of (count << 16 | opcode)
+    const uint32_t count = spirv[i] >> 16, opcode = spirv[i] & 0xffff;
+    if (count == 0) break;
+    if (opcode == kOpCapability && i + 1 < spirv.size() && spirv[i + 1] == kCooperativeMatrixKHR) return true;
+    if (opcode != kOpCapability && opcode != 10 /* OpExtension */ && opcode != 11 /* OpExtInstImport */) break;
+    i += count;
+  }
+  return false;
+}
+
+bool is_coopmat_khr_layer_limit(const char* id, const char* message) {
+  const std::string i = id ? id : "", m = message ? message : "";
+  return i == "VUID-VkShaderModuleCreateInfo-pCode-01090" || i == "VUID-VkShaderModuleCreateInfo-pCode-04146" ||
+         m.find("Invalid capability operand: 6022") != std::string::npos;
+}
+
+KhrCoopMatScope::KhrCoopMatScope(bool layer_predates_extension, const std::vector<uint32_t>& spirv)
+    : prev_(t_khr_coopmat_module) {
+  if (layer_predates_extension && declares_coopmat_khr(spirv)) t_khr_coopmat_module = true;
+}
+KhrCoopMatScope::~KhrCoopMatScope() { t_khr_coopmat_module = prev_; }
 
 Instance::~Instance() {
   if (messenger_ != VK_NULL_HANDLE) fns.vkDestroyDebugUtilsMessengerEXT(handle, messenger_, nullptr);

@@ -11,15 +11,36 @@
 
 namespace meganeura::runtime::vk {
 
-// Validation messages, kept so that tests can fail on any of them.
+// Validation messages, kept so that tests can fail on any of them. `known_limits` are the messages of a
+// validation layer older than VK_KHR_cooperative_matrix about modules that use it (see KhrCoopMatScope):
+// counted apart, never mixed with the fatal ones.
 struct MessageLog {
   mutable std::mutex mutex;
   std::vector<std::string> messages;
+  size_t known_limits = 0;
   void add(std::string m) {
     std::lock_guard<std::mutex> lock(mutex);
     messages.push_back(std::move(m));
   }
 };
+
+// While alive on a thread, messages of that thread about a SPIR-V module that declares CooperativeMatrixKHR
+// are the layer's limit when the layer predates the extension (Debian bookworm's 1.3.239 flags every such
+// module: VUID-VkShaderModuleCreateInfo-pCode-01090 and -04146, and spirv-val's "Invalid capability operand:
+// 6022"). Exactly those three are set apart; any other message stays fatal.
+class KhrCoopMatScope {
+ public:
+  KhrCoopMatScope(bool layer_predates_extension, const std::vector<uint32_t>& spirv);
+  ~KhrCoopMatScope();
+  KhrCoopMatScope(const KhrCoopMatScope&) = delete;
+  KhrCoopMatScope& operator=(const KhrCoopMatScope&) = delete;
+
+ private:
+  bool prev_;
+};
+bool declares_coopmat_khr(const std::vector<uint32_t>& spirv);
+// The three messages of an old layer about a cooperative-matrix KHR module (by message id or text).
+bool is_coopmat_khr_layer_limit(const char* message_id, const char* message);
 
 class Instance {
  public:
@@ -33,6 +54,8 @@ class Instance {
   uint32_t api_version = VK_API_VERSION_1_1;
   bool debug_utils = false;
   bool validation = false;
+  // The enabled validation layer's spec version is older than VK_KHR_cooperative_matrix (1.3.255).
+  bool layer_predates_coopmat_khr = false;
   MessageLog log;
 
  private:

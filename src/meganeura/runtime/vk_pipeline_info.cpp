@@ -73,6 +73,7 @@ std::vector<PipelineExecutable> VulkanDevice::pipeline_executables(KernelId id) 
       uint32_t nr = 0;
       check(f_.vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, nullptr), kWhere,
             "vkGetPipelineExecutableInternalRepresentationsKHR");
+      x.representations_offered = nr;
       std::vector<VkPipelineExecutableInternalRepresentationKHR> reps(nr);
       for (auto& r : reps) {
         r = {};

@@ -3,6 +3,7 @@
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/trace.hpp"
 
+#include <map>
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -149,9 +150,12 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
   po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
   po.accumulators = updates(config) && config.optimizer.grad_accumulation > 1;
   po.hyper_bytes = updates(config) ? codegen::hyper_bytes(norm_partials(s, codegen_options(config))) : 0;
+  // A kernel's scratch is as large as the furthest byte any of its dispatches writes.
+  std::map<NodeId, uint64_t> scratch;
   for (const GeneratedKernel& k : s.code)
     for (const Binding& b : k.bindings)
-      if (b.kind == Binding::Scratch && b.write) po.scratch.push_back({b.node, b.bytes});
+      if (b.kind == Binding::Scratch && b.write) scratch[b.node] = std::max(scratch[b.node], b.offset + b.bytes);
+  for (const auto& [root, bytes] : scratch) po.scratch.push_back({root, bytes});
   return plan_memory(s.graph, s.kernels, po);
 }
 

@@ -117,7 +117,10 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
     case Binding::Moment: return s.slot_buffer.at(s.step.plan.moments.at({b.node, b.moment}));
     case Binding::Accumulator: return s.slot_buffer.at(s.step.plan.accumulators.at(b.node));
     case Binding::Hyper: return s.slot_buffer.at(*s.step.plan.hyper);
-    case Binding::Scratch: return s.slot_buffer.at(s.step.plan.scratch.at(b.node));
+    case Binding::Scratch: {
+      const runtime::Buffer whole = s.slot_buffer.at(s.step.plan.scratch.at(b.node));
+      return b.offset ? runtime::slice(whole, b.offset, b.bytes) : whole;
+    }
   }
   return {};
 }

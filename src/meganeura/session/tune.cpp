@@ -253,9 +253,9 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
       for (const Binding& b : k.bindings) {
         if (b.kind != Binding::Scratch) continue;
         auto it = s.step.plan.scratch.find(b.node);
-        if (it == s.step.plan.scratch.end() || s.step.plan.slots.at(it->second).bytes < b.bytes)
+        if (it == s.step.plan.scratch.end() || s.step.plan.slots.at(it->second).bytes < b.offset + b.bytes)
           throw ConfigError("[Session::tune_with] variant " + v.to_string() + " of [" + cur.label + "] needs " +
-                            std::to_string(b.bytes) + " bytes of scratch the memory plan does not hold");
+                            std::to_string(b.offset + b.bytes) + " bytes of scratch the memory plan does not hold");
       }
     return out;
   };

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The whole GPU, oracle and CPU test tiers on a machine of the `device` tool (the H200), with the Khronos
+# validation layer on: 0 failures and 0 validation messages is the bar (docs/testing.md).
+#
+#   here:   scripts/device/test-gpu.sh stage
+#           builds Release, then stages into git-ignored folders that a `device` run carries:
+#             .gl/     Debian's Vulkan loader, the glvnd libraries the NVIDIA ICD needs, vulkan-validationlayers
+#             .stage/  the test binaries and the tools they run, stripped and xz-packed; the oracles' wheels
+#             .data/   Debian's dataset-fashion-mnist (the CNN training test)
+#   there:  run(command: "scripts/device/test-gpu.sh run", carry: [".gl", ".stage", ".data"], timeout_s: 600)
+#
+# `run` unpacks, runs each tier's gtest binary in 4 shards at once (one GPU, shared), writes the JSON results
+# under $OUT (when set), and prints one summary line per tier, every failure, and the validation line of each
+# shard: its fatal messages and the ones set apart as the layer's known limit (a layer older than
+# VK_KHR_cooperative_matrix flags every module that uses it; runtime/vk_instance.hpp). Exit status: 0 only when
+# every test passed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+tools=(meganeura_tests_gpu meganeura_tests_oracle meganeura_tests_cpu profile_session pipeline_stats)
+
+stage() {
+  scripts/install-deps.sh >/dev/null
+  scripts/build.sh >/dev/null
+  for d in .gl .stage .data; do grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude; done
+  mkdir -p .gl .data /tmp/amd64/partial
+  rm -rf .stage && mkdir -p .stage/bin .stage/whl
+  local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  if ! ls .gl/vulkan-validationlayers_*.deb >/dev/null 2>&1 || [ ! -d .data/fashion-mnist ]; then
+    apt-get $o update -qq
+    (cd .gl && apt-get $o download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libopengl0 vulkan-validationlayers \
+      2>&1 | grep -v '^W:' || true)
+    if [ ! -d .data/fashion-mnist ]; then
+      (cd /tmp && rm -f dataset-fashion-mnist_*.deb && apt-get $o download dataset-fashion-mnist 2>&1 | grep -v '^W:' || true)
+      rm -rf /tmp/fmnist && dpkg -x /tmp/dataset-fashion-mnist_*.deb /tmp/fmnist
+      cp -r /tmp/fmnist/usr/share/datasets/fashion-mnist .data/fashion-mnist
+    fi
+  fi
+  cat > .gl/prelude.sh <<'PRE'
+# Source first in every device run: unpacks the carried loader and layer, points the loader at the NVIDIA driver.
+for f in .gl/*.deb; do dpkg -x "$f" / ; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+PRE
+  for t in "${tools[@]}"; do strip -o ".stage/bin/$t" "build/bin/$t"; done
+  tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
+  # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12.
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform any -d .stage/whl -r scripts/requirements-oracle.txt
+  du -sh .gl .stage .data
+}
+
+run() {
+  # shellcheck disable=SC1091
+  source .gl/prelude.sh
+  tar -C .stage -xJf .stage/bin.tar.xz
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .stage/whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export MEGANEURA_VALIDATION=1 MEGANEURA_SOURCE_DIR="$root"
+  local out=${OUT:-/tmp/test-gpu} shards=4 status=0 start=$SECONDS
+  mkdir -p "$out"
+  for tier in gpu oracle cpu; do
+    local pids=()
+    for ((i = 0; i < shards; ++i)); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ".stage/bin/meganeura_tests_$tier" \
+        --gtest_output="json:$out/$tier-$i.json" > "$out/$tier-$i.log" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || status=1; done
+    python3 - "$tier" "$out" "$shards" <<'PY'
+import json, sys, pathlib
+tier, out, shards = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
+tests = failures = 0
+for i in range(shards):
+    p = out / f"{tier}-{i}.json"
+    if not p.exists():
+        print(f"{tier} shard {i}: no result (crashed?); log tail:")
+        print("\n".join((out / f"{tier}-{i}.log").read_text(errors="replace").splitlines()[-30:]))
+        failures += 1
+        continue
+    doc = json.loads(p.read_text())
+    for suite in doc["testsuites"]:
+        for t in suite["testsuite"]:
+            tests += 1
+            for f in t.get("failures", []):
+                failures += 1
+                print(f"FAILED {suite['name']}.{t['name']}: {f['failure'][:1500]}")
+    for line in (out / f"{tier}-{i}.log").read_text(errors="replace").splitlines():
+        if line.startswith("[meganeura] validation:"):
+            print(f"{tier} shard {i}: {line}")
+print(f"tier {tier}: {tests} tests, {failures} failed")
+PY
+  done
+  echo "test-gpu: wall $((SECONDS - start)) s"
+  return $status
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) run ;;
+  *) echo "usage: scripts/device/test-gpu.sh stage|run" >&2; exit 2 ;;
+esac
