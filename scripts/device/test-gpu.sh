@@ -9,8 +9,8 @@
 #             .data/   Debian's dataset-fashion-mnist (the CNN training test)
 #   there:  run(command: "scripts/device/test-gpu.sh run", carry: [".gl", ".stage", ".data"], timeout_s: 600)
 #
-# `run` unpacks, runs each tier's gtest binary in 4 shards at once (one GPU, shared), writes the JSON results
-# under $OUT (when set), and prints one summary line per tier, every failure, and the validation line of each
+# `run` unpacks, runs each tier's gtest binary in 4 shards at once (one GPU, shared), packs the JSON results and
+# logs into $OUT/test-gpu-logs.tar.gz (when $OUT is set), and prints one summary line per tier, every failure, and the validation line of each
 # shard: its fatal messages and the ones set apart as the layer's known limit (a layer older than
 # VK_KHR_cooperative_matrix flags every module that uses it; runtime/vk_instance.hpp). Exit status: 0 only when
 # every test passed.
@@ -60,7 +60,7 @@ run() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .stage/whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   export MEGANEURA_VALIDATION=1 MEGANEURA_SOURCE_DIR="$root"
-  local out=${OUT:-/tmp/test-gpu} shards=4 status=0 start=$SECONDS
+  local out=/tmp/test-gpu shards=4 status=0 start=$SECONDS
   mkdir -p "$out"
   for tier in gpu oracle cpu; do
     local pids=()
@@ -95,6 +95,7 @@ print(f"tier {tier}: {tests} tests, {failures} failed")
 PY
   done
   echo "test-gpu: wall $((SECONDS - start)) s"
+  if [ -n "${OUT:-}" ]; then tar -C "$out" -czf "$OUT/test-gpu-logs.tar.gz" .; fi
   return $status
 }
 

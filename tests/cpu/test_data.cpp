@@ -10,13 +10,18 @@
 #include "meganeura/data/dataset.hpp"
 #include "meganeura/data/idx.hpp"
 #include "meganeura/data/loader.hpp"
+#include "paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace meganeura;
 
 namespace {
 
-const std::string kDir = kDefaultMnistDir;
+// Looked up on first use: a missing data set fails the tests that need it, not the whole binary.
+const std::string& mnist_dir() {
+  static const std::string dir = meganeura::test::dataset_dir("fashion-mnist").string();
+  return dir;
+}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("meganeura-test-data-" + name + "-" + std::to_string(::getpid()));
@@ -89,12 +94,12 @@ std::vector<int32_t> drain_ids(DataLoader& loader) {
 }  // namespace
 
 TEST(Idx, ReadsRealFashionMnistTrainAndTest) {
-  const ImageSet train = load_mnist(kDir, Split::Train);
+  const ImageSet train = load_mnist(mnist_dir(), Split::Train);
   EXPECT_EQ(train.count, 60000);
   EXPECT_EQ(train.rows, 28);
   EXPECT_EQ(train.cols, 28);
   ASSERT_EQ(train.images.size(), 60000u * 784u);
-  const ImageSet test = load_mnist(kDir, Split::Test);
+  const ImageSet test = load_mnist(mnist_dir(), Split::Test);
   EXPECT_EQ(test.count, 10000);
   // Fashion-MNIST is balanced: every class 6000 times in train, 1000 in test.
   std::vector<int> per_class(10, 0);
@@ -114,7 +119,7 @@ TEST(Idx, ReadsRealFashionMnistTrainAndTest) {
 }
 
 TEST(Idx, LabelsFileHeaderDecodes) {
-  const IdxArray a = read_idx(kDir + "/t10k-labels-idx1-ubyte.gz");
+  const IdxArray a = read_idx(mnist_dir() + "/t10k-labels-idx1-ubyte.gz");
   EXPECT_EQ(a.type, IdxType::U8);
   EXPECT_EQ(a.dims, (std::vector<int64_t>{10000}));
   EXPECT_EQ(a.raw.size(), 10000u);
@@ -140,9 +145,9 @@ TEST(Idx, MissingFileIsNamed) {
 
 TEST(Idx, TruncatedGzipIsRejectedWithTheFileNamed) {
   const fs::path d = temp_dir("truncated");
-  std::vector<uint8_t> gz = file_bytes(kDir + "/t10k-labels-idx1-ubyte.gz");
+  std::vector<uint8_t> gz = file_bytes(mnist_dir() + "/t10k-labels-idx1-ubyte.gz");
   ASSERT_GT(gz.size(), 1000u);
-  fs::copy_file(kDir + "/t10k-images-idx3-ubyte.gz", d / "t10k-images-idx3-ubyte.gz");
+  fs::copy_file(mnist_dir() + "/t10k-images-idx3-ubyte.gz", d / "t10k-images-idx3-ubyte.gz");
   gz.resize(gz.size() / 2);
   const fs::path bad = d / "t10k-labels-idx1-ubyte.gz";
   write_bytes(bad, gz);
@@ -153,7 +158,7 @@ TEST(Idx, TruncatedGzipIsRejectedWithTheFileNamed) {
 
 TEST(Idx, CorruptGzipPayloadIsRejected) {
   const fs::path d = temp_dir("corrupt");
-  std::vector<uint8_t> gz = file_bytes(kDir + "/t10k-labels-idx1-ubyte.gz");
+  std::vector<uint8_t> gz = file_bytes(mnist_dir() + "/t10k-labels-idx1-ubyte.gz");
   // Flip bits in the deflate stream; either inflate or the gzip CRC32 must object.
   for (size_t i = gz.size() / 2; i < gz.size() / 2 + 16; ++i) gz[i] ^= 0x5A;
   const fs::path bad = d / "labels.gz";

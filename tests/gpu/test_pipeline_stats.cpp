@@ -161,7 +161,10 @@ TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
   const std::string cmd = "MEGANEURA_CACHE_DIR=off '" + test::tool("pipeline_stats").string() + "' --matmul 64,100x36x20 "
                           "--tier scalar --cache --out '" + dir.string() + "' > '" + (temp_dir() / "tool.log").string() +
                           "' 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << [&] {
+    std::ifstream log(temp_dir() / "tool.log");
+    return std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  }();
   const nlohmann::json sum = read_json(dir / "summary.json");
   EXPECT_EQ(sum["schema"], "meganeura.pipeline_stats.v1");
   EXPECT_EQ(sum["device"]["name"], test::gpu_device().caps().name);
