@@ -11,6 +11,7 @@
 namespace {
 
 using meganeura::runtime::vk::declares_coopmat_khr;
+using meganeura::runtime::vk::is_coopmat_device_layer_limit;
 using meganeura::runtime::vk::is_coopmat_khr_layer_limit;
 
 // A module header, the given capabilities, then OpMemoryModel.
@@ -44,6 +45,31 @@ TEST(ValidationFilter, OnlyTheThreeKnownMessages) {
   EXPECT_FALSE(is_coopmat_khr_layer_limit("VUID-VkShaderModuleCreateInfo-pCode-08737", "any text"));
   EXPECT_FALSE(is_coopmat_khr_layer_limit("VUID-vkCmdDispatch-None-02699", "descriptor not updated"));
   EXPECT_FALSE(is_coopmat_khr_layer_limit(nullptr, nullptr));
+}
+
+// At vkCreateDevice, the messages of a layer that says it does not know the cooperative-matrix extensions (as
+// Debian's 1.3.239 said on the H200), and nothing else.
+TEST(ValidationFilter, DeviceCreationOnlyTheLayersOwnWordOnCoopMatExtensions) {
+  EXPECT_TRUE(is_coopmat_device_layer_limit(
+      "VUID-VkDeviceCreateInfo-pNext-pNext",
+      "vkCreateDevice: pCreateInfo->pNext chain includes a structure with unknown VkStructureType (1000506000); ..."));
+  EXPECT_TRUE(is_coopmat_device_layer_limit(
+      "VUID-VkDeviceCreateInfo-pNext-pNext",
+      "vkCreateDevice: pCreateInfo->pNext chain includes a structure with unknown VkStructureType (1000593000); ..."));
+  EXPECT_TRUE(is_coopmat_device_layer_limit(
+      "VUID_Undefined", "Device Extension VK_KHR_cooperative_matrix is not supported by this layer.  Using ..."));
+  EXPECT_TRUE(is_coopmat_device_layer_limit(
+      "VUID_Undefined", "Device Extension VK_NV_cooperative_matrix2 is not supported by this layer.  Using ..."));
+  // Another unknown structure, another extension, or another complaint about the chain stays fatal.
+  EXPECT_FALSE(is_coopmat_device_layer_limit(
+      "VUID-VkDeviceCreateInfo-pNext-pNext",
+      "vkCreateDevice: pCreateInfo->pNext chain includes a structure with unknown VkStructureType (1000491000); ..."));
+  EXPECT_FALSE(is_coopmat_device_layer_limit(
+      "VUID_Undefined", "Device Extension VK_NV_cooperative_vector is not supported by this layer.  Using ..."));
+  EXPECT_FALSE(is_coopmat_device_layer_limit(
+      "VUID_Undefined", "Device Extension VK_KHR_cooperative_matrix2 is not supported by this layer."));
+  EXPECT_FALSE(is_coopmat_device_layer_limit("VUID-VkDeviceCreateInfo-pNext-pNext", "duplicate structure (1000506000)"));
+  EXPECT_FALSE(is_coopmat_device_layer_limit(nullptr, nullptr));
 }
 
 }  // namespace

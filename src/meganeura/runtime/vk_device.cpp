@@ -126,7 +126,10 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> inst, PhysicalInfo info, co
   di.pQueueCreateInfos = &qi;
   di.enabledExtensionCount = static_cast<uint32_t>(enabled.extensions.size());
   di.ppEnabledExtensionNames = enabled.extensions.data();
-  check(f_.vkCreateDevice(info_.handle, &di, nullptr, &device_), "open_device", "vkCreateDevice");
+  {
+    const CoopMatDeviceScope known_layer_limits;  // an old layer's word on the cooperative-matrix extensions
+    check(f_.vkCreateDevice(info_.handle, &di, nullptr, &device_), "open_device", "vkCreateDevice");
+  }
   load_device(f_, device_);
   try {
     f_.vkGetDeviceQueue(device_, info_.compute_family, 0, &queue_);

@@ -13,12 +13,14 @@ constexpr const char* kNoDriver =
     "install a Vulkan driver (Debian: apt-get install mesa-vulkan-drivers, which provides lavapipe)";
 
 thread_local bool t_khr_coopmat_module = false;  // set by KhrCoopMatScope
+thread_local bool t_creating_device = false;     // set by CoopMatDeviceScope
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                           VkDebugUtilsMessageTypeFlagsEXT,
                                           const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
   auto* log = static_cast<MessageLog*>(user);
-  if (t_khr_coopmat_module && is_coopmat_khr_layer_limit(data->pMessageIdName, data->pMessage)) {
+  if ((t_khr_coopmat_module && is_coopmat_khr_layer_limit(data->pMessageIdName, data->pMessage)) ||
+      (t_creating_device && is_coopmat_device_layer_limit(data->pMessageIdName, data->pMessage))) {
     std::lock_guard<std::mutex> lock(log->mutex);
     ++log->known_limits;
     return VK_FALSE;
@@ -141,6 +143,19 @@ KhrCoopMatScope::KhrCoopMatScope(bool layer_predates_extension, const std::vecto
   if (layer_predates_extension && declares_coopmat_khr(spirv)) t_khr_coopmat_module = true;
 }
 KhrCoopMatScope::~KhrCoopMatScope() { t_khr_coopmat_module = prev_; }
+
+bool is_coopmat_device_layer_limit(const char* id, const char* message) {
+  const std::string i = id ? id : "", m = message ? message : "";
+  if (i == "VUID-VkDeviceCreateInfo-pNext-pNext")
+    return m.find("unknown VkStructureType (1000506000)") != std::string::npos ||  // CooperativeMatrixFeaturesKHR
+           m.find("unknown VkStructureType (1000593000)") != std::string::npos;    // CooperativeMatrix2FeaturesNV
+  for (const char* ext : {"VK_KHR_cooperative_matrix ", "VK_NV_cooperative_matrix2 "})
+    if (m.find(std::string("Device Extension ") + ext + "is not supported by this layer") != std::string::npos) return true;
+  return false;
+}
+
+CoopMatDeviceScope::CoopMatDeviceScope() : prev_(t_creating_device) { t_creating_device = true; }
+CoopMatDeviceScope::~CoopMatDeviceScope() { t_creating_device = prev_; }
 
 Instance::~Instance() {
   if (messenger_ != VK_NULL_HANDLE) fns.vkDestroyDebugUtilsMessengerEXT(handle, messenger_, nullptr);
