@@ -105,7 +105,8 @@ nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, 
       reps.push_back(std::move(row));
     }
     exes.push_back({{"name", x.name}, {"description", x.description}, {"subgroup_size", x.subgroup_size},
-                    {"statistics", stats}, {"representations", reps}});
+                    {"statistics", stats}, {"representations", reps},
+                    {"representations_offered", x.representations_offered}});
   }
   if (!p.spirv_text.empty()) f << "\n=== spirv: the SPIR-V meganeura hands the driver (spirv-dis) ===\n" << p.spirv_text;
   return {{"index", i},          {"label", p.label},         {"variant", p.variant},
