@@ -39,6 +39,9 @@ class SessionError : public Error { using Error::Error; };
 class CheckpointError : public Error { using Error::Error; };
 // A data file (IDX, safetensors, ...) is missing or malformed.
 class DataError : public Error { using Error::Error; };
+// A model or tensor file (safetensors, GGUF, an index, a hub download) is malformed or unreadable; the
+// message names the file and the tensor or field at fault.
+class FormatError : public Error { using Error::Error; };
 
 // "file.cpp:42" for error messages.
 std::string where(const std::source_location& loc);
