@@ -42,6 +42,20 @@ class DataError : public Error { using Error::Error; };
 // A model or tensor file (safetensors, GGUF, an index, a hub download) is malformed or unreadable; the
 // message names the file and the tensor or field at fault.
 class FormatError : public Error { using Error::Error; };
+// A model hub download failed. kind() says how: an HTTP status (status() holds it: 401, 403, 404, ...), the
+// network (no connection, a dropped transfer: what was fetched is kept for a resume), offline mode with the
+// file absent from the cache, a checksum that does not match, or no libcurl on the machine.
+class HubError : public Error {
+ public:
+  enum class Kind { Http, Network, Offline, Checksum, NoLibrary };
+  HubError(Kind kind, const std::string& message, int status = 0) : Error(message), kind_(kind), status_(status) {}
+  Kind kind() const { return kind_; }
+  int status() const { return status_; }
+
+ private:
+  Kind kind_;
+  int status_;
+};
 
 // "file.cpp:42" for error messages.
 std::string where(const std::source_location& loc);
