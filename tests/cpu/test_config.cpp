@@ -18,7 +18,8 @@ using meganeura::SessionConfig;
 
 const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
                        "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
-                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT"};
+                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT", "HF_HOME",
+                       "HF_HUB_CACHE",        "HF_ENDPOINT",          "HF_TOKEN",             "HF_HUB_OFFLINE"};
 
 // Each test starts from a clean environment and restores what the process had.
 class ConfigEnv : public ::testing::Test {
@@ -78,6 +79,41 @@ TEST_F(ConfigEnv, CacheDirFallsBackToHome) {
   EXPECT_EQ(SessionConfig::from_env().cache_dir, "/var/tmp/mn");
   setenv("MEGANEURA_CACHE_DIR", "off", 1);
   EXPECT_EQ(SessionConfig::from_env().cache_dir, "");
+}
+
+TEST_F(ConfigEnv, HubDefaultsMatchHuggingfaceHub) {
+  setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_EQ(c.hub.home, "/tmp/xdg-test/huggingface");
+  EXPECT_EQ(c.hub.cache_dir(), "/tmp/xdg-test/huggingface/hub");
+  EXPECT_EQ(c.hub.endpoint, "https://huggingface.co");
+  EXPECT_FALSE(c.hub.offline);
+  EXPECT_EQ(c.hub.token, "");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/tmp/home-test", 1);
+  EXPECT_EQ(SessionConfig::from_env().hub.cache_dir(), "/tmp/home-test/.cache/huggingface/hub");
+}
+
+TEST_F(ConfigEnv, HubVariables) {
+  const std::string home = ::testing::TempDir() + "hf-config-home";
+  std::filesystem::create_directories(home);
+  std::ofstream(home + "/token") << "hf_fromfile\n";
+  setenv("HF_HOME", home.c_str(), 1);
+  setenv("HF_ENDPOINT", "http://127.0.0.1:8080/", 1);
+  setenv("HF_HUB_OFFLINE", "1", 1);
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_EQ(c.hub.cache_dir(), home + "/hub");
+  EXPECT_EQ(c.hub.endpoint, "http://127.0.0.1:8080");  // trailing '/' dropped: URLs are joined with '/'
+  EXPECT_TRUE(c.hub.offline);
+  EXPECT_EQ(c.hub.token, "hf_fromfile");  // huggingface_hub's login file when HF_TOKEN is unset
+  setenv("HF_TOKEN", "hf_fromenv", 1);
+  setenv("HF_HUB_CACHE", "/tmp/elsewhere", 1);
+  c = SessionConfig::from_env();
+  EXPECT_EQ(c.hub.token, "hf_fromenv");
+  EXPECT_EQ(c.hub.cache_dir(), "/tmp/elsewhere");
+  EXPECT_NE(error_of("HF_HUB_OFFLINE", "maybe").find("HF_HUB_OFFLINE"), std::string::npos);
+  EXPECT_NE(error_of("HF_ENDPOINT", "ftp://x").find("expected HF_ENDPOINT to be an http:// or https:// URL"),
+            std::string::npos);
 }
 
 TEST_F(ConfigEnv, DeviceIdHexAndDecimal) {

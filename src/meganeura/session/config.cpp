@@ -3,6 +3,7 @@
 // process environment.
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -91,6 +92,29 @@ std::string default_cache_dir() {
   return "";  // nowhere sensible to write: the on-disk shader cache stays off
 }
 
+// huggingface_hub's defaults, so that both share one cache.
+hf::HubConfig hub_from_env() {
+  hf::HubConfig h;
+  if (auto v = env("HF_HOME")) h.home = *v;
+  else if (auto xdg = env("XDG_CACHE_HOME")) h.home = *xdg + "/huggingface";
+  else if (auto home = env("HOME")) h.home = *home + "/.cache/huggingface";
+  if (auto v = env("HF_HUB_CACHE")) h.hub_cache = *v;
+  if (auto v = env("HF_ENDPOINT")) {
+    h.endpoint = *v;
+    while (!h.endpoint.empty() && h.endpoint.back() == '/') h.endpoint.pop_back();
+    if (h.endpoint.rfind("http://", 0) != 0 && h.endpoint.rfind("https://", 0) != 0)
+      reject("HF_ENDPOINT", *v, "an http:// or https:// URL");
+  }
+  if (auto v = env("HF_TOKEN")) h.token = *v;
+  else if (!h.home.empty()) {
+    std::ifstream f(h.home + "/token");
+    std::getline(f, h.token);
+    while (!h.token.empty() && (h.token.back() == '\r' || h.token.back() == ' ')) h.token.pop_back();
+  }
+  if (auto v = env("HF_HUB_OFFLINE")) h.offline = parse_bool("HF_HUB_OFFLINE", *v);
+  return h;
+}
+
 }  // namespace
 
 SessionConfig SessionConfig::from_env() {
@@ -106,6 +130,7 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
   if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
   if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT")) c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
+  c.hub = hub_from_env();
   return c;
 }
 

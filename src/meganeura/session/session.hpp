@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "meganeura/hub/hub.hpp"
 #include "meganeura/ir/graph.hpp"
 
 namespace meganeura {
@@ -63,6 +64,9 @@ struct SessionConfig {
   // and its own readback of the outputs (docs/architecture.md, "frames in flight"). 1: every step() waits for
   // the one before it to finish. MEGANEURA_FRAMES_IN_FLIGHT.
   int frames_in_flight = 3;
+  // Hugging Face hub downloads: HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN (else the file $HF_HOME/token,
+  // as huggingface_hub writes it), HF_HUB_OFFLINE.
+  hf::HubConfig hub;
 
   static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
   static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
