@@ -308,7 +308,9 @@ TEST_F(HubTest, ModelSnapshotsComeFromOneCommit) {
   EXPECT_EQ(t.files, (std::vector<std::string>{"config.json", "tokenizer.json", "model.safetensors"}));
   // After the first file every request names the commit, not the branch.
   for (const std::string& l : requests())
-    if (contains(l, "/resolve/") && !contains(l, "config.json")) EXPECT_TRUE(contains(l, "/resolve/" + kCommitA) || contains(l, "/resolve/" + kCommitB)) << l;
+    if (contains(l, "/resolve/") && !contains(l, "config.json")) {
+      EXPECT_TRUE(contains(l, "/resolve/" + kCommitA) || contains(l, "/resolve/" + kCommitB)) << l;
+    }
 }
 
 TEST_F(HubTest, ProgressLinesWhenNotATerminal) {

@@ -95,7 +95,7 @@ TEST(SafetensorsOracle, OurWriterIsReadIdenticallyByTheReference) {
   write_safetensors(file.string(), tensors, meta);
 
   const nlohmann::json ref = reference_read(file);
-  EXPECT_EQ(ref["metadata"].get<std::map<std::string, std::string>>(), meta);
+  EXPECT_EQ((ref["metadata"].get<std::map<std::string, std::string>>()), meta);
   ASSERT_EQ(ref["tensors"].size(), tensors.size());
   for (const SafetensorsTensor& t : tensors) {
     SCOPED_TRACE(t.name);
@@ -103,7 +103,9 @@ TEST(SafetensorsOracle, OurWriterIsReadIdenticallyByTheReference) {
     EXPECT_EQ(r["dtype"], safetensors_dtype_name(t.dtype));
     EXPECT_EQ(r["shape"].get<std::vector<int64_t>>(), t.shape);
     EXPECT_EQ(r["hex"], hex(t.bytes));
-    if (t.dtype != DType::BF16) EXPECT_EQ(r["numpy_hex"], hex(t.bytes));  // the numpy API agrees
+    if (t.dtype != DType::BF16) {
+      EXPECT_EQ(r["numpy_hex"], hex(t.bytes));  // the numpy API agrees
+    }
   }
   // The reference writer pads the header to 8 bytes so every tensor is aligned; so do we.
   std::ifstream in(file, std::ios::binary);
@@ -120,7 +122,7 @@ TEST(SafetensorsOracle, ReferenceWriterIsReadIdentically) {
   oracle("write " + dir.string());
   const nlohmann::json expected = read_json(dir / "expected.json");
   const SafetensorsFile file((dir / "all_dtypes.safetensors").string());
-  EXPECT_EQ(file.metadata(), expected["metadata"].get<std::map<std::string, std::string>>());
+  EXPECT_EQ(file.metadata(), (expected["metadata"].get<std::map<std::string, std::string>>()));
   ASSERT_EQ(file.entries().size(), expected["tensors"].size());
   for (const auto& [name, e] : expected["tensors"].items()) {
     SCOPED_TRACE(name);
@@ -203,7 +205,9 @@ TEST(SafetensorsOracle, MalformedIndexesNameTheEntry) {
     } catch (const FormatError& e) {
       const std::string m = e.what();
       for (const std::string& n : c.needles) EXPECT_NE(m.find(n), std::string::npos) << m << "\nlacks: " << n;
-      if (c.name != "missing shard") EXPECT_NE(m.find(index.string()), std::string::npos) << m;
+      if (c.name != "missing shard") {
+        EXPECT_NE(m.find(index.string()), std::string::npos) << m;
+      }
     }
   }
 }

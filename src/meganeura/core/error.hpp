@@ -44,10 +44,11 @@ class DataError : public Error { using Error::Error; };
 class FormatError : public Error { using Error::Error; };
 // A model hub download failed. kind() says how: an HTTP status (status() holds it: 401, 403, 404, ...), the
 // network (no connection, a dropped transfer: what was fetched is kept for a resume), offline mode with the
-// file absent from the cache, a checksum that does not match, or no libcurl on the machine.
+// file absent from the cache, a checksum that does not match, a cache folder that cannot be written, or no
+// libcurl on the machine.
 class HubError : public Error {
  public:
-  enum class Kind { Http, Network, Offline, Checksum, NoLibrary };
+  enum class Kind { Http, Network, Offline, Checksum, Cache, NoLibrary };
   HubError(Kind kind, const std::string& message, int status = 0) : Error(message), kind_(kind), status_(status) {}
   Kind kind() const { return kind_; }
   int status() const { return status_; }

@@ -62,8 +62,8 @@ void check_arguments(const HubConfig& config, const std::string& repo, const std
   for (char c : repo)
     repo_ok &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
                c == '.' || c == '/';
-  repo_ok &= repo.find("..") == std::string::npos && repo.front() != '/' && repo.back() != '/' &&
-             repo.find("--") == std::string::npos;
+  repo_ok = repo_ok && repo.find("..") == std::string::npos && repo.front() != '/' && repo.back() != '/' &&
+            repo.find("--") == std::string::npos;
   if (!repo_ok)
     throw ConfigError("[hf::download] expected a repo id ORG/NAME of letters, digits, '-', '_', '.', got '" + repo + "'");
   if (!safe_relative(file))
@@ -226,7 +226,7 @@ class FileLock {
     fs::create_directories(p.parent_path());
     fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
-      throw HubError(Kind::Network, "[hf::download] expected to create the lock '" + p.string() + "', got: " +
+      throw HubError(Kind::Cache, "[hf::download] expected to create the lock '" + p.string() + "', got: " +
                                         std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
@@ -320,7 +320,7 @@ void fetch(const HubConfig& config, const Metadata& m, const fs::path& incomplet
     if (have == m.size) break;
     std::FILE* f = std::fopen(incomplete.c_str(), have > 0 ? "ab" : "wb");
     if (f == nullptr)
-      throw HubError(Kind::Network, "[hf::download] expected to write '" + incomplete.string() + "', got: " +
+      throw HubError(Kind::Cache, "[hf::download] expected to write '" + incomplete.string() + "', got: " +
                                         std::strerror(errno));
     Progress progress(options, name, m.size, have);
     uint64_t written = have;
@@ -368,7 +368,10 @@ void fetch(const HubConfig& config, const Metadata& m, const fs::path& incomplet
       fs::remove(incomplete, ec);
       continue;
     }
-    if (response.status < 200 || response.status >= 300) http_failure(response, what, m.location);
+    if (response.status < 200 || response.status >= 300) {
+      if (fs::exists(incomplete, ec) && fs::file_size(incomplete, ec) == 0) fs::remove(incomplete, ec);
+      http_failure(response, what, m.location);
+    }
     progress.done(written);
     break;
   }
@@ -393,10 +396,12 @@ void link_pointer(const fs::path& blob, const fs::path& pointer) {
   fs::create_directories(pointer.parent_path());
   std::error_code ec;
   fs::remove(pointer, ec);
-  const fs::path target = fs::relative(blob, pointer.parent_path());
+  // Lexical, as huggingface_hub's os.path.relpath: the link survives a move of the whole cache.
+  const fs::path target =
+      fs::absolute(blob).lexically_normal().lexically_relative(fs::absolute(pointer.parent_path()).lexically_normal());
   fs::create_symlink(target, pointer, ec);
   if (ec && !(fs::is_symlink(pointer) && fs::equivalent(pointer, blob)))
-    throw HubError(Kind::Network, "[hf::download] expected to link '" + pointer.string() + "' to '" +
+    throw HubError(Kind::Cache, "[hf::download] expected to link '" + pointer.string() + "' to '" +
                                       target.string() + "', got: " + ec.message());
 }
 
@@ -415,6 +420,11 @@ void write_ref(const fs::path& folder, const std::string& revision, const std::s
 
 }  // namespace
 
+namespace {
+std::string download_checked(const HubConfig& config, const std::string& repo, const std::string& file,
+                             const std::string& revision, const DownloadOptions& options);
+}  // namespace
+
 std::string repo_folder(const HubConfig& config, const std::string& repo) {
   std::string name = "models--" + repo;
   for (size_t p = 0; (p = name.find('/', p)) != std::string::npos;) name.replace(p, 1, "--");
@@ -424,6 +434,18 @@ std::string repo_folder(const HubConfig& config, const std::string& repo) {
 std::string download(const HubConfig& config, const std::string& repo, const std::string& file,
                      const std::string& revision, const DownloadOptions& options) {
   check_arguments(config, repo, file, revision);
+  try {
+    return download_checked(config, repo, file, revision, options);
+  } catch (const fs::filesystem_error& e) {
+    throw HubError(Kind::Cache, "[hf::download] expected to write " + describe(repo, file, revision) +
+                                    " into the cache at '" + config.cache_dir() + "', got: " + e.what());
+  }
+}
+
+namespace {
+
+std::string download_checked(const HubConfig& config, const std::string& repo, const std::string& file,
+                             const std::string& revision, const DownloadOptions& options) {
   const fs::path folder = repo_folder(config, repo);
   const std::string what = describe(repo, file, revision);
   if (is_commit(revision))
@@ -465,6 +487,8 @@ std::string download(const HubConfig& config, const std::string& repo, const std
   link_pointer(blob, pointer);
   return pointer.string();
 }
+
+}  // namespace
 
 Snapshot download_files(const HubConfig& config, const std::string& repo, const std::vector<std::string>& files,
                         const std::string& revision, const DownloadOptions& options) {
