@@ -302,8 +302,8 @@ SafetensorsModel::SafetensorsModel(const std::string& path) {
     for (const SafetensorsEntry& e : files_[f]->entries()) {
       auto it = where_.find(e.name);
       if (it == where_.end())
-        throw FormatError(where + "shard '" + files_[f]->path() + "' holds tensor '" + e.name +
-                          "', expected only tensors that 'weight_map' lists");
+        throw FormatError(where + "expected shards to hold only the tensors 'weight_map' lists, got shard '" +
+                          files_[f]->path() + "' holding tensor '" + e.name + "', which it does not list");
       if (it->second != f)
         throw FormatError(where + "shard '" + files_[f]->path() + "' holds tensor '" + e.name +
                           "', expected it only in '" + files_[it->second]->path() + "' as 'weight_map' says");
