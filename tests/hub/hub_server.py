@@ -4,7 +4,8 @@ Serves ROOT/ORG/NAME/<commit>/<files> and ROOT/ORG/NAME/refs/<branch> (a commit 
 layout and headers:
   HEAD|GET /ORG/NAME/resolve/<revision>/<file>
      small files: 200, ETag = git blob sha1, X-Repo-Commit
-     LFS files (*.safetensors, or over 1 KiB): 302 to /lfs/<sha256>, X-Linked-Etag = sha256, X-Linked-Size
+     LFS files (*.safetensors, or over 1 KiB): 302 to /lfs/<sha256> on "another host" (localhost when asked
+     as 127.0.0.1), X-Linked-Etag = sha256, X-Linked-Size
   GET /lfs/<sha256>: the bytes, with Range support (206 + Content-Range)
   404s carry X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound, like the hub.
 Modes (--mode): normal; drop-once (the first full GET of each LFS blob stops halfway, connection closed);
@@ -132,8 +133,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if is_lfs(rel, data):
             sha = hashlib.sha256(data).hexdigest()
             hub.blobs[sha] = full
-            host = self.headers.get("Host")
-            return self.reply(302, [("Location", f"http://{host}/lfs/{sha}"), ("X-Repo-Commit", commit),
+            # The storage is "another host", as the hub's CDN is: localhost for 127.0.0.1 and back.
+            host, port = self.headers.get("Host").rsplit(":", 1)
+            storage = "localhost" if host == "127.0.0.1" else "127.0.0.1"
+            return self.reply(302, [("Location", f"http://{storage}:{port}/lfs/{sha}"), ("X-Repo-Commit", commit),
                                     ("X-Linked-Etag", f'"{sha}"'), ("X-Linked-Size", str(len(data))),
                                     ("ETag", '"pointer-etag"'), ("Content-Length", "0")], b"", head)
         return self.reply(200, [("X-Repo-Commit", commit), ("ETag", f'"{git_sha1(data)}"')], data, head)

@@ -268,11 +268,12 @@ Metadata head(const HubConfig& config, const std::string& url, const DownloadOpt
     q.connect_timeout_s = options.timeout_s;
     q.stall_timeout_s = options.timeout_s;
     r = http_request(q);
-    // A relative redirect is the hub itself (a renamed repo): follow it. An absolute one is the storage
-    // holding an LFS file, and its response already carries the metadata.
+    // A redirect on the same host is the hub itself (a renamed repo): follow it. One to another host is the
+    // storage holding an LFS file, and this response already carries the metadata (huggingface_hub's rule).
     const std::string loc = r.header("location");
-    if (r.status >= 300 && r.status < 400 && !loc.empty() && loc.front() == '/' && hops < 10) {
-      target = origin_of(target) + loc;
+    if (r.status >= 300 && r.status < 400 && !loc.empty() && hops < 10 &&
+        (loc.front() == '/' || origin_of(loc) == origin_of(target))) {
+      target = loc.front() == '/' ? origin_of(target) + loc : loc;
       continue;
     }
     break;
@@ -288,6 +289,7 @@ Metadata head(const HubConfig& config, const std::string& url, const DownloadOpt
   }
   const std::string loc = r.header("location");
   m.location = r.status >= 300 && r.status < 400 && !loc.empty() ? loc : target;
+  if (!m.location.empty() && m.location.front() == '/') m.location = origin_of(target) + m.location;
   if (!is_commit(m.commit))
     throw HubError(Kind::Http,
                    "[hf::download] expected header X-Repo-Commit (a 40-digit commit hash) from " + url + ", got '" +
