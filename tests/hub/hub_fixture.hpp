@@ -17,6 +17,7 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/hub/hub.hpp"
+#include "paths.hpp"
 
 extern char** environ;
 
@@ -84,7 +85,7 @@ class HubTest : public ::testing::Test {
     const fs::path port_file = dir_ / "port";
     fs::remove(port_file);
     std::vector<std::string> args = {"python3",
-                                     std::string(MEGANEURA_SOURCE_DIR) + "/tests/hub/hub_server.py",
+                                     source_path("tests/hub/hub_server.py").string(),
                                      "--root", root_.string(), "--port-file", port_file.string(), "--log",
                                      (dir_ / "log").string(), "--manifest", (dir_ / "manifest.json").string(),
                                      "--mode", mode, "--lifetime", "300"};

@@ -17,7 +17,7 @@ using namespace meganeura::test;
 // Runs tests/hub/hf_python.py with python3 from PATH; its stdout lines.
 std::vector<std::string> hf_python(const std::string& args, const fs::path& scratch) {
   const fs::path out = scratch / "py.out", err = scratch / "py.err";
-  const std::string cmd = "python3 " + std::string(MEGANEURA_SOURCE_DIR) + "/tests/hub/hf_python.py " + args + " >" +
+  const std::string cmd = "python3 " + source_path("tests/hub/hf_python.py").string() + " " + args + " >" +
                           out.string() + " 2>" + err.string();
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd << "\n" << slurp(err) << "\n(huggingface_hub is pinned in scripts/requirements-oracle.txt)";

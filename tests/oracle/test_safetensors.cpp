@@ -15,6 +15,7 @@
 #include "meganeura/formats/safetensors.hpp"
 #include "meganeura/train/checkpoint.hpp"
 #include "meganeura/train/safetensors_export.hpp"
+#include "paths.hpp"
 
 namespace {
 
@@ -32,7 +33,7 @@ fs::path scratch(const std::string& name) {
 // fails the test with the script's stderr.
 void oracle(const std::string& args) {
   const std::string err = (fs::path(::testing::TempDir()) / ("oracle_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = "python3 " + std::string(MEGANEURA_SOURCE_DIR) + "/tests/oracle/safetensors_oracle.py " +
+  const std::string cmd = "python3 " + meganeura::test::source_path("tests/oracle/safetensors_oracle.py").string() + " " +
                           args + " 2>" + err;
   const int rc = std::system(cmd.c_str());
   std::ifstream e(err);
