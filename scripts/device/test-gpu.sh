@@ -62,6 +62,9 @@ run() {
   export MEGANEURA_VALIDATION=1 MEGANEURA_SOURCE_DIR="$root"
   local out=/tmp/test-gpu shards=4 status=0 start=$SECONDS
   mkdir -p "$out"
+  # The hub downloads' tests (HubTest, HubPython) use no device and need Debian's libcurl and huggingface_hub's
+  # dependencies, which this run does not stage: CI runs them.
+  export GTEST_FILTER='-HubTest.*:HubPython.*'
   for tier in gpu oracle cpu; do
     local pids=()
     for ((i = 0; i < shards; ++i)); do
