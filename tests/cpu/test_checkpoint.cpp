@@ -2,8 +2,14 @@
 // that dies before its rename.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/train/checkpoint.hpp"
@@ -225,5 +231,176 @@ TEST(Checkpoint, OptimizerKindMustMatchWhenStateIsRestored) {
   const std::string e = restore_error(d / "a.ckpt", dst);
   EXPECT_NE(e.find("expected state of adamw, got adam"), std::string::npos) << e;
   EXPECT_EQ(dst.writes(), 0u);
+  fs::remove_all(d);
+}
+
+TEST(Checkpoint, DirectoryIsACheckpointErrorNamingIt) {
+  const fs::path d = temp_dir("dir");
+  MemoryStore dst = model(50);
+  const std::string e = restore_error(d, dst);
+  EXPECT_NE(e.find(d.string()), std::string::npos) << e;
+  EXPECT_NE(e.find("a directory"), std::string::npos) << e;
+  EXPECT_THROW(inspect_checkpoint(d.string()), CheckpointError);
+  EXPECT_EQ(dst.writes(), 0u);
+  fs::remove_all(d);
+}
+
+// Checksums are valid (the saver wrote the bad values itself): the counters are checked before any write.
+TEST(Checkpoint, BadCountersInTheMetadataChangeNothing) {
+  const fs::path d = temp_dir("counters");
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"optimizer_step", "twelve"}, {"optimizer_step", "-1"}, {"optimizer_step", "4294967296"},
+           {"optimizer_step", ""}, {"update_step", "1e3"}, {"epochs_done", "99999999999"},
+           {"optimizer_step", "184467440737095516150"}}) {
+    MemoryStore src = model(1);
+    auto meta = src.metadata();
+    meta[key] = value;
+    src.set_metadata(meta);
+    save_checkpoint((d / "c.ckpt").string(), src);
+    MemoryStore dst = model(50);
+    const auto before = dst.metadata();
+    const std::string e = restore_error(d / "c.ckpt", dst);
+    EXPECT_NE(e.find("'" + key + "'"), std::string::npos) << value << ": " << e;
+    EXPECT_EQ(dst.writes(), 0u) << value;
+    EXPECT_EQ(dst.metadata(), before) << value;
+    expect_holds(dst, 50);
+  }
+  fs::remove_all(d);
+}
+
+TEST(Checkpoint, StateFromAFileThatNamesNoOptimizerIsRefused) {
+  const fs::path d = temp_dir("noname");
+  MemoryStore src = model(1);
+  src.set_metadata({{"optimizer_step", "6"}});
+  save_checkpoint((d / "a.ckpt").string(), src);
+  MemoryStore dst = model(50);
+  const std::string e = restore_error(d / "a.ckpt", dst);
+  EXPECT_NE(e.find("expected state of adam, got a file that names no optimizer"), std::string::npos) << e;
+  EXPECT_EQ(dst.writes(), 0u);
+  fs::remove_all(d);
+}
+
+TEST(Checkpoint, OrphanTemporaryFilesOfThePathAreRemovedByTheNextSave) {
+  const fs::path d = temp_dir("orphans");
+  const fs::path path = d / "model.ckpt";
+  // a pid that is surely dead: a child that exited and was reaped
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const fs::path dead = path.string() + ".tmp-" + std::to_string(child);
+  const fs::path alive = path.string() + ".tmp-1";  // init: alive, maybe saving right now
+  const fs::path other = (d / "other.ckpt").string() + ".tmp-" + std::to_string(child);  // another path's
+  const fs::path odd = path.string() + ".tmp-12ab";  // not a pid
+  for (const fs::path& p : {dead, alive, other, odd}) put_bytes(p, std::vector<uint8_t>(64, 7));
+  MemoryStore src = model(1);
+  save_checkpoint(path.string(), src);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(odd));
+  MemoryStore dst = model(50);
+  restore_checkpoint(path.string(), dst);
+  expect_holds(dst, 1);
+  fs::remove_all(d);
+}
+
+namespace {
+
+// Recomputes the header CRC (layout in checkpoint.hpp) so that a mutation inside the header reaches the
+// parser's later checks instead of stopping at the checksum.
+void reseal_header(std::vector<uint8_t>& b) {
+  if (b.size() < 20) return;
+  uint32_t header_bytes = 0;
+  std::memcpy(&header_bytes, b.data() + 12, 4);
+  if (header_bytes > b.size() - 20) return;
+  const uint32_t c = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), b.data() + 16, header_bytes));
+  std::memcpy(b.data() + 16 + header_bytes, &c, 4);
+}
+
+// A valid checkpoint of a store that differs from the session's in one random way (or not at all).
+MemoryStore mutated_source(std::mt19937& rng) {
+  MemoryStore s;
+  const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+  const std::string names[] = {"w1", "b1", "adam.m/w1", "adam.v/w1"};
+  std::vector<Shape> shapes = {{3, 4}, {4}, {3, 4}, {3, 4}};
+  std::vector<TensorRole> roles = {TensorRole::Parameter, TensorRole::Parameter, TensorRole::OptimizerState,
+                                   TensorRole::OptimizerState};
+  std::vector<std::string> ns(std::begin(names), std::end(names));
+  const size_t which = std::uniform_int_distribution<size_t>(0, 3)(rng);
+  if (kind == 1) shapes[which] = {int64_t(rng() % 5), 4};
+  if (kind == 2) roles[which] = roles[which] == TensorRole::Parameter ? TensorRole::OptimizerState : TensorRole::Parameter;
+  if (kind == 3) ns[which] += "x";
+  for (size_t i = 0; i < 4; ++i) {
+    if (kind == 4 && i == which) continue;  // a tensor missing
+    const TensorInfo t{ns[i], roles[i], DType::F32, shapes[i]};
+    std::vector<float> v(t.byte_size() / 4);
+    for (float& x : v) x = float(rng() % 1000) / 8.0f;
+    s.add(t, to_bytes(v));
+  }
+  if (kind == 5) s.add_f32("extra", {2}, {1, 2});
+  std::map<std::string, std::string> meta = {{"optimizer", "adam"}, {"optimizer_step", "7"}};
+  const std::string values[] = {"", "x", "-3", "12", "4294967295", "4294967296", "1 2", "adamw", "0x10"};
+  if (kind == 6) meta["optimizer_step"] = values[rng() % 9];
+  if (kind == 7) meta["optimizer"] = values[rng() % 9];
+  if (kind == 8) meta.erase("optimizer");
+  if (kind == 9) meta["epochs_done"] = values[rng() % 9];
+  s.set_metadata(meta);
+  return s;
+}
+
+}  // namespace
+
+// Random valid-but-different checkpoints, then random byte damage (some with the header CRC recomputed so the
+// damage reaches the parser): each restore either succeeds and the store holds exactly the file's tensors,
+// or throws CheckpointError and the store is untouched. Anything else (another exception, a crash, a
+// partial write) fails.
+TEST(Checkpoint, RandomMutationsRestoreWhollyOrNotAtAll) {
+  const fs::path d = temp_dir("property");
+  const fs::path path = d / "m.ckpt";
+  std::mt19937 rng(2026);
+  size_t ok = 0, refused = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    MemoryStore src = mutated_source(rng);
+    save_checkpoint(path.string(), src);
+    std::vector<uint8_t> b = bytes_of(path);
+    const int damage = std::uniform_int_distribution<int>(0, 5)(rng);
+    if (damage == 1) b[rng() % b.size()] ^= uint8_t(1 + rng() % 255);
+    if (damage == 2) b.resize(rng() % b.size());
+    if (damage == 3) b.insert(b.begin() + long(rng() % b.size()), uint8_t(rng()));
+    if (damage >= 4) {  // inside the header, resealed
+      uint32_t header_bytes = 0;
+      std::memcpy(&header_bytes, b.data() + 12, 4);
+      const size_t at = 16 + rng() % header_bytes;
+      b[at] = damage == 4 ? uint8_t(b[at] ^ (1u << (rng() % 8))) : uint8_t(rng());
+      reseal_header(b);
+    }
+    put_bytes(path, b);
+    MemoryStore dst = model(50);
+    const auto meta_before = dst.metadata();
+    try {
+      restore_checkpoint(path.string(), dst);
+      ++ok;
+      // the store holds the file's tensors, byte for byte (read back through the format's own listing)
+      const CheckpointContents c = inspect_checkpoint(path.string());
+      for (const CheckpointEntry& e : c.entries) {
+        bool listed = false;
+        for (const TensorInfo& t : dst.tensors()) listed |= t.name == e.info.name;
+        if (!listed) continue;
+        std::vector<std::byte> want(e.bytes);
+        std::memcpy(want.data(), b.data() + e.offset, e.bytes);
+        ASSERT_EQ(dst.read(e.info), want) << "trial " << trial << " tensor " << e.info.name;
+      }
+      ASSERT_EQ(dst.writes(), dst.tensors().size()) << "trial " << trial;
+    } catch (const CheckpointError&) {
+      ++refused;
+      ASSERT_EQ(dst.writes(), 0u) << "trial " << trial;
+      ASSERT_EQ(dst.metadata(), meta_before) << "trial " << trial;
+      expect_holds(dst, 50);
+    }
+  }
+  // both outcomes occur, so the property was exercised both ways
+  EXPECT_GT(ok, 50u);
+  EXPECT_GT(refused, 500u);
   fs::remove_all(d);
 }

@@ -238,3 +238,32 @@ TEST(ConfigRule, OnlyConfigCppCallsGetenv) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(ConfigEnv, DumpPlanReadsOffWordsAsOffAndOnWordsAsStderr) {
+  for (const char* off : {"0", "off", "OFF", "false", "no"}) {
+    setenv("MEGANEURA_DUMP_PLAN", off, 1);
+    EXPECT_EQ(SessionConfig::from_env().dump_plan, "") << off;
+  }
+  for (const char* on : {"1", "on", "true", "yes", "-"}) {
+    setenv("MEGANEURA_DUMP_PLAN", on, 1);
+    EXPECT_EQ(SessionConfig::from_env().dump_plan, "-") << on;
+  }
+  setenv("MEGANEURA_DUMP_PLAN", "/tmp/plan.txt", 1);
+  EXPECT_EQ(SessionConfig::from_env().dump_plan, "/tmp/plan.txt");
+}
+
+// SessionConfig{} is the defaults, whatever the environment says (README: only from_env() reads it).
+TEST_F(ConfigEnv, AValueInitialisedConfigIgnoresTheEnvironment) {
+  setenv("MEGANEURA_REWRITE", "off", 1);
+  setenv("MEGANEURA_VALIDATION", "1", 1);
+  setenv("MEGANEURA_CACHE_DIR", "/var/tmp/mn", 1);
+  const SessionConfig c{};
+  EXPECT_EQ(c.rewrite, RewriteMode::Greedy);
+  EXPECT_FALSE(c.validation);
+  EXPECT_EQ(c.cache_dir, "");
+  EXPECT_EQ(SessionConfig::from_env().rewrite, RewriteMode::Off);
+}
+
+}  // namespace

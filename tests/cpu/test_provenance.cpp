@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
 #include "meganeura/autodiff/autodiff.hpp"
 #include "fake_caps.hpp"
@@ -128,12 +130,24 @@ TEST(Provenance, CodegenReportsVariantAndWorkgroupOfEveryKernel) {
   EXPECT_GE(matmuls, 4u);
 }
 
+// debug() changes memory settings only: the rewrite mode and matmul tier read from the environment (set here
+// to values that are not the defaults, so the test fails if debug() resets them) and the precision survive.
 TEST(Provenance, DebugConfigKeepsRewriteAndPrecisionSeparate) {
-  SessionConfig base = SessionConfig::from_env();
-  SessionConfig d = SessionConfig::debug();
+  const char* vars[] = {"MEGANEURA_REWRITE", "MEGANEURA_MATMUL"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* v : vars) saved.push_back(std::getenv(v) ? std::optional<std::string>(std::getenv(v)) : std::nullopt);
+  setenv("MEGANEURA_REWRITE", "saturate", 1);
+  setenv("MEGANEURA_MATMUL", "scalar", 1);
+  const SessionConfig d = SessionConfig::debug();
+  for (size_t i = 0; i < 2; ++i) {
+    if (saved[i]) setenv(vars[i], saved[i]->c_str(), 1);
+    else unsetenv(vars[i]);
+  }
+  ASSERT_NE(SessionConfig{}.rewrite, RewriteMode::Saturate);
   EXPECT_FALSE(d.alias_memory);
   EXPECT_TRUE(d.host_visible);
   EXPECT_TRUE(d.keep_intermediates);
-  EXPECT_EQ(d.rewrite, base.rewrite);
-  EXPECT_EQ(d.precision, base.precision);
+  EXPECT_EQ(d.rewrite, RewriteMode::Saturate);
+  EXPECT_EQ(d.matmul_tier, "scalar");
+  EXPECT_EQ(d.precision, SessionConfig{}.precision);
 }

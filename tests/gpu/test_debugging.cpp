@@ -211,6 +211,64 @@ TEST_F(Debugging, StepDebugReportsTheFirstNaNByNameAndBuilderLine) {
   }
 }
 
+// The issue-26 scenario: one NaN batch through relu poisons w1 for good. The GPU must not hide it (relu(NaN)
+// is NaN, so the next loss is NaN too), and step_debug in a normal session names the parameter itself, by
+// name and builder line, before the step reads it; a poisoned optimizer moment is named the same way.
+TEST_F(Debugging, StepDebugScansParametersAndOptimizerState) {
+  Graph g;
+  auto x = g.input("x", {4, 6});
+  auto t = g.input("t", {4, 2});
+  const int line = __LINE__ + 1;
+  auto w1 = g.parameter("w1", {6, 5});
+  auto w2 = g.parameter("w2", {5, 2});
+  auto h = g.relu(g.matmul(x, w1));
+  g.set_outputs({g.named(g.mse_loss(g.matmul(h, w2), t), "loss")});
+  SessionConfig c = config(true);
+  c.optimizer.kind = OptimizerKind::Adam;
+  c.optimizer.learning_rate = 0.01;
+  Session s = build(g, c, shared_device());
+  std::vector<float> xv(24, 0.5f), tv(8, 0.25f), w1v(30, 0.1f), w2v(10, 0.2f);
+  s.set_parameter("w1", w1v);
+  s.set_parameter("w2", w2v);
+  s.set_input("t", tv);
+  s.set_input("x", xv);
+  EXPECT_FALSE(s.step_debug().found);
+  std::vector<float> poisoned = xv;
+  poisoned[3] = std::nanf("");
+  s.set_input("x", poisoned);
+  s.run();
+  s.set_input("x", xv);
+  s.run();
+  EXPECT_TRUE(std::isnan(s.read_output(0)[0])) << "a NaN parameter must not give a finite loss";
+  NanReport r = s.step_debug();
+  ASSERT_TRUE(r.found) << r.to_text();
+  EXPECT_EQ(r.node, "w1") << r.to_text();
+  EXPECT_EQ(r.op, "parameter");
+  EXPECT_EQ(r.stage, "before the step");
+  EXPECT_NE(r.builder.find("test_debugging.cpp:" + std::to_string(line)), std::string::npos) << r.builder;
+  EXPECT_NE(r.to_text().find("'w1'"), std::string::npos) << r.to_text();
+
+  // Parameters good again, one moment poisoned: named as the optimizer state, with its parameter's line.
+  s.set_parameter("w1", w1v);
+  s.set_parameter("w2", w2v);
+  std::string moment;
+  for (const OptimizerStateInfo& m : s.optimizer_state()) {
+    std::vector<float> zero(size_t(numel(m.shape)), 0.0f);
+    if (moment.empty() && m.name.find("/w1") != std::string::npos) {
+      moment = m.name;
+      zero[7] = INFINITY;
+    }
+    s.set_optimizer_state(m.name, zero);
+  }
+  ASSERT_FALSE(moment.empty());
+  r = s.step_debug();
+  ASSERT_TRUE(r.found) << r.to_text();
+  EXPECT_EQ(r.node, moment) << r.to_text();
+  EXPECT_EQ(r.op, "optimizer state");
+  EXPECT_EQ(r.index, 7u);
+  EXPECT_NE(r.builder.find("test_debugging.cpp:" + std::to_string(line)), std::string::npos) << r.builder;
+}
+
 TEST_F(Debugging, EagerAgreesWithTheCompiledSessionOnTheSameGraph) {
   eager::Eager ev(shared_device(), config(false));
   std::mt19937 rng(11);

@@ -1,11 +1,14 @@
 // The shader toolchain: GLSL -> validated SPIR-V, the disk cache, and the errors a kernel author sees.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <random>
 
 #include "gpu_fixture.hpp"
+#include "meganeura/shader/cache.hpp"
 #include "meganeura/shader/shader.hpp"
 
 namespace {
@@ -85,6 +88,70 @@ TEST(Shader, CorruptCacheEntryIsRecompiled) {
   shader::CompileResult again = shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, opt);
   EXPECT_FALSE(again.cache_hit);
   EXPECT_EQ(again.spirv, first.spirv);
+}
+
+std::vector<char> bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& b) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(b.data(), std::streamsize(b.size()));
+}
+
+// Every byte of an entry (magic, checksum, lengths, key, module), inverted one at a time: each damaged file
+// is found, deleted, named in the warning, and replaced by the same module compiled from source.
+TEST(Shader, EveryCorruptedByteOfACacheEntryIsDetectedAndRecompiled) {
+  TempDir dir;
+  shader::CompileOptions opt;
+  opt.cache_dir = dir.path.string();
+  const shader::ShaderSource src{"scale", kScale, {{"SCALE", "2.0"}}};
+  const shader::CompileResult first = shader::compile_glsl(src, opt);
+  ASSERT_FALSE(first.cache_path.empty());
+  const std::vector<char> good = bytes_of(first.cache_path);
+  ASSERT_GT(good.size(), first.spirv.size() * 4);
+  size_t failures = 0;
+  for (size_t i = 0; i < good.size() && failures < 5; ++i) {
+    std::vector<char> bad = good;
+    bad[i] = char(bad[i] ^ 0xFF);
+    write_bytes(first.cache_path, bad);
+    const shader::CompileResult r = shader::compile_glsl(src, opt);
+    const bool ok = !r.cache_hit && r.spirv == first.spirv &&
+                    r.cache_warning.find(first.cache_path) != std::string::npos && bytes_of(first.cache_path) == good;
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "byte " << i << " of " << good.size() << ": hit " << r.cache_hit << ", same module "
+                    << (r.spirv == first.spirv) << ", warning '" << r.cache_warning << "'";
+    }
+  }
+  write_bytes(first.cache_path, good);
+  EXPECT_TRUE(shader::compile_glsl(src, opt).cache_hit);
+}
+
+// A file whose checksum is right but whose module does not validate (a writer's bug, a hand-made file):
+// recompiled too, never a ShaderError carrying the GLSL.
+TEST(Shader, CachedModuleThatDoesNotValidateIsRecompiled) {
+  TempDir dir;
+  shader::CompileOptions opt;
+  opt.cache_dir = dir.path.string();
+  const shader::ShaderSource src{"scale", kScale, {{"SCALE", "2.0"}}};
+  const shader::CompileResult first = shader::compile_glsl(src, opt);
+  std::vector<char> b = bytes_of(first.cache_path);
+  // Layout: magic(8) checksum(8) | key_len(8) key words(8) module; break the module's 6th word (an opcode).
+  const size_t module = b.size() - first.spirv.size() * 4;
+  b[module + 5 * 4] = char(0xFF);
+  b[module + 5 * 4 + 1] = char(0xFF);
+  const uint64_t sum = shader::detail::fnv1a64(b.data() + 16, b.size() - 16);
+  std::memcpy(b.data() + 8, &sum, 8);
+  write_bytes(first.cache_path, b);
+  shader::CompileResult r;
+  ASSERT_NO_THROW(r = shader::compile_glsl(src, opt));
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_EQ(r.spirv, first.spirv);
+  EXPECT_NE(r.cache_warning.find(first.cache_path), std::string::npos) << r.cache_warning;
+  EXPECT_NE(r.cache_warning.find("does not validate"), std::string::npos) << r.cache_warning;
+  EXPECT_TRUE(shader::compile_glsl(src, opt).cache_hit);
 }
 
 TEST(Shader, BrokenGlslThrowsWithLineNumbersAndLabel) {

@@ -17,6 +17,7 @@
 #include "meganeura/codegen/variant.hpp"
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/tune_cache.hpp"
+#include "meganeura/shader/cache.hpp"
 
 using namespace meganeura;
 using meganeura::test::random_vec;
@@ -375,18 +376,34 @@ TEST_F(Tune, AccumulatingTimedSessionIsReRecordedAndProfilesShowTheVariants) {
   expect_same(run(true), run(false), true, "accumulating, timed");
 }
 
+// The file's first line: the header and the checksum of the rest (session/tune_cache.cpp).
+std::string sealed(const std::string& body) {
+  char sum[24];
+  std::snprintf(sum, sizeof sum, "%016llx",
+                static_cast<unsigned long long>(meganeura::shader::detail::fnv1a64(body.data(), body.size())));
+  return "meganeura.tune.v2 " + std::string(sum) + "\n" + body;
+}
+
 TEST_F(Tune, CorruptCacheIsAWarningAndTheNextTuneRewritesIt) {
   const std::string dir = fresh_dir("corrupt");
   const std::string path = tune_cache_path(dir, test::gpu_device().caps());
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  for (const std::string& bad : {std::string("{not json"), std::string("{\"schema\":\"meganeura.tune.v1\"}"),
-                                 std::string("{\"schema\":\"meganeura.tune.v1\",\"device\":{\"vendor_id\":1,"
-                                             "\"device_id\":2,\"driver_version\":3},\"kernels\":{}}")}) {
+  // damaged (no header; a valid checksum over bad JSON or a bad schema: deleted) or foreign (kept, ignored)
+  const std::pair<std::string, std::string> files[] = {
+      {"{not json", "is damaged"},
+      {sealed("{not json"), "is damaged"},
+      {sealed("{\"schema\":\"meganeura.tune.v1\"}"), "is damaged"},
+      {sealed("{\"schema\":\"meganeura.tune.v1\",\"device\":{\"vendor_id\":1,\"device_id\":2,"
+              "\"driver_version\":3},\"kernels\":{}}"),
+       "ignoring"}};
+  for (const auto& [bad, said] : files) {
     { std::ofstream(path) << bad; }
     testing::internal::CaptureStderr();
     Session s = build(model(), config(dir), shared_device());
     const std::string err = testing::internal::GetCapturedStderr();
-    EXPECT_NE(err.find("ignoring the tuning cache '" + path + "'"), std::string::npos) << bad << "\n" << err;
+    EXPECT_NE(err.find("the tuning cache '" + path + "'"), std::string::npos) << bad << "\n" << err;
+    EXPECT_NE(err.find(said), std::string::npos) << bad << "\n" << err;
+    EXPECT_EQ(std::filesystem::exists(path), said == "ignoring") << bad;
     feed(s);
     s.run();
     s.run();
@@ -395,9 +412,11 @@ TEST_F(Tune, CorruptCacheIsAWarningAndTheNextTuneRewritesIt) {
   // A cache of the right device with an unreadable variant is ignored as a whole, with the reason.
   {
     const runtime::DeviceCaps& caps = test::gpu_device().caps();
-    std::ofstream(path) << "{\"schema\":\"meganeura.tune.v1\",\"device\":{\"vendor_id\":" << caps.vendor_id
-                        << ",\"device_id\":" << caps.device_id << ",\"driver_version\":" << caps.driver_version
-                        << "},\"kernels\":{\"0123456789abcdef\":{\"variant\":\"wg=lots\"}}}";
+    std::ostringstream body;
+    body << "{\"schema\":\"meganeura.tune.v1\",\"device\":{\"vendor_id\":" << caps.vendor_id
+         << ",\"device_id\":" << caps.device_id << ",\"driver_version\":" << caps.driver_version
+         << "},\"kernels\":{\"0123456789abcdef\":{\"variant\":\"wg=lots\"}}}";
+    std::ofstream(path) << sealed(body.str());
   }
   std::string warning;
   EXPECT_TRUE(tune_cache_load(path, test::gpu_device().caps(), &warning).empty());

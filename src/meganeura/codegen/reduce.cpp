@@ -42,7 +42,7 @@ float wg_max(float v) {
   red[t] = v;
   barrier();
   for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {
-    if (t < s) red[t] = max(red[t], red[t + s]);
+    if (t < s) red[t] = mn_max(red[t], red[t + s]);
     barrier();
   }
   float r = red[0];
@@ -142,7 +142,7 @@ void emit_reduce(Emitter& e) {
   switch (op) {
     case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: {
       std::string init = op == Op::Max ? "uintBitsToFloat(0xFF800000u)" : op == Op::Min ? "uintBitsToFloat(0x7F800000u)" : "0.0";
-      std::string acc = op == Op::Max ? "a = max(a, x);" : op == Op::Min ? "a = min(a, x);" : "a += x;";
+      std::string acc = op == Op::Max ? "a = mn_max(a, x);" : op == Op::Min ? "a = mn_min(a, x);" : "a += x;";
       std::string fin = op == Op::Max ? "wg_max(a)" : op == Op::Min ? "wg_min(a)" : "wg_sum(a)";
       row += "  float a = " + init + ";\n  " + loop + " { float x = " + X + "(base + row_off(r)); " + acc + " }\n";
       row += "  a = " + fin + ";\n";
@@ -165,7 +165,7 @@ void emit_reduce(Emitter& e) {
       break;
     }
     case Op::Softmax: case Op::LogSoftmax: {
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = max(m, " + X + "(base + row_off(r)));\n";
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
       row += "  m = wg_max(m);\n  float s = 0.0;\n  " + loop + " s += exp(" + X + "(base + row_off(r)) - m);\n";
       row += "  s = wg_sum(s);\n";
       std::string y = op == Op::Softmax ? "exp(x - m) / s" : "x - m - log(s)";
@@ -175,7 +175,7 @@ void emit_reduce(Emitter& e) {
     }
     case Op::CrossEntropy: {
       // -sum t*log_softmax(x) = (max + log sum exp(x - max)) * sum t - sum t*x
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = max(m, " + X + "(base + row_off(r)));\n";
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
       row += "  m = " + wg("wg_max", "m") + ";\n  float s = 0.0, st = 0.0, stx = 0.0;\n";
       row += "  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f); float tt = " + T + "(f); s += exp(x - m); st += tt; stx += tt * x; }\n";
       row += "  s = " + wg("wg_sum", "s") + "; st = " + wg("wg_sum", "st") + "; stx = " + wg("wg_sum", "stx") + ";\n";
@@ -186,7 +186,7 @@ void emit_reduce(Emitter& e) {
       NodeId labels = core.inputs.at(1);
       int64_t ignore = core.attrs.ints.empty() ? -100 : core.attrs.ints[0];
       row += "  int lab = int(" + e.load(labels, "o_PLACEHOLDER") + ");\n";
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = max(m, " + X + "(base + row_off(r)));\n";
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
       row += "  m = " + wg("wg_max", "m") + ";\n  float s = 0.0;\n  " + loop + " s += exp(" + X + "(base + row_off(r)) - m);\n";
       row += "  s = " + wg("wg_sum", "s") + ";\n";
       row += "  float w = lab == " + std::to_string(ignore) + " ? 0.0 : 1.0;\n";

@@ -1,6 +1,7 @@
 #include "meganeura/ir/graph.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 
@@ -87,7 +88,21 @@ std::vector<int64_t> canonical_axes(const Shape& s, std::vector<int64_t> axes) {
 
 // ---- construction ---------------------------------------------------------------------------------------
 
+uint32_t Graph::new_tag() {
+  static std::atomic<uint32_t> next{1};
+  uint32_t t = next.fetch_add(1, std::memory_order_relaxed);
+  return t ? t : next.fetch_add(1, std::memory_order_relaxed);  // 0 means untagged, even after wrapping
+}
+
+void Graph::check_tag(NodeId id, const char* fn, const Loc* loc) const {
+  if (id.graph != 0 && id.graph != tag_)
+    throw GraphError(std::string("[") + fn + "] expected a node id of this graph (graph #" + std::to_string(tag_) +
+                     "), got node %" + std::to_string(id.v) + " of another Graph (graph #" + std::to_string(id.graph) +
+                     ")" + (loc ? " at " + meganeura::where(*loc) : std::string()));
+}
+
 const Node& Graph::node(NodeId id) const {
+  check_tag(id, "Graph::node");
   if (!id.valid() || id.v >= nodes_.size())
     throw GraphError("[Graph::node] expected a node id below " + std::to_string(nodes_.size()) + ", got " +
                      (id.valid() ? std::to_string(id.v) : std::string("an invalid id")));
@@ -107,7 +122,7 @@ NodeId Graph::intern_or_add(Node n, uint64_t h, const std::vector<float>* data) 
           return c;
       }
   }
-  NodeId id{uint32_t(nodes_.size())};
+  NodeId id{uint32_t(nodes_.size()), tag_};
   if (!n.prov.name.empty()) names_[n.prov.name] = id;
   if (n.op == Op::Input) inputs_.push_back(id);
   if (n.op == Op::Parameter) parameters_.push_back(id);
@@ -124,12 +139,14 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   if (d.arity >= 0 && inputs.size() != size_t(d.arity))
     throw GraphError("[" + std::string(d.name) + "] expected " + std::to_string(d.arity) + " inputs, got " +
                      std::to_string(inputs.size()) + " at " + meganeura::where(prov.loc));
-  for (size_t i = 0; i < inputs.size(); ++i)
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_tag(inputs[i], d.name, &prov.loc);
     if (!inputs[i].valid() || inputs[i].v >= nodes_.size())
       throw GraphError("[" + std::string(d.name) + "] expected input " + std::to_string(i) +
                        " to be a node of this graph, got id " +
                        (inputs[i].valid() ? std::to_string(inputs[i].v) : std::string("invalid")) + " at " +
                        meganeura::where(prov.loc));
+  }
   if (!derivations_.empty()) {
     const Provenance& dp = derivations_.back();
     prov.loc = dp.loc;
@@ -145,13 +162,19 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
     if (it != names_.end()) {
       Op other = nodes_[it->second.v].op;
       if (other == Op::Input || other == Op::Parameter)
-        throw GraphError("[" + std::string(d.name) + "] expected a unique name, got '" + prov.name +
-                         "' which already names node %" + std::to_string(it->second.v) + " at " +
-                         meganeura::where(prov.loc));
+        throw GraphError("[" + std::string(d.name) + "] expected a unique name, got '" + prov.name + "' at " +
+                         meganeura::where(prov.loc) + ", which already names " + op_name(other) + " %" +
+                         std::to_string(it->second.v) + " made at " + meganeura::where(nodes_[it->second.v].prov.loc));
     }
   }
   ops::ShapeCtx ctx{op, *this, inputs, attrs, prov};
   ops::TypeInfo t = d.shape(ctx);
+  // Zero-size tensors have no kernel (and no use): refused where they are made, naming the line.
+  for (int64_t dim : t.shape)
+    if (dim < 1)
+      throw ShapeError("[" + std::string(d.name) + "] expected every dimension >= 1, got shape " +
+                       shape_str(t.shape) + (ctx.prov.name.empty() ? "" : " for '" + ctx.prov.name + "'") + " at " +
+                       meganeura::where(ctx.prov.loc));
   Node n{op, t.dtype, std::move(t.shape), std::move(inputs), std::move(attrs), std::move(prov)};
   uint64_t h = structural_hash(n);
   return intern_or_add(std::move(n), h, nullptr);
@@ -192,7 +215,7 @@ NodeId Graph::parameter(const std::string& name, Shape shape, DType dtype, Loc l
 
 NodeId Graph::constant(std::vector<float> data, Shape shape, Loc loc) {
   for (int64_t d : shape)
-    if (d < 0) builder_fail("constant", "non-negative dimensions", shape_str(shape), loc);
+    if (d < 1) builder_fail("constant", "every dimension >= 1", shape_str(shape), loc);
   if (int64_t(data.size()) != numel(shape))
     builder_fail("constant", std::to_string(numel(shape)) + " values for shape " + shape_str(shape),
                  std::to_string(data.size()) + " values", loc);
@@ -233,7 +256,9 @@ NodeId Graph::named(NodeId x, const std::string& name) {
     Op other = nodes_[it->second.v].op;
     if (other == Op::Input || other == Op::Parameter)
       throw GraphError("[Graph::named] expected a name not taken by an input or parameter, got '" + name +
-                       "' for node %" + std::to_string(x.v));
+                       "' for node %" + std::to_string(x.v) + " (made at " + meganeura::where(n.prov.loc) +
+                       "), which already names " + op_name(other) + " %" + std::to_string(it->second.v) +
+                       " made at " + meganeura::where(nodes_[it->second.v].prov.loc));
   }
   nodes_[x.v].prov.name = name;
   names_[name] = x;
@@ -258,8 +283,13 @@ std::vector<std::pair<std::string, NodeId>> Graph::names() const {
   return r;
 }
 
-void Graph::set_outputs(std::vector<NodeId> outputs) {
-  for (NodeId o : outputs) node(o);
+void Graph::set_outputs(std::vector<NodeId> outputs, Loc loc) {
+  if (outputs.empty())
+    throw GraphError("[Graph::set_outputs] expected at least one output, got none at " + meganeura::where(loc));
+  for (NodeId o : outputs) {
+    check_tag(o, "Graph::set_outputs", &loc);
+    node(o);
+  }
   outputs_ = std::move(outputs);
 }
 

@@ -23,11 +23,15 @@ std::string shape_str(const Shape& s);
 // numpy broadcasting; nullopt when the shapes do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
+// A node's index in its graph, tagged with the graph that made it so that an id of one Graph is never read
+// as a node of another. Graphs derived by copying (autodiff) keep their source's tag: its ids stay valid
+// there. Ids made by hand (NodeId{i}) carry no tag and are taken at their word. Ids compare by index only.
 struct NodeId {
   uint32_t v = UINT32_MAX;
+  uint32_t graph = 0;  // Graph::tag() of the graph that made it; 0 = untagged
   bool valid() const { return v != UINT32_MAX; }
-  friend bool operator==(NodeId a, NodeId b) = default;
-  friend auto operator<=>(NodeId a, NodeId b) = default;
+  friend bool operator==(NodeId a, NodeId b) { return a.v == b.v; }
+  friend auto operator<=>(NodeId a, NodeId b) { return a.v <=> b.v; }
 };
 
 // Every op of the IR. Ops are defined (shape rule, VJP, CPU reference, archetype, codegen hook) in
@@ -126,7 +130,7 @@ class Graph {
   NodeId named(NodeId x, const std::string& name);
   // Makes `name` find `x` without renaming it (autodiff's grad/<p> when the gradient is an existing node).
   void alias(NodeId x, const std::string& name);
-  void set_outputs(std::vector<NodeId> outputs);
+  void set_outputs(std::vector<NodeId> outputs, Loc loc = Loc::current());  // at least one
   const std::vector<NodeId>& outputs() const { return outputs_; }
 
   // unary
@@ -244,6 +248,7 @@ class Graph {
   void pop_derivation();
 
   const Node& node(NodeId id) const;  // throws GraphError for an id not in this graph
+  uint32_t tag() const { return tag_; }  // shared by graphs copied from one another (NodeId::graph)
   size_t size() const { return nodes_.size(); }
   const std::vector<NodeId>& parameters() const { return parameters_; }
   const std::vector<NodeId>& inputs() const { return inputs_; }
@@ -268,6 +273,9 @@ class Graph {
   std::unordered_map<uint64_t, std::vector<NodeId>> intern_;  // structural hash -> candidates
   std::unordered_map<std::string, NodeId> names_;
   std::vector<Provenance> derivations_;
+  uint32_t tag_ = new_tag();
+  static uint32_t new_tag();
+  void check_tag(NodeId id, const char* where, const Loc* loc = nullptr) const;
 
   NodeId intern_or_add(Node n, uint64_t h, const std::vector<float>* data);
 };

@@ -50,7 +50,9 @@ HostTensor ref_reduce(const Node& n, const std::vector<const HostTensor*>& in) {
   HostTensor r(n.shape, init);
   for (size_t i = 0; i < x.size(); ++i) {
     double& o = r[size_t(map[i])];
-    if (n.op == Op::Max) o = std::max(o, x[i]);
+    // A NaN anywhere in the group makes the result NaN (torch.max/min), whichever side std::max sees it on.
+    if ((n.op == Op::Max || n.op == Op::Min) && (std::isnan(o) || std::isnan(x[i]))) o = o + x[i];
+    else if (n.op == Op::Max) o = std::max(o, x[i]);
     else if (n.op == Op::Min) o = std::min(o, x[i]);
     else o += x[i];
   }

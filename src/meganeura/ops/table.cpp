@@ -181,26 +181,47 @@ const OpDef& def(Op op) {
 }
 
 const char* pointwise_glsl_prelude() {
+  // NaN and Inf follow the float64 reference and PyTorch. GLSL leaves max, min, clamp and sign of a NaN, and
+  // log, sqrt and inversesqrt outside their domain, undefined (drivers differ): those cases are spelled out.
   // erf: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 resolution near 1).
-  // tanh: the builtin may overflow exp for large |x| on some drivers; clamp first.
-  return R"(float mn_erf(float x) {
+  // tanh: the builtin may overflow exp for large |x| on some drivers; clamp first (NaN passed through).
+  return R"(#define MN_INF uintBitsToFloat(0x7F800000u)
+#define MN_NAN uintBitsToFloat(0x7FC00000u)
+float mn_max(float a, float b) { return isnan(a) || isnan(b) ? a + b : max(a, b); }
+float mn_min(float a, float b) { return isnan(a) || isnan(b) ? a + b : min(a, b); }
+float mn_relu(float x) { return x > 0.0 || isnan(x) ? x : 0.0; }
+float mn_clamp(float x, float lo, float hi) { return isnan(x) ? x : clamp(x, lo, hi); }
+float mn_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0); }  // NaN -> 0, as torch.sign
+float mn_log(float x) { return x > 0.0 ? log(x) : (x == 0.0 ? -MN_INF : (isnan(x) ? x : MN_NAN)); }
+float mn_sqrt(float x) { return x >= 0.0 ? sqrt(x) : (isnan(x) ? x : MN_NAN); }
+float mn_rsqrt(float x) { return x > 0.0 ? inversesqrt(x) : (x == 0.0 ? 1.0 / x : (isnan(x) ? x : MN_NAN)); }
+float mn_erf(float x) {
+  if (isnan(x)) return x;
   float s = sign(x);
   float a = abs(x);
   float t = 1.0 / (1.0 + 0.3275911 * a);
   float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
   return s * y;
 }
-float mn_tanh(float x) { return tanh(clamp(x, -15.0, 15.0)); }
+float mn_tanh(float x) { return isnan(x) ? x : tanh(clamp(x, -15.0, 15.0)); }
 float mn_sigmoid(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
-// GLSL pow is undefined for a negative base or a zero base with b <= 0; C pow semantics instead.
+// GLSL pow is undefined for a negative base or a zero base with b <= 0; C pow semantics instead (as the
+// reference's std::pow and torch.pow).
 float mn_pow(float a, float b) {
+  if (b == 0.0 || a == 1.0) return 1.0;
+  if (isnan(a) || isnan(b)) return a + b;
+  if (isinf(b)) return abs(a) == 1.0 ? 1.0 : ((abs(a) > 1.0) == (b > 0.0) ? MN_INF : 0.0);
+  bool odd = fract(b) == 0.0 && mod(b, 2.0) == 1.0;
   if (a > 0.0) return pow(a, b);
-  if (a == 0.0) return b > 0.0 ? 0.0 : (b == 0.0 ? 1.0 : uintBitsToFloat(0x7F800000u));
-  if (fract(b) != 0.0) return uintBitsToFloat(0x7FC00000u);
-  float r = pow(-a, b);
-  return mod(b, 2.0) == 1.0 ? -r : r;
+  if (a == 0.0) {
+    float r = b > 0.0 ? 0.0 : MN_INF;
+    return odd && (floatBitsToUint(a) >> 31) != 0u ? -r : r;
+  }
+  if (fract(b) != 0.0) return isinf(a) ? (b > 0.0 ? MN_INF : 0.0) : MN_NAN;
+  float r = isinf(a) ? (b > 0.0 ? MN_INF : 0.0) : pow(-a, b);
+  return odd ? -r : r;
 }
-float mn_softplus(float x) { return max(x, 0.0) + log(1.0 + exp(-abs(x))); }
+float mn_softplus(float x) { return mn_max(x, 0.0) + log(1.0 + exp(-abs(x))); }
 float mn_gelu(float x, float tanh_form) {
   if (tanh_form != 0.0) {
     return 0.5 * x * (1.0 + mn_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));

@@ -86,6 +86,14 @@ int parse_frames(const char* var, const std::string& value) {
   return n;
 }
 
+// The words parse_bool knows mean off ("") and stderr ("-"); anything else is a path.
+std::string parse_dump_plan(const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "0" || v == "false" || v == "no" || v == "off") return "";
+  if (v == "1" || v == "true" || v == "yes" || v == "on" || v == "-") return "-";
+  return value;
+}
+
 std::string default_cache_dir() {
   if (auto xdg = env("XDG_CACHE_HOME")) return *xdg + "/meganeura";
   if (auto home = env("HOME")) return *home + "/.cache/meganeura";
@@ -122,7 +130,7 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_DEVICE_ID")) c.device_id = parse_device_id("MEGANEURA_DEVICE_ID", *v);
   if (auto v = env("MEGANEURA_VALIDATION")) c.validation = parse_bool("MEGANEURA_VALIDATION", *v);
   if (auto v = env("MEGANEURA_REWRITE")) c.rewrite = parse_rewrite("MEGANEURA_REWRITE", *v);
-  if (auto v = env("MEGANEURA_DUMP_PLAN")) c.dump_plan = *v;
+  if (auto v = env("MEGANEURA_DUMP_PLAN")) c.dump_plan = parse_dump_plan(*v);
   if (auto v = env("MEGANEURA_CACHE_DIR")) c.cache_dir = lower(*v) == "off" ? "" : *v;  // "off": no disk cache
   else c.cache_dir = default_cache_dir();
   if (auto v = env("MEGANEURA_MATMUL")) c.matmul_tier = parse_matmul("MEGANEURA_MATMUL", *v);

@@ -81,39 +81,57 @@ std::string NanReport::to_text() const {
   std::string v = std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
   std::string s = "first non-finite value: '" + node + "' (" + op + ", built at " + builder + ")";
   if (!kernel.empty()) s += ", written by dispatch #" + std::to_string(dispatch) + " [" + kernel + "]";
+  if (!stage.empty()) s += ", " + stage;
   return s + ": element " + std::to_string(index) + " is " + v + ", " + std::to_string(non_finite) +
          " non-finite elements (the first value holding one, not necessarily the root cause)";
 }
 
 NanReport Session::step_debug() {
-  step();
-  wait();
   const CompiledStep& s = impl_->step;
   const Graph& g = s.graph;
   const bool all = impl_->config.keep_intermediates;
   std::set<NodeId> wanted(s.outputs.begin(), s.outputs.end());
   for (auto [p, gr] : s.param_grads) wanted.insert(gr);
   NanReport r;
-  auto scan = [&](NodeId n, const std::string& kernel, size_t dispatch) {
-    std::vector<float> v = impl_->download_value(n);
+  auto check = [&](const std::vector<float>& v, const std::string& label, const Node& nd, const std::string& op,
+                   const std::string& kernel, size_t dispatch, const char* stage) {
     ++r.values_scanned;
     if (r.found) return;
     for (size_t i = 0; i < v.size(); ++i) {
       if (std::isfinite(v[i])) continue;
       if (r.non_finite++ > 0) continue;
-      const Node& nd = g.node(n);
       r.found = true;
-      r.node = value_label(g, n);
-      r.op = op_name(nd.op);
+      r.node = label;
+      r.op = op;
       r.builder = where(nd.prov.loc);
       r.kernel = kernel;
       r.dispatch = dispatch;
+      r.stage = stage;
       r.index = i;
       r.value = v[i];
     }
   };
+  auto scan = [&](NodeId n, const std::string& kernel, size_t dispatch, const char* stage) {
+    const Node& nd = g.node(n);
+    check(impl_->download_value(n), value_label(g, n), nd, op_name(nd.op), kernel, dispatch, stage);
+  };
+  // What the step reads first: a parameter (or optimizer moment) left non-finite by an earlier step poisons
+  // everything after it, and is named as itself rather than as the first dispatch that read it.
+  auto scan_state = [&](const char* stage) {
+    for (NodeId p : g.parameters())
+      if (g.node(p).dtype == DType::F32) scan(p, "", 0, stage);
+    for (const OptimizerStateInfo& m : optimizer_state()) {
+      // "optim.m/w1": the builder line is the parameter's
+      const auto p = g.find(m.name.substr(m.name.find('/') + 1));
+      check(read_optimizer_state(m.name), m.name, g.node(p ? *p : g.parameters().at(0)), "optimizer state", "", 0, stage);
+    }
+  };
+  impl_->device->wait();
+  scan_state("before the step");
+  step();
+  wait();
   for (NodeId in : g.inputs())
-    if (g.node(in).dtype == DType::F32 && !r.found) scan(in, "", 0);
+    if (g.node(in).dtype == DType::F32 && !r.found) scan(in, "", 0, "");
   for (size_t k = 0; k < s.kernels.kernels.size() && !r.found; ++k) {
     const Kernel& K = s.kernels.kernels[k];
     // Values only: the step counter, clipping and accumulation kernels write the hyper block or private buffers.
@@ -121,8 +139,9 @@ NanReport Session::step_debug() {
     if (K.update.valid()) continue;  // a gradient that went straight into its update has no storage
     if (!all && !wanted.count(K.root)) continue;
     if (g.node(K.root).dtype != DType::F32) continue;
-    scan(K.root, K.label, k);
+    scan(K.root, K.label, k, "");
   }
+  if (!r.found) scan_state("after the update");
   return r;
 }
 

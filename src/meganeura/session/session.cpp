@@ -2,10 +2,13 @@
 // content hash, one command list recorded once and replayed by step().
 #include "meganeura/session/session.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -297,6 +300,33 @@ kernels::MatmulTier matmul_best(SessionImpl& s) {
   return e.choice.best;
 }
 
+// The disk cache only saves time: a directory that cannot be created or written turns it off with one
+// warning per directory and process, instead of failing every write silently.
+bool cache_dir_usable(const std::string& dir) {
+  if (dir.empty()) return true;
+  static std::mutex mu;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(dir); it != known.end()) return it->second;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string why = ec ? ec.message() : "";
+  if (why.empty()) {
+    const std::filesystem::path probe =
+        std::filesystem::path(dir) / (".probe-" + std::to_string(::getpid()) + "-" + std::to_string(known.size()));
+    std::ofstream f(probe);
+    if (!f) why = "cannot create files in it";
+    f.close();
+    std::filesystem::remove(probe, ec);
+  }
+  if (!why.empty())
+    std::fprintf(stderr,
+                 "meganeura: warning: the cache directory '%s' (MEGANEURA_CACHE_DIR / SessionConfig::cache_dir) is "
+                 "unusable (%s); shaders and tuning results are not cached\n",
+                 dir.c_str(), why.c_str());
+  return known[dir] = why.empty();
+}
+
 }  // namespace
 
 Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
@@ -312,6 +342,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
     device = runtime::open_device(o);
   }
   if (!config.trace_path.empty()) impl->trace = &Trace::at(config.trace_path);
+  if (!cache_dir_usable(config.cache_dir)) impl->config.cache_dir.clear();
   Trace::Scope whole(impl->trace, "build", "build");
   impl->device = std::move(device);
   CompileOptions co = options;

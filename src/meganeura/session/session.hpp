@@ -52,12 +52,14 @@ struct SessionConfig {
   bool keep_gradients = false;
   std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
   bool validation = false;              // MEGANEURA_VALIDATION
-  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path
-  std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura
+  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path (from_env
+                                        // reads 0/off/false/no as off and 1/on/true/yes as stderr)
+  std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura; one that cannot
+                                        // be created or written is a warning at build (the cache is off)
   std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
   bool gpu_timing = false;              // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
   bool pipeline_ir = false;             // also capture the driver's internal representations (slow; Session::pipelines)
-  std::string trace_path;               // MEGANEURA_TRACE
+  std::string trace_path;               // MEGANEURA_TRACE; a file that cannot be written is a ConfigError at build
   bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
                                         // winners are not timed again, so only the first build pays)
   // Steps that may be queued on the GPU at once, each with its own staging for inputs and the learning rate
@@ -68,6 +70,8 @@ struct SessionConfig {
   // as huggingface_hub writes it), HF_HUB_OFFLINE.
   hf::HubConfig hub;
 
+  // A SessionConfig{} holds the defaults and never looks at the environment: only from_env() (and debug(),
+  // which starts from it) reads MEGANEURA_* variables.
   static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
   static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
 };
@@ -115,15 +119,18 @@ class NodeReadError : public SessionError {
   std::string node_, kernel_;
 };
 
-// The first non-finite value step_debug() found. Values are scanned in execution order (inputs first, then
-// each dispatch's result), so `node` is the first value that holds a NaN/Inf — where to start looking, not a
-// root-cause guarantee (a finite value can already be wrong, and values that are not materialised are not seen).
+// The first non-finite value step_debug() found. Values are scanned in the order the step meets them:
+// parameters and optimizer moments before the step, inputs, each dispatch's result (outputs and stored
+// gradients in any session, every value in a debug session), then parameters and moments after the update.
+// So `node` is the first value that holds a NaN/Inf — where to start looking, not a root-cause guarantee (a
+// finite value can already be wrong, and values that are not materialised are not seen).
 struct NanReport {
   bool found = false;
   std::string node;        // the value's name, or its provenance label ("grad/blk3.qkv"), or op#id
   std::string op;          // its op
   std::string builder;     // file:line of the builder call that made it (or its forward node, for gradients)
-  std::string kernel;      // label of the dispatch that wrote it ("" for an input)
+  std::string kernel;      // label of the dispatch that wrote it ("" for an input, parameter or moment)
+  std::string stage;       // "before the step" / "after the update" for parameters and moments, else ""
   size_t dispatch = 0;     // index of that dispatch in the plan
   size_t index = 0;        // first non-finite element
   float value = 0.0f;      // its value (NaN or ±Inf)

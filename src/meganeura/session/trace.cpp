@@ -3,6 +3,7 @@
 #include "meganeura/session/trace.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,13 @@ namespace meganeura {
 
 namespace {
 constexpr int kCpuPid = 1, kGpuPid = 2;
+}
+
+// Checked when the first session names the file, so a bad path is an error at build and not lost at exit.
+Trace::Trace(std::string path) : path_(std::move(path)) {
+  std::ofstream f(path_, std::ios::app);
+  if (!f) throw ConfigError("[build] expected MEGANEURA_TRACE (SessionConfig::trace_path) to name a writable file, got '" +
+                            path_ + "'");
 }
 
 Trace& Trace::at(const std::string& path) {
@@ -68,9 +76,11 @@ void Trace::flush() {
 }
 
 Trace::~Trace() {
+  // The file was writable at build; if it no longer is, say so (a destructor at exit cannot throw).
   try {
     flush();
-  } catch (...) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meganeura: warning: %s\n", e.what());
   }
 }
 

@@ -38,7 +38,7 @@ class Trace {
   ~Trace();
 
  private:
-  explicit Trace(std::string path) : path_(std::move(path)) {}
+  explicit Trace(std::string path);  // ConfigError when the file cannot be written
   struct Event {
     std::string name, category;
     int pid;

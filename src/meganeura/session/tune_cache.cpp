@@ -1,4 +1,5 @@
-// The tuning cache file (tune_cache.hpp). Schema "meganeura.tune.v1":
+// The tuning cache file (tune_cache.hpp): a first line "meganeura.tune.v2 <16 hex digits>", the 64-bit FNV-1a
+// checksum of the rest, then JSON of schema "meganeura.tune.v1":
 //   {"schema", "device": {"name", "vendor_id", "device_id", "driver_version"},
 //    "kernels": {"<16 hex digits>": {"variant", "label", "archetype", "old_us", "new_us"}}}
 #include "meganeura/session/tune_cache.hpp"
@@ -11,12 +12,14 @@
 #include <sstream>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/shader/cache.hpp"
 
 namespace meganeura {
 
 namespace {
 
 constexpr const char* kSchema = "meganeura.tune.v1";
+constexpr const char* kHeader = "meganeura.tune.v2 ";  // then the checksum and a newline
 
 std::string hex(uint64_t v, int digits) {
   char buf[24];
@@ -62,20 +65,44 @@ std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& c
 
 namespace {
 
-// The entries, or none with `why` set.
+// The entries, or none with `why` set. A damaged file (header, checksum, JSON, schema) is deleted: the
+// next tune_with writes a fresh one, and the warning is not repeated at every build.
 TuneCache load(const std::string& path, const runtime::DeviceCaps& caps, std::string& why) {
   if (path.empty()) return {};
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return {};
-  try {
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse(nlohmann::json::parse(text.str()), caps);
-  } catch (const std::exception& e) {
-    why = "ignoring the tuning cache '" + path + "' (" + e.what() + "); kernels keep their default variants, and "
-          "the next Session::tune_with rewrites the file";
-    return {};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  std::string damage;
+  const size_t eol = text.find('\n');
+  const std::string header = text.substr(0, eol);
+  const size_t h = std::string(kHeader).size();
+  if (eol == std::string::npos || header.size() != h + 16 || header.compare(0, h, kHeader) != 0 ||
+      header.find_first_not_of("0123456789abcdef", h) != std::string::npos) {
+    damage = "expected a first line '" + std::string(kHeader) + "<16 hex digits>'";
+  } else if (std::stoull(header.substr(h), nullptr, 16) !=
+             shader::detail::fnv1a64(text.data() + eol + 1, text.size() - eol - 1)) {
+    damage = "checksum mismatch";
+  } else {
+    try {
+      return parse(nlohmann::json::parse(text.substr(eol + 1)), caps);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find("another device") != std::string::npos) {
+        why = "ignoring the tuning cache '" + path + "' (" + what + "); kernels keep their default variants, and "
+              "the next Session::tune_with rewrites the file";
+        return {};
+      }
+      damage = what;
+    }
   }
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  why = "the tuning cache '" + path + "' is damaged (" + damage + "); " +
+        (ec ? "could not delete it (" + ec.message() + ")" : std::string("deleted it")) +
+        ": kernels keep their default variants until Session::tune_with runs again";
+  return {};
 }
 
 }  // namespace
@@ -107,8 +134,9 @@ bool tune_cache_store(const std::string& path, const runtime::DeviceCaps& caps, 
   std::random_device rd;
   const std::filesystem::path tmp = target.string() + ".tmp" + std::to_string(rd());
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(1) << "\n";
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const std::string body = doc.dump(1) + "\n";
+    out << kHeader << hex(shader::detail::fnv1a64(body.data(), body.size()), 16) << "\n" << body;
     if (!out) {
       std::filesystem::remove(tmp, ec);
       warn("cannot write the tuning cache '" + path + "'", nullptr);

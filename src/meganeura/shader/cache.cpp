@@ -1,45 +1,88 @@
 #include "meganeura/shader/cache.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <mutex>
 #include <random>
+#include <set>
 
 namespace meganeura::shader::detail {
 namespace {
 
-constexpr char kMagic[8] = {'M', 'N', 'S', 'P', 'V', '0', '0', '1'};
+// Version 2 added the checksum; a version-1 file reads as damaged once and is replaced.
+constexpr char kMagic[8] = {'M', 'N', 'S', 'P', 'V', '0', '0', '2'};
+constexpr size_t kMaxWords = size_t(1) << 26;
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
+template <class T>
+bool take(const std::vector<char>& b, size_t& pos, T& out) {
+  if (b.size() - pos < sizeof(T)) return false;
+  std::memcpy(&out, b.data() + pos, sizeof(T));
+  pos += sizeof(T);
+  return true;
+}
+
+}  // namespace
+
+uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
     h *= 0x100000001b3ull;
   }
   return h;
 }
 
-}  // namespace
-
 std::string cache_file(const std::string& dir, const std::string& key) {
   char name[32];
-  std::snprintf(name, sizeof(name), "%016llx.spv", static_cast<unsigned long long>(fnv1a(key)));
+  std::snprintf(name, sizeof(name), "%016llx.spv",
+                static_cast<unsigned long long>(fnv1a64(key.data(), key.size())));
   return (std::filesystem::path(dir) / name).string();
 }
 
-std::optional<std::vector<uint32_t>> cache_load(const std::string& path, const std::string& key) {
+CacheRead cache_load(const std::string& path, const std::string& key) {
+  CacheRead r;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return r;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    r.damage = "not a regular file";
+    return r;
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  char magic[8];
-  uint64_t key_len = 0, words = 0;
-  if (!in.read(magic, 8) || std::string(magic, 8) != std::string(kMagic, 8)) return std::nullopt;
-  if (!in.read(reinterpret_cast<char*>(&key_len), 8) || key_len != key.size()) return std::nullopt;
-  std::string stored(key_len, '\0');
-  if (!in.read(stored.data(), static_cast<std::streamsize>(key_len)) || stored != key) return std::nullopt;
-  if (!in.read(reinterpret_cast<char*>(&words), 8) || words == 0 || words > (1u << 26)) return std::nullopt;
+  if (!in) return r;  // unreadable: a miss (the store will fail the same way and say nothing)
+  const std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  uint64_t sum = 0, key_len = 0, words = 0;
+  if (b.size() < 8 || std::memcmp(b.data(), kMagic, 8) != 0) {
+    r.damage = "expected the magic 'MNSPV002', got another header";
+    return r;
+  }
+  pos = 8;
+  if (!take(b, pos, sum)) {
+    r.damage = "truncated header";
+    return r;
+  }
+  if (fnv1a64(b.data() + pos, b.size() - pos) != sum) {
+    r.damage = "checksum mismatch";
+    return r;
+  }
+  // The checksum held: what follows was written by cache_store, but check every length anyway.
+  if (!take(b, pos, key_len) || key_len > b.size() - pos) {
+    r.damage = "bad key length";
+    return r;
+  }
+  if (key_len != key.size() || std::memcmp(b.data() + pos, key.data(), key.size()) != 0) return r;  // collision
+  pos += key_len;
+  if (!take(b, pos, words) || words == 0 || words > kMaxWords || words * 4 != b.size() - pos) {
+    r.damage = "bad module length";
+    return r;
+  }
   std::vector<uint32_t> spirv(words);
-  if (!in.read(reinterpret_cast<char*>(spirv.data()), static_cast<std::streamsize>(words * 4))) return std::nullopt;
-  return spirv;
+  std::memcpy(spirv.data(), b.data() + pos, words * 4);
+  r.spirv = std::move(spirv);
+  return r;
 }
 
 bool cache_store(const std::string& path, const std::string& key, const std::vector<uint32_t>& spirv) {
@@ -47,19 +90,27 @@ bool cache_store(const std::string& path, const std::string& key, const std::vec
   const std::filesystem::path target(path);
   std::filesystem::create_directories(target.parent_path(), ec);
   if (ec) return false;
+  std::vector<char> body;
+  auto put = [&](const void* p, size_t n) {
+    body.insert(body.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+  };
+  const uint64_t key_len = key.size(), words = spirv.size();
+  put(&key_len, 8);
+  put(key.data(), key.size());
+  put(&words, 8);
+  put(spirv.data(), words * 4);
+  const uint64_t sum = fnv1a64(body.data(), body.size());
   // Write to a private name and rename, so a concurrent reader never sees half a file.
   std::random_device rd;
   const std::filesystem::path tmp = target.string() + ".tmp" + std::to_string(rd());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return false;
-    const uint64_t key_len = key.size(), words = spirv.size();
     out.write(kMagic, 8);
-    out.write(reinterpret_cast<const char*>(&key_len), 8);
-    out.write(key.data(), static_cast<std::streamsize>(key.size()));
-    out.write(reinterpret_cast<const char*>(&words), 8);
-    out.write(reinterpret_cast<const char*>(spirv.data()), static_cast<std::streamsize>(words * 4));
+    out.write(reinterpret_cast<const char*>(&sum), 8);
+    out.write(body.data(), static_cast<std::streamsize>(body.size()));
     if (!out) {
+      out.close();
       std::filesystem::remove(tmp, ec);
       return false;
     }
@@ -70,6 +121,19 @@ bool cache_store(const std::string& path, const std::string& key, const std::vec
     return false;
   }
   return true;
+}
+
+std::string cache_discard(const std::string& path, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<std::string> undeletable;  // reported already: say it once, not at every build
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  const std::string msg = "the SPIR-V cache entry '" + path + "' is damaged (" + why + "); " +
+                          (ec ? "could not delete it (" + ec.message() + ")" : std::string("deleted it")) +
+                          ", compiling the kernel from source";
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!ec || undeletable.insert(path).second) std::fprintf(stderr, "meganeura: warning: %s\n", msg.c_str());
+  return msg;
 }
 
 }  // namespace meganeura::shader::detail

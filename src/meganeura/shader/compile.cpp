@@ -97,14 +97,22 @@ CompileResult compile_glsl(const ShaderSource& src, const CompileOptions& opt) {
   if (!opt.cache_dir.empty()) {
     key = cache_key(src, opt);
     path = detail::cache_file(opt.cache_dir, key);
-    if (auto hit = detail::cache_load(path, key)) {
-      // Re-validated: the file may have been damaged since it was written.
-      validate_or_throw(*hit, src, opt);
-      out.spirv = std::move(*hit);
-      out.cache_hit = true;
-      out.cache_path = path;
-      return out;
+    detail::CacheRead hit = detail::cache_load(path, key);
+    if (hit.spirv) {
+      // The checksum proves the file is what was written; the validator guards against a writer's bug (or
+      // a hand-made file with a matching checksum). Either way a bad entry only costs a recompile.
+      try {
+        validate_spirv(*hit.spirv, src.label, opt.vulkan_minor);
+        out.spirv = std::move(*hit.spirv);
+        out.cache_hit = true;
+        out.cache_path = path;
+        return out;
+      } catch (const ShaderError& e) {
+        const std::string what = e.what();
+        hit.damage = "its module does not validate: " + what.substr(0, what.find('\n'));
+      }
     }
+    if (!hit.damage.empty()) out.cache_warning = detail::cache_discard(path, hit.damage);
   }
   out.spirv = compile_uncached(src, opt);
   validate_or_throw(out.spirv, src, opt);

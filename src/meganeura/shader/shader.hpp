@@ -34,10 +34,13 @@ struct CompileResult {
   std::vector<uint32_t> spirv;
   bool cache_hit = false;
   std::string cache_path;  // the file read or written; "" when the cache is off or the write failed
+  std::string cache_warning;  // a damaged entry found at this key: deleted, reported on stderr, recompiled
 };
 
 // Compiles and validates. A compile or validation failure throws ShaderError carrying the label and the
-// numbered source; the message holds the compiler's diagnostics (with line numbers) and the source.
+// numbered source; the message holds the compiler's diagnostics (with line numbers) and the source. A
+// damaged cache entry (checksum, lengths, or a module that no longer validates) never throws: it is
+// deleted, named in a warning on stderr (and in cache_warning), and the kernel is compiled from source.
 CompileResult compile_glsl(const ShaderSource& source, const CompileOptions& options = {});
 
 // Runs the SPIRV-Tools validator for the Vulkan target; throws ShaderError (label, disassembly-free message)

@@ -1,10 +1,14 @@
 #include "meganeura/train/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,17 +126,70 @@ void write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw CheckpointError("[restore_checkpoint] expected a readable checkpoint at '" + path + "', got: " +
-                                std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  f.seekg(0, std::ios::beg);
-  std::vector<uint8_t> b(static_cast<size_t>(size < 0 ? 0 : size));
-  if (!b.empty() && !f.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(b.size())))
-    throw CheckpointError("[restore_checkpoint] expected to read " + std::to_string(b.size()) + " bytes of '" + path +
-                          "', got a read error");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw CheckpointError("[restore_checkpoint] expected a readable checkpoint at '" + path + "', got: " +
+                          std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    throw CheckpointError("[restore_checkpoint] expected a checkpoint file at '" + path + "', got " +
+                          (dir ? "a directory" : "something that is not a regular file"));
+  }
+  std::vector<uint8_t> b(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < b.size()) {
+    const ssize_t r = ::read(fd, b.data() + done, b.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(fd);
+      throw CheckpointError("[restore_checkpoint] expected to read " + std::to_string(b.size()) + " bytes of '" +
+                            path + "', got " + std::to_string(done) + (r < 0 ? std::string(": ") + std::strerror(errno) : ""));
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
   return b;
+}
+
+// The counters stores keep in the metadata: decimal, no sign, in range. Checked before anything is written,
+// so a file with valid checksums but a bad value changes nothing.
+void check_counters(const std::map<std::string, std::string>& meta, const std::string& path) {
+  const std::pair<const char*, uint64_t> counters[] = {
+      {"optimizer_step", (uint64_t{1} << 32) - 1}, {"update_step", uint64_t(INT64_MAX)}, {"epochs_done", uint64_t(INT32_MAX)}};
+  for (const auto& [key, max] : counters) {
+    auto it = meta.find(key);
+    if (it == meta.end()) continue;
+    const std::string& v = it->second;
+    bool ok = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) ok = std::stoull(v) <= max;
+    if (!ok)
+      throw CheckpointError("[restore_checkpoint] '" + path + "': expected metadata '" + key +
+                            "' to be a count in [0, " + std::to_string(max) + "], got '" + v.substr(0, 40) +
+                            "'; nothing was changed");
+  }
+}
+
+// Temporary files of earlier saves of `path` whose writer died (kill -9, power loss): "<path>.tmp-<pid>"
+// with no process <pid>. A live pid may be another process saving the same path right now: left alone.
+void remove_orphans(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t p = static_cast<pid_t>(std::stol(pid));
+    if (p == ::getpid() || p <= 0) continue;
+    if (::kill(p, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+  }
 }
 
 // Parses and checks the file's own consistency; tensor payload CRCs are checked too so that a restore
@@ -270,6 +327,7 @@ void save_checkpoint(const std::string& path, TensorStore& store, const SaveOpti
   w.bytes(kEnd, sizeof(kEnd));
   w.put<uint64_t>(w.buf.size() + 8);
 
+  remove_orphans(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail_io("create", tmp);
@@ -329,13 +387,16 @@ RestoreReport restore_checkpoint(const std::string& path, TensorStore& store) {
     if (f.role != t.role || f.dtype != t.dtype || f.shape != t.shape)
       diff("'" + t.name + "': expected " + describe(t) + ", got " + describe(f));
   }
+  check_counters(c.metadata, path);
   if (wants_state) {
-    // Adam and AdamW keep identically named moments: the kind must match, not just the names.
+    // Adam, AdamW and LaProp keep identically named moments: the kind must match, not just the names. A
+    // store that names its optimizer accepts state only from a file that names the same one.
     const auto mine = store.metadata();
     auto a = mine.find("optimizer");
     auto b = c.metadata.find("optimizer");
-    if (a != mine.end() && b != c.metadata.end() && a->second != b->second)
-      diff("optimizer: expected state of " + a->second + ", got " + b->second);
+    if (a != mine.end() && (b == c.metadata.end() || a->second != b->second))
+      diff("optimizer: expected state of " + a->second + ", got " +
+           (b == c.metadata.end() ? std::string("a file that names no optimizer") : b->second));
   }
   RestoreReport report;
   for (const CheckpointEntry& e : c.entries) {

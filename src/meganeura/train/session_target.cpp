@@ -88,7 +88,8 @@ void SessionStore::write(const TensorInfo& t, std::span<const std::byte> bytes) 
 
 std::map<std::string, std::string> SessionStore::metadata() const {
   if (!has_optimizer(session_)) return {};
-  return {{"optimizer_step", std::to_string(session_.optimizer_step())}};
+  return {{"optimizer", optimizer_name(session_.config().optimizer.kind)},
+          {"optimizer_step", std::to_string(session_.optimizer_step())}};
 }
 
 void SessionStore::set_metadata(const std::map<std::string, std::string>& m) {
