@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-16, ASan + UBSan) into build-fuzz/ and runs them.
-#   scripts/fuzz.sh                       every target for 60 s each (what CI runs)
+#   scripts/fuzz.sh                       every target for 60 s each
+#   scripts/fuzz.sh -max_total_time=30    every target for 30 s each (what scripts/test.sh runs, FUZZ_SECONDS)
 #   scripts/fuzz.sh idx -runs=10000000    one target with libFuzzer flags of your own
 # Each target starts from fuzz/corpus/<name>/ (seeds, committed) and keeps what it finds in
 # build-fuzz/corpus/<name>/ (not committed). A crash leaves crash-* in build-fuzz/ and fails the script:

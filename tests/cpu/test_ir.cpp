@@ -230,6 +230,77 @@ TEST(Ir, InvalidNodeIdIsAGraphError) {
   EXPECT_THROW(g.set_outputs({NodeId{7}}), GraphError);
 }
 
+template <class E, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return {};
+}
+
+// An id made by one Graph is refused by another, even where its index exists there; a copy of a graph
+// (what autodiff derives from) shares its ids.
+TEST(Ir, NodeIdOfAnotherGraphIsAGraphErrorNamingTheLine) {
+  Graph a, b;
+  auto x = a.input("x", {2});
+  b.input("y", {2});
+  const int line = __LINE__ + 1;
+  std::string e = error_of<GraphError>([&] { b.relu(x); });
+  EXPECT_NE(e.find("another Graph"), std::string::npos) << e;
+  EXPECT_NE(e.find("test_ir.cpp:" + std::to_string(line)), std::string::npos) << e;
+  EXPECT_THROW(b.node(x), GraphError);
+  EXPECT_THROW(b.set_outputs({x}), GraphError);
+  EXPECT_THROW(b.named(x, "v"), GraphError);
+  Graph c = a;
+  EXPECT_NO_THROW(c.relu(x));
+  EXPECT_EQ(c.node(x).prov.name, "x");
+}
+
+TEST(Ir, ZeroSizeDimensionsAreShapeErrorsAtTheBuilderLine) {
+  Graph g;
+  int line = __LINE__ + 1;
+  std::string e = error_of<ShapeError>([&] { g.parameter("w", {3, 0}); });
+  EXPECT_NE(e.find("dimension >= 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("[3, 0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+  EXPECT_NE(e.find("test_ir.cpp:" + std::to_string(line)), std::string::npos) << e;
+  EXPECT_THROW(g.input("x", {0}), ShapeError);
+  EXPECT_THROW(g.fill(1.0, {2, 0}), ShapeError);
+  EXPECT_THROW(g.constant({}, {0}), ShapeError);
+  auto x = g.input("x", {4, 3});
+  line = __LINE__ + 1;
+  e = error_of<ShapeError>([&] { g.slice(x, 0, 2, 2); });  // an empty slice
+  EXPECT_NE(e.find("test_ir.cpp:" + std::to_string(line)), std::string::npos) << e;
+  EXPECT_NO_THROW(g.slice(x, 0, 2, 3));
+}
+
+TEST(Ir, EmptyOutputsNameTheLine) {
+  Graph g;
+  g.input("x", {2});
+  const int line = __LINE__ + 1;
+  const std::string e = error_of<GraphError>([&] { g.set_outputs({}); });
+  EXPECT_NE(e.find("at least one output"), std::string::npos) << e;
+  EXPECT_NE(e.find("test_ir.cpp:" + std::to_string(line)), std::string::npos) << e;
+}
+
+// The message puts each line with its node: the new call's line first, the earlier node's line after it.
+TEST(Ir, DuplicateNameErrorNamesBothLines) {
+  Graph g;
+  const int first = __LINE__ + 1;
+  g.parameter("w", {2});
+  const int second = __LINE__ + 1;
+  const std::string e = error_of<GraphError>([&] { g.input("w", {3}); });
+  const size_t s = e.find("test_ir.cpp:" + std::to_string(second)), f = e.find("test_ir.cpp:" + std::to_string(first));
+  ASSERT_NE(s, std::string::npos) << e;
+  ASSERT_NE(f, std::string::npos) << e;
+  EXPECT_LT(s, f) << e;
+  EXPECT_NE(e.find("made at"), std::string::npos) << e;
+  EXPECT_LT(e.find("made at"), f) << e;
+}
+
 TEST(Ir, EveryOpHasANameAndRegisteredRowsAreConsistent) {
   for (size_t i = 0; i < size_t(Op::Count_); ++i) {
     Op op = Op(i);

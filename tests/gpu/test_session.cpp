@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "gpu_fixture.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
@@ -432,4 +434,44 @@ TEST_F(Session_, AdamStepMatchesHostFormula) {
     EXPECT_EQ(s.optimizer_step(), 3u);
     expect_close(s.read_parameter("w"), feeds["w"], 1e-5, 1e-4, "adam w");
   }
+}
+
+// An unwritable trace path is an error when the session is built (not lost in the trace's destructor at exit);
+// an unusable cache directory is one warning naming it, and the session works without the cache.
+TEST_F(Session_, UnwritableTraceIsAConfigErrorAndUnusableCacheDirAWarning) {
+  Graph g;
+  NodeId x = g.input("x", {3, 4});
+  g.set_outputs({g.relu(g.mul(x, g.scalar(2.0)))});
+  SessionConfig c = base_config(false);
+  c.trace_path = "/nonexistent-meganeura-dir/trace.json";
+  try {
+    build(g, c, shared_device());
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(c.trace_path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MEGANEURA_TRACE"), std::string::npos) << e.what();
+  }
+  // a regular file where the directory should be: neither creatable nor writable
+  const std::filesystem::path blocker =
+      std::filesystem::temp_directory_path() / ("meganeura-cache-blocker-" + std::to_string(::getpid()));
+  std::ofstream(blocker) << "not a directory";
+  SessionConfig d = base_config(false);
+  d.cache_dir = (blocker / "cache").string();
+  for (int build_no = 0; build_no < 2; ++build_no) {
+    testing::internal::CaptureStderr();
+    Session s = build(g, d, shared_device());
+    const std::string err = testing::internal::GetCapturedStderr();
+    if (build_no == 0)
+      EXPECT_NE(err.find("the cache directory '" + d.cache_dir + "'"), std::string::npos) << err;
+    else
+      EXPECT_EQ(err.find("the cache directory"), std::string::npos) << "warned twice: " << err;
+    std::vector<float> xv(12, -1.0f);
+    xv[5] = 1.5f;
+    s.set_input("x", xv);
+    s.run();
+    const std::vector<float> y = s.read_output(0);
+    EXPECT_EQ(y[5], 3.0f);
+    EXPECT_EQ(y[0], 0.0f);
+  }
+  std::filesystem::remove(blocker);
 }

@@ -379,3 +379,38 @@ TEST_F(TrainingGpu, CheckpointRoundTripIntoSessions) {
   for (const char* name : {"w1", "w2"})
     expect_near(fresh.read_parameter(name), to_double(trained.read_parameter(name)), 1e-6, name);
 }
+
+// The optimizer-kind check runs on the SessionStore path too: Adam moments never land in an AdamW or LaProp
+// session (same moment names, other update rule), and a refused restore changes nothing there; a session
+// saved through SessionStore names its optimizer, so the same refusal works the other way round.
+TEST_F(TrainingGpu, SessionStoreRefusesStateOfAnotherOptimizerKind) {
+  const fs::path path = fs::temp_directory_path() / ("meganeura-gpu-kind-" + std::to_string(::getpid()) + ".ckpt");
+  Session adam = session(tiny(8), rule(OptimizerKind::Adam, 0.01));
+  const Data d(8);
+  d.feed(adam, 0, 8);
+  adam.run();
+  SessionStore astore(adam);
+  save_checkpoint(path.string(), astore);
+  EXPECT_EQ(inspect_checkpoint(path.string()).metadata.at("optimizer"), "adam");
+  for (OptimizerKind other : {OptimizerKind::AdamW, OptimizerKind::LaProp}) {
+    Session s = session(tiny(8), rule(other, 0.01));
+    const std::vector<float> before = s.read_parameter("w1");
+    const uint64_t step_before = s.optimizer_step();
+    SessionStore store(s);
+    try {
+      restore_checkpoint(path.string(), store);
+      ADD_FAILURE() << "restored Adam state into " << optimizer_name(other);
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("expected state of ") + optimizer_name(other) + ", got adam"),
+                std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.read_parameter("w1"), before);
+    EXPECT_EQ(s.optimizer_step(), step_before);
+  }
+  // The same kind restores.
+  Session again = session(tiny(8), rule(OptimizerKind::Adam, 0.01));
+  SessionStore store(again);
+  EXPECT_EQ(restore_checkpoint(path.string(), store).optimizer_state, 4u);
+  EXPECT_EQ(again.read_parameter("w1"), adam.read_parameter("w1"));
+  fs::remove(path);
+}

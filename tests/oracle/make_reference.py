@@ -533,6 +533,54 @@ def optimizers():
     return out
 
 
+# NaN, +-Inf, signed zeros and ordinary values through the elementwise ops, reductions and softmax: torch's
+# outputs are the oracle for the CPU reference and the GPU (non-finite numbers written as "nan", "inf",
+# "-inf", which JSON lacks). No gradients: the point is which values come out NaN or infinite.
+SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0, -2.5, -1.0, -0.3, 0.3, 1.0, 2.5, 20.0]
+NONFINITE = []
+
+
+def enc(values):
+    return [v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) for v in values]
+
+
+def nonfinite_case(name, op, inputs, fn, attrs=None):
+    out = fn(*[t for (_, t) in inputs]).double()
+    NONFINITE.append({"name": name, "op": op, "attrs": attrs or {},
+                      "inputs": [{"name": n, "shape": list(t.shape), "data": enc(t.reshape(-1).tolist())}
+                                 for (n, t) in inputs],
+                      "output": {"shape": list(out.shape), "data": enc(out.reshape(-1).tolist())}})
+
+
+def nonfinite_cases():
+    x = torch.tensor(SPECIAL)
+    unary = {"neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "exp": torch.exp, "log": torch.log,
+             "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "square": torch.square,
+             "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "softplus": F.softplus,
+             "sin": torch.sin, "cos": torch.cos, "erf": torch.erf}
+    for name, fn in unary.items():
+        nonfinite_case("nonfinite_" + name, name, [("x", x)], fn)
+    nonfinite_case("nonfinite_leaky_relu", "leaky_relu", [("x", x)], lambda t: F.leaky_relu(t, 0.1), {"alpha": 0.1})
+    nonfinite_case("nonfinite_elu", "elu", [("x", x)], lambda t: F.elu(t, 0.7), {"alpha": 0.7})
+    nonfinite_case("nonfinite_gelu_erf", "gelu", [("x", x)], F.gelu, {"tanh": False})
+    nonfinite_case("nonfinite_gelu_tanh", "gelu", [("x", x)], lambda t: F.gelu(t, approximate="tanh"), {"tanh": True})
+    nonfinite_case("nonfinite_clamp", "clamp", [("x", x)], lambda t: torch.clamp(t, -0.5, 0.7), {"lo": -0.5, "hi": 0.7})
+    a, b = x.reshape(-1, 1), x.reshape(1, -1)
+    binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+              "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
+              "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+    for name, fn in binary.items():
+        nonfinite_case("nonfinite_" + name, name, [("a", a), ("b", b)], fn)
+    # one special per row of otherwise ordinary values
+    rows = torch.tensor([[v if c == r % 5 else 0.25 * c - 0.4 for c in range(5)] for r, v in enumerate(SPECIAL)])
+    for name, fn in {"sum": lambda t: t.sum(dim=1), "mean": lambda t: t.mean(dim=1),
+                     "max": lambda t: t.amax(dim=1), "min": lambda t: t.amin(dim=1)}.items():
+        nonfinite_case("nonfinite_" + name, name, [("x", rows)], fn, {"axes": [1], "keepdim": False})
+    nonfinite_case("nonfinite_softmax", "softmax", [("x", rows)], lambda t: torch.softmax(t, dim=1), {"axis": 1})
+    nonfinite_case("nonfinite_log_softmax", "log_softmax", [("x", rows)], lambda t: torch.log_softmax(t, dim=1),
+                   {"axis": 1})
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: make_reference.py OUT.json\n")
@@ -546,7 +594,8 @@ def main():
     movement_cases()
     vision_cases()
     attention_cases()
-    doc = {"torch_version": torch.__version__, "cases": CASES, "mlp": mlp(),
+    nonfinite_cases()
+    doc = {"torch_version": torch.__version__, "cases": CASES, "nonfinite": NONFINITE, "mlp": mlp(),
            "transformer_block": transformer_block(), "cnn": cnn()}
     doc["optimizers"] = optimizers()
     with open(sys.argv[1], "w") as f:

@@ -1,6 +1,7 @@
 // Parity with PyTorch (float64, CPU): tests/oracle/make_reference.py, run by Debian's /usr/bin/python3,
 // writes inputs, outputs and gradients for every op and 20 SGD steps of the README MLP; here each op is
-// built through the Graph API, differentiated by autodiff and evaluated by the CPU reference interpreter.
+// built through the Graph API, differentiated by autodiff and evaluated by the CPU reference interpreter,
+// and (TorchParityGpu) compiled into a GPU session whose output and gradients are compared with torch too.
 // A missing torch fails the test (it never skips).
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "gpu/gpu_opcheck.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
 #include "oracle/oracle.hpp"
 #include "meganeura/ir/graph.hpp"
@@ -330,4 +332,165 @@ TEST(TorchParity, SmallCnnLossAndGradients) {
   for (size_t i = 0; i < names.size(); ++i)
     EXPECT_TRUE(close(v[i + 1].data, t.at("grads").at(names[i]).get<std::vector<double>>(), kRelTol,
                       "grad " + names[i]));
+}
+
+namespace {
+
+// float32 on the GPU against torch's float64: |gpu - want| <= atol + rtol * max(|want|, 1e-3 * max|want|).
+::testing::AssertionResult close_gpu(const std::vector<float>& got, const std::vector<double>& want, double rtol,
+                                     const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
+  double scale = 0.0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]);
+    if (!(err <= 1e-5 + rtol * std::max(std::abs(want[i]), 1e-3 * scale)))
+      return ::testing::AssertionFailure() << what << "[" << i << "]: gpu " << got[i] << ", torch " << want[i]
+                                           << " (|err| " << err << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One case through a compiled GPU session: the op's value, and with an upstream the gradient of every
+// differentiable input (a parameter of a training session without optimizer, loss = sum(out * upstream)).
+void check_case_gpu(const json& c) {
+  const std::string name = c.at("name");
+  SCOPED_TRACE(name);
+  Graph g;
+  std::vector<NodeId> ins;
+  std::vector<std::pair<std::string, NodeId>> diff;
+  reference::Feeds feeds;
+  for (const json& i : c.at("inputs")) {
+    const std::string n = i.at("name");
+    const Shape s = i.at("shape").get<Shape>();
+    NodeId id = i.at("grad").get<bool>() ? g.parameter(n, s)
+                                          : g.input(n, s, i.at("dtype") == "i32" ? DType::I32 : DType::F32);
+    if (i.at("grad").get<bool>()) diff.emplace_back(n, id);
+    ins.push_back(id);
+    feeds[n] = tensor_of(i.at("shape"), i.at("data"));
+  }
+  NodeId out = build(g, c.at("op"), c.at("attrs"), ins);
+  const bool has_grads = c.contains("upstream") && !diff.empty();
+  if (has_grads) {
+    NodeId up = g.input("upstream__", g.node(out).shape);
+    feeds["upstream__"] = HostTensor(g.node(out).shape, c.at("upstream").get<std::vector<double>>());
+    g.set_outputs({g.sum(g.mul(out, up)), out});
+  } else {
+    g.set_outputs({out});
+  }
+  // Tolerances: f32 rounding on ops that sum many products or run long float chains.
+  const std::string op = c.at("op");
+  const double rtol = op == "conv2d" || op == "sdpa" || op == "batch_norm" || op == "group_norm" ||
+                              op == "layer_norm" || op == "rms_norm" || op == "variance" || op == "pow"
+                          ? 2e-3
+                          : 3e-4;
+  Session s = test::build_gpu(g, has_grads);
+  test::feed_all(s, g, feeds);
+  s.run();
+  EXPECT_TRUE(close_gpu(s.read_output(has_grads ? 1 : 0), c.at("output").at("data").get<std::vector<double>>(), rtol,
+                        name + " output (gpu)"));
+  if (!has_grads) return;
+  for (const auto& [n, id] : diff)
+    EXPECT_TRUE(close_gpu(s.read_gradient(n), c.at("grads").at(n).get<std::vector<double>>(), rtol,
+                          name + " grad " + n + " (gpu)"));
+}
+
+class TorchParityGpu : public test::GpuTest {};
+
+}  // namespace
+
+// Every torch case, compiled and run on the GPU (lavapipe in CI).
+TEST_F(TorchParityGpu, EveryOpOnTheGpuMatchesTorch) {
+  size_t n = 0;
+  for (const json& c : oracle().at("cases")) {
+    try {
+      check_case_gpu(c);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.at("name").get<std::string>() << ": " << e.what();
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 100u);
+}
+
+namespace {
+
+std::vector<double> decode(const json& data) {
+  std::vector<double> v;
+  for (const json& e : data) {
+    if (e.is_number()) v.push_back(e.get<double>());
+    else if (e == "nan") v.push_back(std::nan(""));
+    else v.push_back(e == "inf" ? INFINITY : -INFINITY);
+  }
+  return v;
+}
+
+const char* value_class(double v) {
+  return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : "finite";
+}
+
+// Same class (NaN / +Inf / -Inf / finite) everywhere, finite values within rtol.
+::testing::AssertionResult same_classes(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                                        const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ok = std::string(value_class(got[i])) == value_class(want[i]);
+    if (ok && std::isfinite(want[i])) ok = std::abs(got[i] - want[i]) <= 1e-6 + rtol * std::abs(want[i]);
+    if (!ok)
+      return ::testing::AssertionFailure() << what << "[" << i << "]: got " << got[i] << ", torch " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The case's graph (every input an f32 input), its feeds and the torch output.
+struct NonFiniteCase {
+  Graph g;
+  reference::Feeds feeds;
+  std::vector<double> want;
+};
+
+NonFiniteCase nonfinite_case(const json& c) {
+  NonFiniteCase k;
+  std::vector<NodeId> ins;
+  for (const json& i : c.at("inputs")) {
+    const Shape s = i.at("shape").get<Shape>();
+    ins.push_back(k.g.input(i.at("name").get<std::string>(), s));
+    k.feeds[i.at("name").get<std::string>()] = HostTensor(s, decode(i.at("data")));
+  }
+  NodeId out = build(k.g, c.at("op"), c.at("attrs"), ins);
+  k.g.set_outputs({out});
+  k.want = decode(c.at("output").at("data"));
+  return k;
+}
+
+class TorchParityNonFiniteGpu : public test::GpuTest {};
+
+}  // namespace
+
+// The CPU reference propagates NaN and Inf exactly as torch does (it is the oracle of the GPU op tests).
+TEST(TorchParity, NonFiniteValuesFollowTorchInTheReference) {
+  size_t n = 0;
+  for (const json& c : oracle().at("nonfinite")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    NonFiniteCase k = nonfinite_case(c);
+    EXPECT_TRUE(same_classes(reference::evaluate_outputs(k.g, k.feeds)[0].data, k.want, 1e-9, c.at("name")));
+    ++n;
+  }
+  EXPECT_GE(n, 40u);
+}
+
+// ... and so does every GPU kernel (f32, so finite values within 1e-3).
+TEST_F(TorchParityNonFiniteGpu, NonFiniteValuesFollowTorchOnTheGpu) {
+  for (const json& c : oracle().at("nonfinite")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    NonFiniteCase k = nonfinite_case(c);
+    test::round_to_float(k.feeds);
+    Session s = test::build_gpu(k.g, false);
+    test::feed_all(s, k.g, k.feeds);
+    s.run();
+    const std::vector<float> got = s.read_output(0);
+    EXPECT_TRUE(same_classes(std::vector<double>(got.begin(), got.end()), k.want, 1e-3, c.at("name")));
+  }
 }
