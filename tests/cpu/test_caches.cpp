@@ -23,7 +23,7 @@ std::vector<char> bytes_of(const std::string& path) {
 TEST(TuneCacheFile, EveryCorruptedByteIsDetectedDeletedAndNamed) {
   std::random_device rd;
   const fs::path dir = fs::temp_directory_path() / ("meganeura-tunecache-" + std::to_string(rd()));
-  const runtime::DeviceCaps caps = testing::fake_caps();
+  const runtime::DeviceCaps caps = meganeura::testing::fake_caps();
   const std::string path = tune_cache_path(dir.string(), caps);
   TuneCache entries;
   entries[0x0123456789abcdefull] = {KernelVariant::parse("wg=64"), "fc0", "pointwise", 2.0, 1.0};
@@ -36,7 +36,7 @@ TEST(TuneCacheFile, EveryCorruptedByteIsDetectedDeletedAndNamed) {
     EXPECT_EQ(back.at(42).variant.to_string(), "tier=scalar tile=16 split=1");
     EXPECT_EQ(back.at(0x0123456789abcdefull).label, "fc0");
   }
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   size_t failures = 0;
   for (size_t i = 0; i < good.size() && failures < 5; ++i) {
     std::vector<char> bad = good;
@@ -54,7 +54,7 @@ TEST(TuneCacheFile, EveryCorruptedByteIsDetectedDeletedAndNamed) {
                     << (fs::exists(path) ? "kept" : "deleted");
     }
   }
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
   // the next store writes a good file again
   ASSERT_TRUE(tune_cache_store(path, caps, entries));
   EXPECT_EQ(bytes_of(path), good);
