@@ -24,7 +24,6 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/runtime/device.hpp"
-#include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/session.hpp"
 
 using namespace meganeura;
@@ -98,7 +97,7 @@ int main(int argc, char** argv) {
     o.device_id = c.device_id;
     o.validation = c.validation;
     std::shared_ptr<runtime::Device> dev = runtime::open_device(o);
-    Session s = build_with(g, c, dev);
+    Session s = build(g, c, dev);
 
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
