@@ -321,7 +321,7 @@ void reseal_header(std::vector<uint8_t>& b) {
 // A valid checkpoint of a store that differs from the session's in one random way (or not at all).
 MemoryStore mutated_source(std::mt19937& rng) {
   MemoryStore s;
-  const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+  const int kind = std::uniform_int_distribution<int>(0, 12)(rng);  // 0 and 10..12: the session's own layout
   const std::string names[] = {"w1", "b1", "adam.m/w1", "adam.v/w1"};
   std::vector<Shape> shapes = {{3, 4}, {4}, {3, 4}, {3, 4}};
   std::vector<TensorRole> roles = {TensorRole::Parameter, TensorRole::Parameter, TensorRole::OptimizerState,
@@ -400,7 +400,7 @@ TEST(Checkpoint, RandomMutationsRestoreWhollyOrNotAtAll) {
     }
   }
   // both outcomes occur, so the property was exercised both ways
-  EXPECT_GT(ok, 50u);
+  EXPECT_GT(ok, 30u);
   EXPECT_GT(refused, 500u);
   fs::remove_all(d);
 }
