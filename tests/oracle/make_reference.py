@@ -576,6 +576,8 @@ def nonfinite_cases():
     for name, fn in {"sum": lambda t: t.sum(dim=1), "mean": lambda t: t.mean(dim=1),
                      "max": lambda t: t.amax(dim=1), "min": lambda t: t.amin(dim=1)}.items():
         nonfinite_case("nonfinite_" + name, name, [("x", rows)], fn, {"axes": [1], "keepdim": False})
+    nonfinite_case("nonfinite_argmax", "argmax", [("x", rows)], lambda t: torch.argmax(t, dim=1),
+                   {"axis": 1, "keepdim": False})
     nonfinite_case("nonfinite_softmax", "softmax", [("x", rows)], lambda t: torch.softmax(t, dim=1), {"axis": 1})
     nonfinite_case("nonfinite_log_softmax", "log_softmax", [("x", rows)], lambda t: torch.log_softmax(t, dim=1),
                    {"axis": 1})

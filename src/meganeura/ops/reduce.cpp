@@ -78,9 +78,11 @@ HostTensor ref_argmax(const Node& n, const std::vector<const HostTensor*>& in) {
   HostTensor r(n.shape);
   size_t out = 0;  // lines come in the row-major order of the reduced output
   for_each_line(x.shape, ax, [&](int64_t base, int64_t stride, int64_t len) {
-    int64_t best = 0;  // the first maximum wins, as in torch
-    for (int64_t j = 1; j < len; ++j)
-      if (x[size_t(base + j * stride)] > x[size_t(base + best * stride)]) best = j;
+    int64_t best = 0;  // the first maximum wins, and a NaN beats every number, as in torch
+    for (int64_t j = 1; j < len; ++j) {
+      const double v = x[size_t(base + j * stride)], b = x[size_t(base + best * stride)];
+      if (v > b || (std::isnan(v) && !std::isnan(b))) best = j;
+    }
     r[out++] = double(best);
   });
   return r;
