@@ -351,7 +351,7 @@ MemoryStore mutated_source(std::mt19937& rng) {
 
 }  // namespace
 
-// Random valid-but-different checkpoints, then random byte damage (some with the header CRC recomputed so the
+// 800 random valid-but-different checkpoints, then random byte damage (some with the header CRC recomputed so the
 // damage reaches the parser): each restore either succeeds and the store holds exactly the file's tensors,
 // or throws CheckpointError and the store is untouched. Anything else (another exception, a crash, a
 // partial write) fails.
@@ -360,7 +360,7 @@ TEST(Checkpoint, RandomMutationsRestoreWhollyOrNotAtAll) {
   const fs::path path = d / "m.ckpt";
   std::mt19937 rng(2026);
   size_t ok = 0, refused = 0;
-  for (int trial = 0; trial < 1500; ++trial) {
+  for (int trial = 0; trial < 800; ++trial) {
     MemoryStore src = mutated_source(rng);
     save_checkpoint(path.string(), src);
     std::vector<uint8_t> b = bytes_of(path);
@@ -400,7 +400,7 @@ TEST(Checkpoint, RandomMutationsRestoreWhollyOrNotAtAll) {
     }
   }
   // both outcomes occur, so the property was exercised both ways
-  EXPECT_GT(ok, 30u);
-  EXPECT_GT(refused, 500u);
+  EXPECT_GT(ok, 15u);
+  EXPECT_GT(refused, 250u);
   fs::remove_all(d);
 }
