@@ -112,6 +112,7 @@ TEST(Shader, EveryCorruptedByteOfACacheEntryIsDetectedAndRecompiled) {
   const std::vector<char> good = bytes_of(first.cache_path);
   ASSERT_GT(good.size(), first.spirv.size() * 4);
   size_t failures = 0;
+  ::testing::internal::CaptureStderr();  // one warning per damaged file: a thousand lines
   for (size_t i = 0; i < good.size() && failures < 5; ++i) {
     std::vector<char> bad = good;
     bad[i] = char(bad[i] ^ 0xFF);
@@ -125,6 +126,9 @@ TEST(Shader, EveryCorruptedByteOfACacheEntryIsDetectedAndRecompiled) {
                     << (r.spirv == first.spirv) << ", warning '" << r.cache_warning << "'";
     }
   }
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warnings.find("meganeura: warning: the SPIR-V cache entry '" + first.cache_path + "' is damaged"),
+            std::string::npos);
   write_bytes(first.cache_path, good);
   EXPECT_TRUE(shader::compile_glsl(src, opt).cache_hit);
 }
