@@ -277,6 +277,21 @@ TEST(Ir, ZeroSizeDimensionsAreShapeErrorsAtTheBuilderLine) {
   EXPECT_NO_THROW(g.slice(x, 0, 2, 3));
 }
 
+// Regression (fuzz/fuzz_graph.cpp, crash-fea66f9b): elu and leaky_relu made through Graph::make without their
+// real attribute were accepted, and the reference read attrs.reals[0] of an empty vector.
+TEST(Ir, OpsReadingARealAttributeRequireIt) {
+  Graph g;
+  auto x = g.input("x", {3});
+  for (Op op : {Op::Elu, Op::LeakyRelu}) {
+    EXPECT_THROW(g.make(op, {x}, Attrs{}, Provenance{}), ShapeError) << op_name(op);
+    Attrs two;
+    two.reals = {0.1, 0.2};
+    EXPECT_THROW(g.make(op, {x}, two, Provenance{}), ShapeError) << op_name(op);
+  }
+  EXPECT_NO_THROW(g.elu(x, 0.5));
+  EXPECT_NO_THROW(g.leaky_relu(x, 0.1));
+}
+
 TEST(Ir, EmptyOutputsNameTheLine) {
   Graph g;
   g.input("x", {2});

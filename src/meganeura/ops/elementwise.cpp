@@ -60,6 +60,12 @@ TypeInfo unary_float(const ShapeCtx& c) {
   return same_as(c);
 }
 TypeInfo unary_any(const ShapeCtx& c) { return same_as(c); }
+// leaky_relu's slope and elu's alpha: the reference, VJP and GLSL read attrs.reals[0] (a Graph::make call
+// without it read past the vector: found by fuzz/fuzz_graph.cpp).
+TypeInfo unary_float_one_real(const ShapeCtx& c) {
+  if (c.attrs.reals.size() != 1) c.fail("one real attribute (slope or alpha)", std::to_string(c.attrs.reals.size()) + " reals");
+  return unary_float(c);
+}
 TypeInfo clamp_rule(const ShapeCtx& c) {
   if (c.attrs.reals.size() != 2 || !(c.attrs.reals[0] <= c.attrs.reals[1]))
     c.fail("clamp bounds lo <= hi", c.attrs.reals.size() == 2
@@ -272,9 +278,9 @@ void register_elementwise(OpTable& t) {
        "$0 * $0"},
       {Op::Relu, "relu", unary_any, vjp_relu, MN_UNARY_REF(x > 0 || std::isnan(x) ? x : 0.0),
        "mn_relu($0)"},
-      {Op::LeakyRelu, "leaky_relu", unary_float, vjp_leaky_relu,
+      {Op::LeakyRelu, "leaky_relu", unary_float_one_real, vjp_leaky_relu,
        MN_UNARY_REF(x > 0 ? x : a.reals[0] * x), "($0 > 0.0 ? $0 : $r0 * $0)"},
-      {Op::Elu, "elu", unary_float, vjp_elu,
+      {Op::Elu, "elu", unary_float_one_real, vjp_elu,
        MN_UNARY_REF(x > 0 ? x : a.reals[0] * std::expm1(x)),
        "($0 > 0.0 ? $0 : $r0 * (exp($0) - 1.0))"},
       {Op::Sigmoid, "sigmoid", unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)),
