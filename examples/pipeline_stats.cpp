@@ -1,7 +1,7 @@
 // What the driver made of our kernels (VK_KHR_pipeline_executable_properties): for each pipeline, every
 // statistic (registers, shared memory, instruction counts: whatever the driver reports) and every internal
 // representation (IR, disassembly where the driver offers it), one text file per pipeline plus summary.json
-// (schema in docs/debugging.md, "Pipeline statistics"). scripts/device/isa_mix.py counts the instructions.
+// (schema in docs/debugging.md, "Pipeline statistics"). experiments/scripts/isa_mix.py counts the instructions.
 //
 //   pipeline_stats --matmul 8192 --tier coopmat-nv --out DIR     the standalone matmul kernel, as bench_matmul
 //        [--tier scalar,coopmat-nv,coopmat-khr] [--layout nn|nt|tn|tt] [--tile 128x128x32/2x4] [--mixed16]

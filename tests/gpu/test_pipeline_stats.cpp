@@ -1,6 +1,6 @@
 // What the driver reports about our pipelines (VK_KHR_pipeline_executable_properties): the Device and
 // Session entry points capture exactly where the device supports it, the pipeline_stats tool writes one file
-// per pipeline plus a summary, and scripts/device/isa_mix.py counts instructions in real (spirv-dis) and
+// per pipeline plus a summary, and experiments/scripts/isa_mix.py counts instructions in real (spirv-dis) and
 // hand-written (SASS, NIR, LLVM IR) text. Lavapipe 22.3 lacks the extension: there the tests check that
 // nothing is captured and everything else still works; on a device with it they check real values. The two
 // tests whose main half needs the extension end with a GTEST_SKIP labelled "device-only" on a device without
@@ -42,7 +42,7 @@ nlohmann::json read_json(const fs::path& p) {
 // Runs isa_mix.py with --json on `path`; the parsed document.
 nlohmann::json isa_mix(const fs::path& path) {
   const fs::path out = temp_dir() / "isa_mix.json";
-  const std::string cmd = "python3 '" + test::source_path("scripts/device/isa_mix.py").string() + "' --json '" + path.string() +
+  const std::string cmd = "python3 '" + test::source_path("experiments/scripts/isa_mix.py").string() + "' --json '" + path.string() +
                           "' > '" + out.string() + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return read_json(out);

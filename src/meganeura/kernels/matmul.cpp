@@ -307,7 +307,7 @@ CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulSh
   const MatmulShape s = resolved(raw);
   const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
   // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded. f16 buffers only: rounding
-  // f32 buffers on load (Mixed16) runs at half the old tile's speed (37.8 vs 75.6 TFLOP/s, session 9).
+  // f32 buffers on load (Mixed16) runs at half the subgroup tile's speed.
   const bool ab_t = s.trans_b && !s.trans_a;
   if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup || s.input != MatmulInput::F16 ||
       s.m % w.bm || s.n % w.bn ||

@@ -95,7 +95,7 @@ struct MatmulEpilogue {
 //           (VK_NV_cooperative_matrix2 through the KHR rewrite) and multiplies the staged BM x BK and BK x BN
 //           tiles with one instruction each; warps_m x warps_n only sets the invocations. The driver lays out
 //           the fragments. KHR tier only, a flexible shape of the device for that many invocations, stored
-//           straight to C: no epilogue, M and N multiples of the tile (docs/performance.md, session 7).
+//           straight to C: no epilogue, M and N multiples of the tile.
 struct CoopMatTile {
   uint32_t bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 4;
   uint32_t group = 0, stages = 2, depth = 1;
@@ -107,17 +107,14 @@ struct CoopMatTile {
 };
 
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
-// 32 x 64) for large products in every layout (at least 256 such tiles: at 8192^3 on the H200 244 / 256 / 200
-// TFLOP/s for A·B / Aᵀ·B / A·Bᵀ against 168 / 177 / 154 for 128x128x32/2x4, docs/performance.md session 6),
-// else the default 128x128x32/2x4 (small outputs need the workgroups).
+// 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4 (small
+// outputs need the workgroups). Why these: docs/performance.md.
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 // The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with workgroup-scope
 // matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples of 128, no epilogue
-// and a 16-byte aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple of 32 with 16-byte aligned rows (the
-// tile's loads then go unguarded). H200 8192³, TFLOP/s against 128x256x32/4x4/g4/s1: A·Bᵀ 244.5 vs 200.2
-// (guarded), A·B 265.1 vs 247.3 and Aᵀ·B 290.5 vs 258.0 (unguarded); guarded A·B and Aᵀ·B lost (246.3 vs 247.5,
-// 241.1 vs 258.3) and keep the old tile (docs/performance.md session 8); so do f32 buffers rounded on load
-// (Mixed16: 37.8 vs 75.6, session 9). What sessions and bench_matmul use.
+// and a 16-byte aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple of 32 with 16-byte
+// aligned rows (the tile's loads then go unguarded; guarded A·B and Aᵀ·B are faster on the subgroup tile, and
+// so are f32 buffers rounded on load). What sessions and bench_matmul use.
 CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                                  const MatmulEpilogue& epilogue = {});
 
@@ -143,7 +140,7 @@ struct MatmulVariant {
 //           least target_workgroups(caps) workgroups; 16 when none does. Cooperative: `coop` as given.
 //   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid), at most
 //           K / kMinSliceK, normalised so that no slice is empty (split_count). Shorter K is not worth the
-//           second dispatch (~3 us on an H200, as much as a 128-deep K loop). Gemv never splits.
+//           second dispatch (it costs as much as a 128-deep K loop). Gemv never splits.
 // So a 32x128x784 layer on 132 SMs takes scalar.16.k9 (144 workgroups), 1024^3 scalar.64 (256) and 4096^3
 // scalar.128 (1024).
 constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
@@ -196,18 +193,14 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& s
 // The tier a shape gets when `best` is the best tier that passed the self-test: GEMV for M <= 8, the
 // cooperative tier for f16 inputs when `best` is one, else scalar. f32 buffers rounded on load (Mixed16) take
 // the cooperative tier only from kMinCoopRoundedMacs multiply-adds on: below, the scalar tier (which rounds the
-// same way) is faster. H200, Mixed16, one dispatch, ms scalar / coopmat-khr: 128³ 0.0092 / 0.0192, 256³ 0.0148 /
-// 0.0172, 384³ 0.0323 / 0.0177, 512³ 0.0581 / 0.0218; the MLP step's matmuls (≤ 3.2M multiply-adds) 2.4–5×
-// faster on scalar.16 (docs/performance.md, session 9).
-constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // ~322³, between 256³ (scalar wins) and 384³
+// same way) is faster.
+constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // the measured crossover, between 256³ and 384³
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
 // Mixed16 products of at least kMinF16CopyMacs multiply-adds (and no split) first copy both operands to f16,
 // once, into the kernel's scratch, and multiply those (f16 buffers: the tiles of f16 inputs, half the bytes
-// loaded, no rounding in the inner loop); smaller ones round on load. On the H200 a Mixed16 8192³ A·B ran at
-// 116.9 TFLOP/s rounding on load and the same tile at 247 on f16 buffers (docs/performance.md, session 9); the
-// copy reads 4 and writes 2 bytes per operand element, O(MK + KN) against O(MNK). Not yet measured end to end.
-constexpr uint64_t kMinF16CopyMacs = uint64_t(1) << 30;
+// loaded, no rounding in the inner loop); smaller ones round on load.
+constexpr uint64_t kMinF16CopyMacs = uint64_t(1) << 30;  // where an O(MK + KN) copy is small against O(MNK)
 // The copy's pass: A's `na` values rounded to f16 (ties to even, as Mixed16 rounds on load) into halves
 // [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A and B
 // are bindings 0 and 1 (f32). No push constants. Throws ShapeError for a bad offset.

@@ -156,8 +156,8 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
                                     const std::string& forced) {
   std::vector<MatmulTier> candidates;
   if (forced.empty()) {
-    // KHR first: the same kernel measured 243.8 (KHR) vs 199.4 (NV) TFLOP/s at 8192^3 on the H200 (session 6), and
-    // KHR is what other vendors expose.
+    // KHR first: the same kernel runs faster through it on NVIDIA (docs/performance.md), and KHR is what other
+    // vendors expose.
     candidates = {MatmulTier::CoopMatKHR, MatmulTier::CoopMatNV};
   } else if (forced == "coopmat-nv" || forced == "coopmat-khr") {
     candidates = {parse_tier(forced)};

@@ -171,8 +171,8 @@ shared vec4 Bs[2][BK][BN / 4u];
 #if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
 // 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs whose row starts are all on 4-float boundaries): the
 // A and B tiles are 256 vec4 each, one per thread, along the stored matrix's contiguous dimension. A vec4 is
-// either wholly inside the matrix or wholly outside, so the first element's bounds decide. On the H200 at 8192^3
-// (A·B) this took the 128 tile from 35.1 to 39.9 TFLOP/s (docs/performance.md, session 7).
+// either wholly inside the matrix or wholly outside, so the first element's bounds decide. Fewer load and index
+// instructions per K tile (docs/performance.md).
 layout(std430, set = 0, binding = 0) readonly buffer BufAV { vec4 a_v4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufBV { vec4 b_v4[]; };
 vec4 va, vb;
@@ -407,7 +407,7 @@ uvec4 pack8v(vec4 x, vec4 y) {  // eight f32 rounded to f16 (to_in: exact whatev
 #endif
 
 // Whether (r, c) lies inside [0, rl) x [0, cl). FULL_TILES (workgroup-scope tiles of an M x N x K that the tiles
-// divide): always, and the 16-byte loads go unguarded, as in session 7's 269 TFLOP/s experiment.
+// divide): always, and the 16-byte loads go unguarded (faster: docs/performance.md).
 #if FULL_TILES
 #define INSIDE(r, rl, c, cl) true
 #else
@@ -570,10 +570,8 @@ const char* kCoopMultiply = R"(
 )";
 
 // The one-stage tiles' staging (depth 1): kCoopSet with one register set read and written through an index
-// that is a constant once the driver inlines (indexed_set). This form measured 247 TFLOP/s for
-// 128x256x32/4x4/g4/s1 at 8192^3 on the H200 against 188 for the same loop over the named set (ra0/fetch0, as the
-// two-stage ring writes it), in one call (docs/performance.md, session 6): the driver's code is that sensitive to
-// the source's shape.
+// that is a constant once the driver inlines (indexed_set). The driver compiles this form faster than the same
+// loop over the named set (ra0/fetch0, as the two-stage ring writes it): keep the shape (docs/performance.md).
 // Wait until every subgroup has read the previous tile, stash, wait for the stash, request the next, multiply.
 const char* kCoopOneStageLoop = R"(
   [[unroll]] for (uint u = 0u; u < 1u; ++u) {
@@ -596,9 +594,8 @@ const char* kCoopOneStageLoop = R"(
 
 // The workgroup-scope tiles' loop (one stage): request tile t, wait until the previous multiply has read the
 // shared tiles, stash, wait for the stash, multiply; nothing overlaps the multiply. Against kCoopOneStageLoop's
-// order (next tile requested before the multiply), an experiment with this order measured 269 TFLOP/s for
-// 128x128x32 with 128 invocations at 8192^3 on the H200 and the library's /w tile 241 (docs/performance.md,
-// session 7): the driver's workgroup-scope multiply does better without loads in flight across it.
+// order (next tile requested before the multiply), the driver's workgroup-scope multiply does better without
+// loads in flight across it (docs/performance.md).
 const char* kCoopWorkgroupLoop = R"(
   for (uint t = 0u; t < tiles; ++t) {
     fetch(0u, abase, bbase, m0, n0, kb + t * BK);
@@ -635,7 +632,7 @@ std::string indexed_set() {
 // through set t % depth, so the loop is written out `depth` times per trip with t0 + u for t: refill set u
 // `depth` tiles ahead, multiply stage t & 1, store set (u + 1) % depth (tile t + 1) into the other stage (last
 // read before the previous barrier), one barrier. Full trips run unguarded (guarding each tile inside the trip
-// measured 143 vs 171 TFLOP/s for 128x128x32/2x4 at 8192^3 on the H200); the last tiles % depth follow one by one.
+// compiles to slower code); the last tiles % depth follow one by one.
 std::string coopmat_ring_loop(uint32_t depth) {
   const std::string d = std::to_string(depth);
   std::string s;

@@ -74,7 +74,7 @@ struct DeviceCaps {
   std::vector<CoopMatShape> coopmat_nv_shapes, coopmat_khr_shapes;
   // VK_NV_cooperative_matrix2's workgroup-scope matrices of flexible size (enabled with coopmat_khr)
   bool coopmat2_workgroup = false;
-  bool coopmat2_tensor_addressing = false;  // tensor loads (shader::rewrite_loads_to_tensor_nv), with the above
+  bool coopmat2_tensor_addressing = false;  // tensor loads (experiments/tensor_loads.hpp), with the above
   std::vector<CoopMatShape> coopmat2_flexible_shapes;
   std::vector<MemoryHeap> heaps;
 

@@ -1,6 +1,6 @@
 #pragma once
 // ELF images inside an opaque blob (a driver's pipeline cache, Device::pipeline_cache_data): where NVIDIA's
-// driver keeps the compiled kernels as cubins, nvdisasm reads them (scripts/device/isa_mix.py). Only the
+// driver keeps the compiled kernels as cubins, nvdisasm reads them (experiments/scripts/isa_mix.py). Only the
 // 64-bit little-endian header is read; an image's extent is the furthest of its section and program header
 // tables, clipped to the blob. Nothing here trusts the blob: a bad header is skipped, never read past the end.
 #include <algorithm>
