@@ -226,7 +226,7 @@ TEST(ConfigRule, OnlyConfigCppCallsGetenv) {
     text << in.rdbuf();
     ++scanned;
     const bool calls = std::regex_search(text.str(), call);
-    if (rel == fs::path("meganeura/session/config.cpp")) {
+    if (rel == fs::path("meganeura/config/config.cpp")) {
       config_seen = true;
       EXPECT_TRUE(calls) << "config.cpp is where the environment is read";
     } else {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "meganeura/codegen/variant.hpp"
+#include "meganeura/config/config.hpp"
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/schedule/schedule.hpp"
-#include "meganeura/session/session.hpp"
 
 namespace meganeura {
 

@@ -5,7 +5,7 @@
 #include <bit>
 #include <cmath>
 
-#include "meganeura/ops/ops.hpp"
+#include "meganeura/ir/shape_rule.hpp"
 
 namespace meganeura {
 
@@ -133,16 +133,17 @@ NodeId Graph::intern_or_add(Node n, uint64_t h, const std::vector<float>* data) 
 }
 
 NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance prov) {
-  const ops::OpDef& d = ops::def(op);
+  const int arity = op_arity(op);
+  const char* name = op_name(op);
   if (op == Op::Constant)
     throw GraphError("[Graph::make] expected constant() for a constant node, got make(constant)");
-  if (d.arity >= 0 && inputs.size() != size_t(d.arity))
-    throw GraphError("[" + std::string(d.name) + "] expected " + std::to_string(d.arity) + " inputs, got " +
+  if (arity >= 0 && inputs.size() != size_t(arity))
+    throw GraphError("[" + std::string(name) + "] expected " + std::to_string(arity) + " inputs, got " +
                      std::to_string(inputs.size()) + " at " + meganeura::where(prov.loc));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check_tag(inputs[i], d.name, &prov.loc);
+    check_tag(inputs[i], name, &prov.loc);
     if (!inputs[i].valid() || inputs[i].v >= nodes_.size())
-      throw GraphError("[" + std::string(d.name) + "] expected input " + std::to_string(i) +
+      throw GraphError("[" + std::string(name) + "] expected input " + std::to_string(i) +
                        " to be a node of this graph, got id " +
                        (inputs[i].valid() ? std::to_string(inputs[i].v) : std::string("invalid")) + " at " +
                        meganeura::where(prov.loc));
@@ -157,22 +158,22 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   }
   if (op == Op::Input || op == Op::Parameter) {
     if (prov.name.empty())
-      throw GraphError("[" + std::string(d.name) + "] expected a name, got an empty one at " + meganeura::where(prov.loc));
+      throw GraphError("[" + std::string(name) + "] expected a name, got an empty one at " + meganeura::where(prov.loc));
     auto it = names_.find(prov.name);
     if (it != names_.end()) {
       Op other = nodes_[it->second.v].op;
       if (other == Op::Input || other == Op::Parameter)
-        throw GraphError("[" + std::string(d.name) + "] expected a unique name, got '" + prov.name + "' at " +
+        throw GraphError("[" + std::string(name) + "] expected a unique name, got '" + prov.name + "' at " +
                          meganeura::where(prov.loc) + ", which already names " + op_name(other) + " %" +
                          std::to_string(it->second.v) + " made at " + meganeura::where(nodes_[it->second.v].prov.loc));
     }
   }
-  ops::ShapeCtx ctx{op, *this, inputs, attrs, prov};
-  ops::TypeInfo t = d.shape(ctx);
+  ShapeCtx ctx{op, *this, inputs, attrs, prov};
+  TypeInfo t = infer_type(ctx);
   // Zero-size tensors have no kernel (and no use): refused where they are made, naming the line.
   for (int64_t dim : t.shape)
     if (dim < 1)
-      throw ShapeError("[" + std::string(d.name) + "] expected every dimension >= 1, got shape " +
+      throw ShapeError("[" + std::string(name) + "] expected every dimension >= 1, got shape " +
                        shape_str(t.shape) + (ctx.prov.name.empty() ? "" : " for '" + ctx.prov.name + "'") + " at " +
                        meganeura::where(ctx.prov.loc));
   Node n{op, t.dtype, std::move(t.shape), std::move(inputs), std::move(attrs), std::move(prov)};

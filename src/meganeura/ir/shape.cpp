@@ -1,6 +1,8 @@
 #include <algorithm>
 
+#include "meganeura/core/error.hpp"
 #include "meganeura/ir/graph.hpp"
+#include "meganeura/ir/shape_rule.hpp"
 
 namespace meganeura {
 
@@ -48,6 +50,30 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
     r[i] = da == 1 ? db : da;
   }
   return r;
+}
+
+void ShapeCtx::fail(const std::string& expected, const std::string& got) const {
+  std::string m = "[" + std::string(op_name(op)) + "] expected " + expected + ", got " + got + "; inputs:";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = graph.node(inputs[i]);
+    m += i ? ", %" : " %";
+    m += std::to_string(inputs[i].v);
+    if (!n.prov.name.empty()) m += " '" + n.prov.name + "'";
+    m += ' ';
+    m += dtype_name(n.dtype);
+    m += shape_str(n.shape);
+  }
+  if (inputs.empty()) m += " none";
+  m += "; node " + (prov.name.empty() ? std::string("(unnamed)") : "'" + prov.name + "'");
+  m += " at " + where(prov.loc);
+  throw ShapeError(m);
+}
+
+int64_t ShapeCtx::axis(int64_t a, size_t rank) const {
+  int64_t r = int64_t(rank);
+  if (a < -r || a >= r || r == 0)
+    fail("an axis in [-" + std::to_string(r) + ", " + std::to_string(r) + ")", "axis " + std::to_string(a));
+  return a < 0 ? a + r : a;
 }
 
 }  // namespace meganeura

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "meganeura/ir/graph.hpp"
-#include "meganeura/reference/host_tensor.hpp"
+#include "meganeura/ir/host_tensor.hpp"
+#include "meganeura/ir/shape_rule.hpp"
 
 namespace meganeura::ops {
 
@@ -23,29 +24,6 @@ enum class Archetype : uint8_t {
   Movement,   // copy/transpose/reshape/slice/concat/pad
 };
 const char* archetype_name(Archetype a);
-
-// What a shape rule sees: the node being built, before it exists.
-struct ShapeCtx {
-  Op op;
-  const Graph& graph;
-  const std::vector<NodeId>& inputs;
-  const Attrs& attrs;
-  const Provenance& prov;
-
-  const Node& in(size_t i) const { return graph.node(inputs[i]); }
-  const Shape& shape(size_t i) const { return in(i).shape; }
-  DType dtype(size_t i) const { return in(i).dtype; }
-  size_t arity() const { return inputs.size(); }
-  // Throws ShapeError "[op] expected <expected>, got <got>; inputs: ...; node '<name>' at <file:line>".
-  [[noreturn]] void fail(const std::string& expected, const std::string& got) const;
-  // Axis in [-rank, rank) to [0, rank); fails otherwise.
-  int64_t axis(int64_t a, size_t rank) const;
-};
-
-struct TypeInfo {
-  Shape shape;
-  DType dtype;
-};
 
 // What a VJP sees. `fwd` is a copy of the forward node (graph.node() references move when the graph grows).
 // `grad` has fwd's shape. Return one entry per input: the gradient w.r.t. that input with the input's

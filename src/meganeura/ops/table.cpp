@@ -114,30 +114,6 @@ const char* archetype_name(Archetype a) {
   return "?";
 }
 
-void ShapeCtx::fail(const std::string& expected, const std::string& got) const {
-  std::string m = "[" + std::string(op_name(op)) + "] expected " + expected + ", got " + got + "; inputs:";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Node& n = graph.node(inputs[i]);
-    m += i ? ", %" : " %";
-    m += std::to_string(inputs[i].v);
-    if (!n.prov.name.empty()) m += " '" + n.prov.name + "'";
-    m += ' ';
-    m += dtype_name(n.dtype);
-    m += shape_str(n.shape);
-  }
-  if (inputs.empty()) m += " none";
-  m += "; node " + (prov.name.empty() ? std::string("(unnamed)") : "'" + prov.name + "'");
-  m += " at " + where(prov.loc);
-  throw ShapeError(m);
-}
-
-int64_t ShapeCtx::axis(int64_t a, size_t rank) const {
-  int64_t r = int64_t(rank);
-  if (a < -r || a >= r || r == 0)
-    fail("an axis in [-" + std::to_string(r) + ", " + std::to_string(r) + ")", "axis " + std::to_string(a));
-  return a < 0 ? a + r : a;
-}
-
 void OpTable::add(OpDef d) {
   if (d.op == Op::Count_ || size_t(d.op) >= size_t(Op::Count_) || !d.name || !d.shape)
     throw GraphError("[OpTable::add] expected a row with op, name and shape rule, got an incomplete row");
@@ -179,6 +155,13 @@ const OpDef& def(Op op) {
                      "' which is not implemented yet (no row registered in ops/)");
   return *d;
 }
+
+}  // namespace ops
+
+int op_arity(Op op) { return ops::def(op).arity; }
+TypeInfo infer_type(const ShapeCtx& ctx) { return ops::def(ctx.op).shape(ctx); }
+
+namespace ops {
 
 const char* pointwise_glsl_prelude() {
   // NaN and Inf follow the float64 reference and PyTorch. GLSL leaves max, min, clamp and sign of a NaN, and

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "meganeura/config/report.hpp"
 #include "meganeura/schedule/schedule.hpp"
-#include "meganeura/session/session.hpp"
 
 namespace meganeura {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "meganeura/ir/graph.hpp"
-#include "meganeura/reference/host_tensor.hpp"
+#include "meganeura/ir/host_tensor.hpp"
 
 namespace meganeura::reference {
 

@@ -40,9 +40,10 @@
 #include <optional>
 #include <vector>
 
+#include "meganeura/config/config.hpp"
+#include "meganeura/config/report.hpp"
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/rewrite/rules.hpp"
-#include "meganeura/session/session.hpp"
 
 namespace meganeura {
 

@@ -1,4 +1,4 @@
-#include "meganeura/reference/host_tensor.hpp"
+#include "meganeura/ir/host_tensor.hpp"
 
 namespace meganeura {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "meganeura/core/error.hpp"
-#include "meganeura/session/session.hpp"
+#include "meganeura/config/config.hpp"
 
 namespace meganeura {
 namespace {

@@ -1,7 +1,7 @@
 // OptimizeReport's readable form (the rewrite stage fills the report; the session adds the kernel count).
 #include <sstream>
 
-#include "meganeura/session/session.hpp"
+#include "meganeura/config/report.hpp"
 
 namespace meganeura {
 

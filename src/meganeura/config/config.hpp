@@ -1,0 +1,70 @@
+#pragma once
+// How a graph is compiled and run: SessionConfig and the enums it is made of. Low in the stage order
+// (docs/architecture.md): every stage above it may read it; it depends on hub/ (HubConfig) only.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "meganeura/hub/hub.hpp"
+
+namespace meganeura {
+
+enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
+enum class Precision : uint8_t { F32, Mixed16 };
+enum class OptimizerKind : uint8_t { None, Sgd, Adam, AdamW, LaProp };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double learning_rate = 0.01;
+  double momentum = 0.0;  // SGD
+  bool nesterov = false;  // SGD
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+  // Both run inside the recorded step. Clipping scales the (accumulated) gradients by
+  // min(1, clip_grad_norm / (‖g‖₂ + 1e-6)) over all parameters together, as torch.nn.utils.clip_grad_norm_.
+  // Accumulation: step() k-1 times only adds the gradients up; every k-th step() updates with their mean.
+  double clip_grad_norm = 0.0;  // > 0: clip by global norm
+  int grad_accumulation = 1;    // k micro-batches per update
+};
+
+// Everything that changes how a graph is compiled and run. from_env() is the only place in the library
+// that reads environment variables.
+struct SessionConfig {
+  bool training = true;                 // autodiff + optimizer update in the step
+  OptimizerConfig optimizer;            // kind None: forward+backward only, no update, no moments
+  RewriteMode rewrite = RewriteMode::Greedy;
+  Precision precision = Precision::F32;
+  bool alias_memory = true;             // liveness-based aliasing of intermediates
+  bool host_visible = false;            // debug: every buffer host-readable
+  bool keep_intermediates = false;      // debug: every node materialised and readable by name
+  // Gradients stored and readable (read_gradient) in a training session with an optimizer. Off, an update
+  // runs inside the kernel computing its gradient where it can (no clipping, no accumulation), and that
+  // gradient is never stored.
+  bool keep_gradients = false;
+  std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
+  bool validation = false;              // MEGANEURA_VALIDATION
+  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path (from_env
+                                        // reads 0/off/false/no as off and 1/on/true/yes as stderr)
+  std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura; one that cannot
+                                        // be created or written is a warning at build (the cache is off)
+  std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
+  bool gpu_timing = false;              // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
+  bool pipeline_ir = false;             // also capture the driver's internal representations (slow; Session::pipelines)
+  std::string trace_path;               // MEGANEURA_TRACE; a file that cannot be written is a ConfigError at build
+  bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
+                                        // winners are not timed again, so only the first build pays)
+  // Steps that may be queued on the GPU at once, each with its own staging for inputs and the learning rate
+  // and its own readback of the outputs (docs/architecture.md, "frames in flight"). 1: every step() waits for
+  // the one before it to finish. MEGANEURA_FRAMES_IN_FLIGHT.
+  int frames_in_flight = 3;
+  // Hugging Face hub downloads: HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN (else the file $HF_HOME/token,
+  // as huggingface_hub writes it), HF_HUB_OFFLINE.
+  hf::HubConfig hub;
+
+  // A SessionConfig{} holds the defaults and never looks at the environment: only from_env() (and debug(),
+  // which starts from it) reads MEGANEURA_* variables.
+  static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
+  static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
+};
+
+}  // namespace meganeura
