@@ -4,12 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "paths.hpp"
 
 namespace meganeura::test {
 namespace {
@@ -22,21 +23,6 @@ const std::vector<std::string> kStageOrder = {
     "schedule", "plan",     "runtime", "shader",  "kernels", "codegen", "session",   "eager",    "nn",
     "data",     "train",
 };
-
-// The source tree: $MEGANEURA_SOURCE_DIR, else the first parent of the test binary holding src/meganeura
-// (a build folder inside the checkout), else the path the build was configured from.
-fs::path source_dir() {
-  const auto holds_sources = [](const fs::path& p) { return fs::is_directory(p / "src" / "meganeura"); };
-  if (const char* env = std::getenv("MEGANEURA_SOURCE_DIR"); env && *env) return env;
-  std::error_code ec;
-  for (fs::path p = fs::read_symlink("/proc/self/exe", ec); !ec && p.has_parent_path() && p != p.parent_path();
-       p = p.parent_path())
-    if (holds_sources(p)) return p;
-#ifdef MEGANEURA_SOURCE_DIR
-  if (holds_sources(MEGANEURA_SOURCE_DIR)) return MEGANEURA_SOURCE_DIR;
-#endif
-  return {};
-}
 
 // The top folder under src/meganeura of a path relative to it ("" for a file at the top, meganeura.hpp).
 std::string folder_of(const fs::path& rel) {
@@ -86,8 +72,7 @@ std::vector<Edge> disallowed_edges(const fs::path& root, std::vector<std::string
 }
 
 TEST(Layers, EveryIncludePointsDown) {
-  const fs::path src = source_dir();
-  ASSERT_FALSE(src.empty()) << "source tree not found: set MEGANEURA_SOURCE_DIR to the checkout";
+  const fs::path src = source_root();  // throws, naming MEGANEURA_SOURCE_DIR, when the tree is not found
   std::vector<std::string> unknown;
   size_t files = 0;
   const std::vector<Edge> bad = disallowed_edges(src / "src" / "meganeura", unknown, files);
