@@ -1,6 +1,8 @@
 // IR: construction, interning, provenance, names, shape rules and their error messages, printing.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "meganeura/autodiff/autodiff.hpp"
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/ops/ops.hpp"
@@ -316,21 +318,44 @@ TEST(Ir, DuplicateNameErrorNamesBothLines) {
   EXPECT_LT(e.find("made at"), f) << e;
 }
 
-TEST(Ir, EveryOpHasANameAndRegisteredRowsAreConsistent) {
+// One line of ir/op_list.hpp and one OpDef row per op, both complete: a name (unique), a scheduling class the
+// scheduler can run, a shape rule, a CPU reference (but for the leaves the interpreter feeds), and a GLSL
+// expression exactly for the pointwise ops (and Fill, inlined as a literal).
+TEST(Ops, EveryOpHasACompleteRow) {
+  std::set<std::string> names;
   for (size_t i = 0; i < size_t(Op::Count_); ++i) {
-    Op op = Op(i);
-    EXPECT_STRNE(op_name(op), "?") << i;
-    if (!ops::registered(op)) continue;
+    const Op op = Op(i);
+    const std::string name = op_name(op);
+    EXPECT_FALSE(name.empty() || name == "?") << "op #" << i;
+    EXPECT_TRUE(names.insert(name).second) << "two ops named " << name;
+    EXPECT_NE(op_class(op), OpClass::Unsupported) << name;
+    EXPECT_GE(op_flops_per_element(op), 0.0) << name;
+    ASSERT_TRUE(ops::registered(op)) << name << " has no OpDef row in ops/";
     const ops::OpDef& d = ops::def(op);
-    EXPECT_EQ(d.op, op);
-    EXPECT_NE(d.shape, nullptr) << d.name;
-    if (d.archetype == ops::Archetype::Pointwise) {
-      EXPECT_NE(d.glsl, nullptr) << d.name;
-    }
-    if (op != Op::Input && op != Op::Parameter && op != Op::Constant) {
-      EXPECT_NE(d.reference, nullptr) << d.name;
-    }
+    EXPECT_EQ(d.op, op) << name;
+    EXPECT_EQ(std::string(d.name), name);
+    EXPECT_GE(d.arity, -1) << name;
+    EXPECT_NE(d.shape, nullptr) << name;
+    const bool leaf = op_class(op) == OpClass::Leaf;
+    EXPECT_EQ(d.reference == nullptr, leaf) << name;
+    const bool inlined = op_class(op) == OpClass::Pointwise || op_class(op) == OpClass::Fill;
+    EXPECT_EQ(d.glsl != nullptr, inlined) << name;
   }
+  EXPECT_EQ(names.size(), size_t(Op::Count_));
+}
+
+// The columns of ir/op_list.hpp for a few ops, spelled out (the names are the user-visible ones).
+TEST(Ops, ListColumnsOfKnownOps) {
+  EXPECT_STREQ(op_name(Op::MatMul), "matmul");
+  EXPECT_STREQ(op_name(Op::Attention), "attention");
+  EXPECT_STREQ(op_name(Op::CrossEntropy), "cross_entropy_loss");
+  EXPECT_EQ(op_class(Op::Reshape), OpClass::Alias);
+  EXPECT_EQ(op_class(Op::Dropout), OpClass::Copy);
+  EXPECT_EQ(op_class(Op::SwiGlu), OpClass::Pointwise);
+  EXPECT_EQ(op_class(Op::ScatterAdd), OpClass::Scatter);
+  EXPECT_EQ(op_flops_per_element(Op::Add), 1.0);
+  EXPECT_EQ(op_flops_per_element(Op::Silu), 8.0);
+  EXPECT_EQ(op_flops_per_element(Op::Softmax), 12.0);
 }
 
 TEST(Ir, GlslTemplatesExpandOperandsAndAttributes) {

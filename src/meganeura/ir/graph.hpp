@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/ir/op_list.hpp"
 
 namespace meganeura {
 
@@ -34,40 +35,22 @@ struct NodeId {
   friend auto operator<=>(NodeId a, NodeId b) { return a.v <=> b.v; }
 };
 
-// Every op of the IR. Ops are defined (shape rule, VJP, CPU reference, archetype, codegen hook) in
-// ops/ in exactly one table row each; this enum is only their names.
+// Every op of the IR, generated from ir/op_list.hpp (one line per op: name, scheduling class, cost). What an
+// op computes (shape rule, VJP, CPU reference, GLSL) is its one OpDef row in ops/.
 enum class Op : uint16_t {
-  // leaves
-  Input, Parameter, Constant, Fill,  // Fill: a scalar broadcast to a shape, never materialised
-  // unary
-  Neg, Abs, Sign, Exp, Log, Sqrt, Rsqrt, Reciprocal, Square, Relu, LeakyRelu, Elu, Sigmoid, Tanh, Silu,
-  Gelu, GeluGrad, Softplus, Sin, Cos, Clamp, Cast, Erf, StopGradient,
-  // binary (numpy broadcasting)
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
-  // ternary
-  Where,
-  // matmul: attrs.flag_a = transpose A, attrs.flag_b = transpose B
-  MatMul,
-  // reductions over attrs.axes with attrs.keepdim
-  Sum, Mean, Max, Min, Variance, ArgMax,
-  Softmax, LogSoftmax,
-  // losses; attrs.reduction
-  CrossEntropy, CrossEntropyIndex, MseLoss, L1Loss, BceWithLogits,
-  // normalisation
-  LayerNorm, RmsNorm, BatchNorm, GroupNorm,
-  // movement
-  Reshape, Permute, Slice, Concat, BroadcastTo, Pad, Gather, ScatterAdd,
-  // vision
-  Conv2d, Conv2dGradInput, Conv2dGradWeight, MaxPool2d, MaxPool2dGrad, AvgPool2d, AvgPool2dGrad,
-  UpsampleNearest,
-  // attention
-  Attention, AttentionLse, AttentionGradQ, AttentionGradK, AttentionGradV, Rope,
-  Dropout,
-  // fused forms made by rewrites
-  SwiGlu,
+#define MEGANEURA_OP_ENUM(e, name, cls, flops) e,
+  MEGANEURA_OPS(MEGANEURA_OP_ENUM)
+#undef MEGANEURA_OP_ENUM
   Count_
 };
-const char* op_name(Op op);
+const char* op_name(Op op);  // the op's name in messages, dumps and reports ("matmul", "layer_norm")
+
+// How the scheduler treats an op: the kernel archetype it can root or join (schedule/schedule.hpp).
+enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Attention,
+                               Unsupported };
+OpClass op_class(Op op);
+// Arithmetic per output element for the rewrite's cost model (rewrite/cost.hpp).
+double op_flops_per_element(Op op);
 
 enum class Reduction : uint8_t { Mean, Sum, None };
 

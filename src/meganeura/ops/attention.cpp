@@ -341,21 +341,21 @@ std::vector<NodeId> swiglu_vjp(VjpCtx& c) {
 }  // namespace
 
 void register_attention(OpTable& t) {
-  t.add({Op::Attention, "attention", -1, Archetype::Attention, attention_shape, attention_vjp, attention_ref, nullptr});
-  t.add({Op::AttentionLse, "attention_lse", -1, Archetype::Attention, attention_lse_shape, attention_grad_vjp,
+  t.add({Op::Attention, -1, attention_shape, attention_vjp, attention_ref, nullptr});
+  t.add({Op::AttentionLse, -1, attention_lse_shape, attention_grad_vjp,
          attention_lse_ref, nullptr});
-  t.add({Op::AttentionGradQ, "attention_grad_q", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+  t.add({Op::AttentionGradQ, -1, attention_grad_shape, attention_grad_vjp,
          attention_grad_q_ref, nullptr});
-  t.add({Op::AttentionGradK, "attention_grad_k", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+  t.add({Op::AttentionGradK, -1, attention_grad_shape, attention_grad_vjp,
          attention_grad_k_ref, nullptr});
-  t.add({Op::AttentionGradV, "attention_grad_v", -1, Archetype::Attention, attention_grad_shape, attention_grad_vjp,
+  t.add({Op::AttentionGradV, -1, attention_grad_shape, attention_grad_vjp,
          attention_grad_v_ref, nullptr});
-  t.add({Op::Rope, "rope", 1, Archetype::Movement, rope_shape, rope_vjp, rope_ref, nullptr});
+  t.add({Op::Rope, 1, rope_shape, rope_vjp, rope_ref, nullptr});
   // rope and dropout depend on the element's index, which the pointwise expression template does not
   // expose, so they are index-aware copy kernels (Movement); dropout's generator for kernels is
   // dropout_glsl() in ops/dropout_hash.hpp
-  t.add({Op::Dropout, "dropout", 1, Archetype::Movement, dropout_shape, dropout_vjp, dropout_ref, nullptr});
-  t.add({Op::SwiGlu, "swiglu", 2, Archetype::Pointwise, swiglu_shape, swiglu_vjp, swiglu_ref,
+  t.add({Op::Dropout, 1, dropout_shape, dropout_vjp, dropout_ref, nullptr});
+  t.add({Op::SwiGlu, 2, swiglu_shape, swiglu_vjp, swiglu_ref,
          "($0 * mn_sigmoid($0) * $1)"});
 }
 

@@ -247,7 +247,6 @@ HostTensor ref_where(const Node& n, const std::vector<const HostTensor*>& in) {
 
 struct UnaryRow {
   Op op;
-  const char* name;
   ShapeRule rule;
   Vjp vjp;
   Scalar1 fn;
@@ -262,98 +261,97 @@ struct UnaryRow {
 
 void register_elementwise(OpTable& t) {
   const UnaryRow unary[] = {
-      {Op::Neg, "neg", unary_any, vjp_neg, MN_UNARY_REF(-x), "-$0"},
-      {Op::Abs, "abs", unary_any, vjp_abs, MN_UNARY_REF(std::fabs(x)), "abs($0)"},
-      {Op::Sign, "sign", unary_any, nullptr,
+      {Op::Neg, unary_any, vjp_neg, MN_UNARY_REF(-x), "-$0"},
+      {Op::Abs, unary_any, vjp_abs, MN_UNARY_REF(std::fabs(x)), "abs($0)"},
+      {Op::Sign, unary_any, nullptr,
        MN_UNARY_REF(double((x > 0) - (x < 0))), "mn_sign($0)"},
-      {Op::Exp, "exp", unary_float, vjp_exp, MN_UNARY_REF(std::exp(x)), "exp($0)"},
-      {Op::Log, "log", unary_float, vjp_log, MN_UNARY_REF(std::log(x)), "mn_log($0)"},
-      {Op::Sqrt, "sqrt", unary_float, vjp_sqrt, MN_UNARY_REF(std::sqrt(x)),
+      {Op::Exp, unary_float, vjp_exp, MN_UNARY_REF(std::exp(x)), "exp($0)"},
+      {Op::Log, unary_float, vjp_log, MN_UNARY_REF(std::log(x)), "mn_log($0)"},
+      {Op::Sqrt, unary_float, vjp_sqrt, MN_UNARY_REF(std::sqrt(x)),
        "mn_sqrt($0)"},
-      {Op::Rsqrt, "rsqrt", unary_float, vjp_rsqrt,
+      {Op::Rsqrt, unary_float, vjp_rsqrt,
        MN_UNARY_REF(1.0 / std::sqrt(x)), "mn_rsqrt($0)"},
-      {Op::Reciprocal, "reciprocal", unary_float, vjp_reciprocal,
+      {Op::Reciprocal, unary_float, vjp_reciprocal,
        MN_UNARY_REF(1.0 / x), "1.0 / $0"},
-      {Op::Square, "square", unary_any, vjp_square, MN_UNARY_REF(x * x),
+      {Op::Square, unary_any, vjp_square, MN_UNARY_REF(x * x),
        "$0 * $0"},
-      {Op::Relu, "relu", unary_any, vjp_relu, MN_UNARY_REF(x > 0 || std::isnan(x) ? x : 0.0),
+      {Op::Relu, unary_any, vjp_relu, MN_UNARY_REF(x > 0 || std::isnan(x) ? x : 0.0),
        "mn_relu($0)"},
-      {Op::LeakyRelu, "leaky_relu", unary_float_one_real, vjp_leaky_relu,
+      {Op::LeakyRelu, unary_float_one_real, vjp_leaky_relu,
        MN_UNARY_REF(x > 0 ? x : a.reals[0] * x), "($0 > 0.0 ? $0 : $r0 * $0)"},
-      {Op::Elu, "elu", unary_float_one_real, vjp_elu,
+      {Op::Elu, unary_float_one_real, vjp_elu,
        MN_UNARY_REF(x > 0 ? x : a.reals[0] * std::expm1(x)),
        "($0 > 0.0 ? $0 : $r0 * (exp($0) - 1.0))"},
-      {Op::Sigmoid, "sigmoid", unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)),
+      {Op::Sigmoid, unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)),
        "mn_sigmoid($0)"},
-      {Op::Tanh, "tanh", unary_float, vjp_tanh, MN_UNARY_REF(std::tanh(x)),
+      {Op::Tanh, unary_float, vjp_tanh, MN_UNARY_REF(std::tanh(x)),
        "mn_tanh($0)"},
-      {Op::Silu, "silu", unary_float, vjp_silu, MN_UNARY_REF(x * sigmoid(x)),
+      {Op::Silu, unary_float, vjp_silu, MN_UNARY_REF(x * sigmoid(x)),
        "$0 * mn_sigmoid($0)"},
-      {Op::Gelu, "gelu", unary_float, vjp_gelu,
+      {Op::Gelu, unary_float, vjp_gelu,
        MN_UNARY_REF(gelu(x, a.flag_a)), "mn_gelu($0, $fa)"},
-      {Op::Softplus, "softplus", unary_float, vjp_softplus,
+      {Op::Softplus, unary_float, vjp_softplus,
        MN_UNARY_REF(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)))),
        "mn_softplus($0)"},
-      {Op::Sin, "sin", unary_float, vjp_sin, MN_UNARY_REF(std::sin(x)), "sin($0)"},
-      {Op::Cos, "cos", unary_float, vjp_cos, MN_UNARY_REF(std::cos(x)), "cos($0)"},
-      {Op::Erf, "erf", unary_float, vjp_erf, MN_UNARY_REF(std::erf(x)),
+      {Op::Sin, unary_float, vjp_sin, MN_UNARY_REF(std::sin(x)), "sin($0)"},
+      {Op::Cos, unary_float, vjp_cos, MN_UNARY_REF(std::cos(x)), "cos($0)"},
+      {Op::Erf, unary_float, vjp_erf, MN_UNARY_REF(std::erf(x)),
        "mn_erf($0)"},
-      {Op::Clamp, "clamp", clamp_rule, vjp_clamp,
+      {Op::Clamp, clamp_rule, vjp_clamp,
        MN_UNARY_REF(std::min(std::max(x, a.reals[0]), a.reals[1])),
        "mn_clamp($0, $r0, $r1)"},
       // The stored dtype does the conversion; the expression is the value.
-      {Op::Cast, "cast", cast_rule, vjp_cast,
+      {Op::Cast, cast_rule, vjp_cast,
        MN_UNARY_REF(round_to_dtype(x, a.dtype)), "$0"},
-      {Op::StopGradient, "stop_gradient", unary_any, nullptr, MN_UNARY_REF(x),
+      {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x),
        "$0"},
   };
   for (const UnaryRow& r : unary) {
     unary_fn[size_t(r.op)] = r.fn;
-    t.add({r.op, r.name, 1, Archetype::Pointwise, r.rule, r.vjp, ref_unary, r.glsl});
+    t.add({r.op, 1, r.rule, r.vjp, ref_unary, r.glsl});
   }
 
-  t.add({Op::GeluGrad, "gelu_grad", 2, Archetype::Pointwise, gelu_grad_rule, nullptr, ref_gelu_grad,
+  t.add({Op::GeluGrad, 2, gelu_grad_rule, nullptr, ref_gelu_grad,
          "mn_gelu_grad($0, $1, $fa)"});
 
   struct BinaryRow {
     Op op;
-    const char* name;
     ShapeRule rule;
     Vjp vjp;
     Scalar2 fn;
     const char* glsl;
   };
   const BinaryRow binary[] = {
-      {Op::Add, "add", binary_rule, vjp_add, MN_BINARY_REF(a + b), "$0 + $1"},
-      {Op::Sub, "sub", binary_rule, vjp_sub, MN_BINARY_REF(a - b), "$0 - $1"},
-      {Op::Mul, "mul", binary_rule, vjp_mul, MN_BINARY_REF(a * b), "$0 * $1"},
-      {Op::Div, "div", binary_float_rule, vjp_div, MN_BINARY_REF(a / b), "$0 / $1"},
-      {Op::Pow, "pow", binary_float_rule, vjp_pow, MN_BINARY_REF(std::pow(a, b)),
+      {Op::Add, binary_rule, vjp_add, MN_BINARY_REF(a + b), "$0 + $1"},
+      {Op::Sub, binary_rule, vjp_sub, MN_BINARY_REF(a - b), "$0 - $1"},
+      {Op::Mul, binary_rule, vjp_mul, MN_BINARY_REF(a * b), "$0 * $1"},
+      {Op::Div, binary_float_rule, vjp_div, MN_BINARY_REF(a / b), "$0 / $1"},
+      {Op::Pow, binary_float_rule, vjp_pow, MN_BINARY_REF(std::pow(a, b)),
        "mn_pow($0, $1)"},
-      {Op::Maximum, "maximum", binary_rule, vjp_maximum,
+      {Op::Maximum, binary_rule, vjp_maximum,
        MN_BINARY_REF(std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b)), "mn_max($0, $1)"},
-      {Op::Minimum, "minimum", binary_rule, vjp_minimum,
+      {Op::Minimum, binary_rule, vjp_minimum,
        MN_BINARY_REF(std::isnan(a) || std::isnan(b) ? a + b : std::min(a, b)), "mn_min($0, $1)"},
       // Comparisons yield 1 or 0 in the operands' dtype, so masks multiply directly.
-      {Op::Eq, "eq", binary_rule, nullptr, MN_BINARY_REF(double(a == b)),
+      {Op::Eq, binary_rule, nullptr, MN_BINARY_REF(double(a == b)),
        "float($0 == $1)"},
-      {Op::Ne, "ne", binary_rule, nullptr, MN_BINARY_REF(double(a != b)),
+      {Op::Ne, binary_rule, nullptr, MN_BINARY_REF(double(a != b)),
        "float($0 != $1)"},
-      {Op::Lt, "lt", binary_rule, nullptr, MN_BINARY_REF(double(a < b)),
+      {Op::Lt, binary_rule, nullptr, MN_BINARY_REF(double(a < b)),
        "float($0 < $1)"},
-      {Op::Le, "le", binary_rule, nullptr, MN_BINARY_REF(double(a <= b)),
+      {Op::Le, binary_rule, nullptr, MN_BINARY_REF(double(a <= b)),
        "float($0 <= $1)"},
-      {Op::Gt, "gt", binary_rule, nullptr, MN_BINARY_REF(double(a > b)),
+      {Op::Gt, binary_rule, nullptr, MN_BINARY_REF(double(a > b)),
        "float($0 > $1)"},
-      {Op::Ge, "ge", binary_rule, nullptr, MN_BINARY_REF(double(a >= b)),
+      {Op::Ge, binary_rule, nullptr, MN_BINARY_REF(double(a >= b)),
        "float($0 >= $1)"},
   };
   for (const BinaryRow& r : binary) {
     binary_fn[size_t(r.op)] = r.fn;
-    t.add({r.op, r.name, 2, Archetype::Pointwise, r.rule, r.vjp, ref_binary, r.glsl});
+    t.add({r.op, 2, r.rule, r.vjp, ref_binary, r.glsl});
   }
 
-  t.add({Op::Where, "where", 3, Archetype::Pointwise, where_rule, vjp_where, ref_where, "($0 != 0.0 ? $1 : $2)"});
+  t.add({Op::Where, 3, where_rule, vjp_where, ref_where, "($0 != 0.0 ? $1 : $2)"});
 }
 
 }  // namespace meganeura::ops

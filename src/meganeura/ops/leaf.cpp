@@ -22,10 +22,10 @@ HostTensor ref_fill(const Node& n, const std::vector<const HostTensor*>&) { retu
 }  // namespace
 
 void register_leaf(OpTable& t) {
-  t.add({Op::Input, "input", 0, Archetype::Leaf, leaf_rule, nullptr, nullptr, nullptr});
-  t.add({Op::Parameter, "parameter", 0, Archetype::Leaf, leaf_rule, nullptr, nullptr, nullptr});
-  t.add({Op::Constant, "constant", 0, Archetype::Leaf, leaf_rule, nullptr, nullptr, nullptr});
-  t.add({Op::Fill, "fill", 0, Archetype::Leaf, fill_rule, nullptr, ref_fill, "$r0"});
+  t.add({Op::Input, 0, leaf_rule, nullptr, nullptr, nullptr});
+  t.add({Op::Parameter, 0, leaf_rule, nullptr, nullptr, nullptr});
+  t.add({Op::Constant, 0, leaf_rule, nullptr, nullptr, nullptr});
+  t.add({Op::Fill, 0, fill_rule, nullptr, ref_fill, "$r0"});
 }
 
 }  // namespace meganeura::ops

@@ -175,14 +175,14 @@ std::vector<NodeId> vjp_pointwise_loss(VjpCtx& c) {
 }  // namespace
 
 void register_loss(OpTable& t) {
-  t.add({Op::CrossEntropy, "cross_entropy_loss", 2, Archetype::Reduction, ce_rule, vjp_ce, ref_ce, nullptr});
-  t.add({Op::CrossEntropyIndex, "cross_entropy_loss_index", 2, Archetype::Reduction, ce_rule, vjp_ce_index,
+  t.add({Op::CrossEntropy, 2, ce_rule, vjp_ce, ref_ce, nullptr});
+  t.add({Op::CrossEntropyIndex, 2, ce_rule, vjp_ce_index,
          ref_ce_index, nullptr});
-  t.add({Op::MseLoss, "mse_loss", 2, Archetype::Reduction, pointwise_loss_rule, vjp_pointwise_loss,
+  t.add({Op::MseLoss, 2, pointwise_loss_rule, vjp_pointwise_loss,
          ref_pointwise_loss, nullptr});
-  t.add({Op::L1Loss, "l1_loss", 2, Archetype::Reduction, pointwise_loss_rule, vjp_pointwise_loss,
+  t.add({Op::L1Loss, 2, pointwise_loss_rule, vjp_pointwise_loss,
          ref_pointwise_loss, nullptr});
-  t.add({Op::BceWithLogits, "bce_with_logits", 2, Archetype::Reduction, pointwise_loss_rule, vjp_pointwise_loss,
+  t.add({Op::BceWithLogits, 2, pointwise_loss_rule, vjp_pointwise_loss,
          ref_pointwise_loss, nullptr});
 }
 

@@ -89,7 +89,7 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
 }  // namespace
 
 void register_matmul(OpTable& t) {
-  t.add({Op::MatMul, "matmul", 2, Archetype::MatMul, matmul_rule, vjp_matmul, ref_matmul, nullptr});
+  t.add({Op::MatMul, 2, matmul_rule, vjp_matmul, ref_matmul, nullptr});
 }
 
 }  // namespace meganeura::ops

@@ -267,11 +267,11 @@ std::vector<NodeId> scatter_add_vjp(VjpCtx& c) {
 }  // namespace
 
 void register_movement(OpTable& t) {
-  t.add({Op::Slice, "slice", 1, Archetype::Movement, slice_shape, slice_vjp, slice_ref, nullptr});
-  t.add({Op::Concat, "concat", -1, Archetype::Movement, concat_shape, concat_vjp, concat_ref, nullptr});
-  t.add({Op::Pad, "pad", 1, Archetype::Movement, pad_shape, pad_vjp, pad_ref, nullptr});
-  t.add({Op::Gather, "gather", 2, Archetype::Gather, gather_shape, gather_vjp, gather_ref, nullptr});
-  t.add({Op::ScatterAdd, "scatter_add", 2, Archetype::Gather, scatter_add_shape, scatter_add_vjp, scatter_add_ref,
+  t.add({Op::Slice, 1, slice_shape, slice_vjp, slice_ref, nullptr});
+  t.add({Op::Concat, -1, concat_shape, concat_vjp, concat_ref, nullptr});
+  t.add({Op::Pad, 1, pad_shape, pad_vjp, pad_ref, nullptr});
+  t.add({Op::Gather, 2, gather_shape, gather_vjp, gather_ref, nullptr});
+  t.add({Op::ScatterAdd, 2, scatter_add_shape, scatter_add_vjp, scatter_add_ref,
          nullptr});
 }
 

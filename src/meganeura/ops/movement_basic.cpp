@@ -84,9 +84,9 @@ std::vector<NodeId> vjp_permute(VjpCtx& c) {
 }  // namespace
 
 void register_movement_basic(OpTable& t) {
-  t.add({Op::Reshape, "reshape", 1, Archetype::Movement, reshape_rule, vjp_reshape, ref_reshape, nullptr});
-  t.add({Op::BroadcastTo, "broadcast_to", 1, Archetype::Movement, broadcast_rule, vjp_broadcast, ref_broadcast, nullptr});
-  t.add({Op::Permute, "permute", 1, Archetype::Movement, permute_rule, vjp_permute, ref_permute, nullptr});
+  t.add({Op::Reshape, 1, reshape_rule, vjp_reshape, ref_reshape, nullptr});
+  t.add({Op::BroadcastTo, 1, broadcast_rule, vjp_broadcast, ref_broadcast, nullptr});
+  t.add({Op::Permute, 1, permute_rule, vjp_permute, ref_permute, nullptr});
 }
 
 }  // namespace meganeura::ops

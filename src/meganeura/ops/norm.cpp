@@ -294,12 +294,12 @@ std::vector<NodeId> group_norm_vjp(VjpCtx& c) {
 }  // namespace
 
 void register_norm(OpTable& t) {
-  t.add({Op::LayerNorm, "layer_norm", 3, Archetype::Reduction, layer_norm_shape, layer_norm_vjp, layer_norm_ref,
+  t.add({Op::LayerNorm, 3, layer_norm_shape, layer_norm_vjp, layer_norm_ref,
          nullptr});
-  t.add({Op::RmsNorm, "rms_norm", 2, Archetype::Reduction, layer_norm_shape, rms_norm_vjp, rms_norm_ref, nullptr});
-  t.add({Op::BatchNorm, "batch_norm", 5, Archetype::Reduction, batch_norm_shape, batch_norm_vjp, batch_norm_ref,
+  t.add({Op::RmsNorm, 2, layer_norm_shape, rms_norm_vjp, rms_norm_ref, nullptr});
+  t.add({Op::BatchNorm, 5, batch_norm_shape, batch_norm_vjp, batch_norm_ref,
          nullptr});
-  t.add({Op::GroupNorm, "group_norm", 3, Archetype::Reduction, group_norm_shape, group_norm_vjp, group_norm_ref,
+  t.add({Op::GroupNorm, 3, group_norm_shape, group_norm_vjp, group_norm_ref,
          nullptr});
 }
 

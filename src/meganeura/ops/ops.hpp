@@ -1,7 +1,7 @@
 #pragma once
-// The op table: every Op is defined by exactly one OpDef row, registered from the file of its family
-// (ops/elementwise.cpp, ops/matmul.cpp, ops/reduce.cpp, ops/loss.cpp, ops/movement_basic.cpp, ops/norm.cpp,
-// ops/movement.cpp, ops/vision.cpp, ops/attention.cpp). Graph::make, autodiff, the reference interpreter and
+// The op table: every Op is defined by one line of ir/op_list.hpp (name, scheduling class, cost) and exactly
+// one OpDef row, registered from the file of its family (ops/elementwise.cpp, ops/matmul.cpp, ops/reduce.cpp,
+// ops/loss.cpp, ops/movement_basic.cpp, ops/norm.cpp, ops/movement.cpp, ops/vision.cpp, ops/attention.cpp). Graph::make, autodiff, the reference interpreter and
 // the code generator all read the same row.
 #include <string>
 #include <vector>
@@ -11,19 +11,6 @@
 #include "meganeura/ir/shape_rule.hpp"
 
 namespace meganeura::ops {
-
-// The kernel family an op is scheduled into.
-enum class Archetype : uint8_t {
-  Leaf,       // Input, Parameter, Constant, Fill: no kernel
-  Pointwise,  // elementwise with broadcasting; has a GLSL expression
-  Reduction,  // row-wise: reductions, softmax, losses, norms
-  MatMul,
-  Conv,
-  Attention,
-  Gather,     // gather/scatter
-  Movement,   // copy/transpose/reshape/slice/concat/pad
-};
-const char* archetype_name(Archetype a);
 
 // What a VJP sees. `fwd` is a copy of the forward node (graph.node() references move when the graph grows).
 // `grad` has fwd's shape. Return one entry per input: the gradient w.r.t. that input with the input's
@@ -46,17 +33,18 @@ using Vjp = std::vector<NodeId> (*)(VjpCtx&);
 // float64 reference: inputs in the node's input order, result must have node.shape.
 using Reference = HostTensor (*)(const Node& node, const std::vector<const HostTensor*>& in);
 
+// What an op computes. Its name, scheduling class and cost are its line in ir/op_list.hpp; `name` is filled
+// from there when the row is added.
 struct OpDef {
   Op op = Op::Count_;
-  const char* name = nullptr;
   int arity = 0;                // -1: any number (concat)
-  Archetype archetype = Archetype::Pointwise;
   ShapeRule shape = nullptr;
   Vjp vjp = nullptr;            // nullptr: no gradient flows through this op (stop_gradient, argmax, ...)
   Reference reference = nullptr;  // nullptr only for Input/Parameter/Constant (the interpreter feeds them)
   // Pointwise ops: a GLSL float expression. $0..$9 are the operands (already broadcast), $r0..$r9 the
   // attrs.reals as float literals. Helpers used here (mn_erf, ...) are defined in pointwise_glsl_prelude().
   const char* glsl = nullptr;
+  const char* name = nullptr;   // op_name(op), set by OpTable::add
 };
 
 class OpTable {
@@ -76,6 +64,9 @@ bool registered(Op op);
 
 // GLSL helper functions that pointwise templates may call (erf has no GLSL builtin).
 const char* pointwise_glsl_prelude();
+// A GLSL float literal of `v` (9 significant digits, so an f32 round-trips; NaN and ±Inf as bit patterns,
+// negative values parenthesised). The one literal printer: codegen uses it too.
+std::string float_lit(double v);
 // Expands an OpDef::glsl template for `node` with operand expressions `operands`.
 std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std::string>& operands);
 

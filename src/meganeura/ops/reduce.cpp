@@ -161,14 +161,14 @@ std::vector<NodeId> vjp_log_softmax(VjpCtx& c) {
 }  // namespace
 
 void register_reduce(OpTable& t) {
-  t.add({Op::Sum, "sum", 1, Archetype::Reduction, reduce_rule, vjp_sum, ref_reduce, nullptr});
-  t.add({Op::Mean, "mean", 1, Archetype::Reduction, reduce_rule, vjp_mean, ref_reduce, nullptr});
-  t.add({Op::Max, "max", 1, Archetype::Reduction, reduce_rule, vjp_extremum, ref_reduce, nullptr});
-  t.add({Op::Min, "min", 1, Archetype::Reduction, reduce_rule, vjp_extremum, ref_reduce, nullptr});
-  t.add({Op::Variance, "variance", 1, Archetype::Reduction, reduce_rule, vjp_variance, ref_reduce, nullptr});
-  t.add({Op::ArgMax, "argmax", 1, Archetype::Reduction, argmax_rule, nullptr, ref_argmax, nullptr});
-  t.add({Op::Softmax, "softmax", 1, Archetype::Reduction, softmax_rule, vjp_softmax, ref_softmax, nullptr});
-  t.add({Op::LogSoftmax, "log_softmax", 1, Archetype::Reduction, softmax_rule, vjp_log_softmax, ref_softmax, nullptr});
+  t.add({Op::Sum, 1, reduce_rule, vjp_sum, ref_reduce, nullptr});
+  t.add({Op::Mean, 1, reduce_rule, vjp_mean, ref_reduce, nullptr});
+  t.add({Op::Max, 1, reduce_rule, vjp_extremum, ref_reduce, nullptr});
+  t.add({Op::Min, 1, reduce_rule, vjp_extremum, ref_reduce, nullptr});
+  t.add({Op::Variance, 1, reduce_rule, vjp_variance, ref_reduce, nullptr});
+  t.add({Op::ArgMax, 1, argmax_rule, nullptr, ref_argmax, nullptr});
+  t.add({Op::Softmax, 1, softmax_rule, vjp_softmax, ref_softmax, nullptr});
+  t.add({Op::LogSoftmax, 1, softmax_rule, vjp_log_softmax, ref_softmax, nullptr});
 }
 
 }  // namespace meganeura::ops

@@ -5,118 +5,12 @@
 
 namespace meganeura {
 
-// The enum's spelling, for messages about ops whose family has not registered a row.
-const char* op_name(Op op) {
-  if (ops::registered(op)) return ops::table().find(op)->name;
-  switch (op) {
-    case Op::Input: return "input";
-    case Op::Parameter: return "parameter";
-    case Op::Constant: return "constant";
-    case Op::Fill: return "fill";
-    case Op::Neg: return "neg";
-    case Op::Abs: return "abs";
-    case Op::Sign: return "sign";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Sqrt: return "sqrt";
-    case Op::Rsqrt: return "rsqrt";
-    case Op::Reciprocal: return "reciprocal";
-    case Op::Square: return "square";
-    case Op::Relu: return "relu";
-    case Op::LeakyRelu: return "leaky_relu";
-    case Op::Elu: return "elu";
-    case Op::Sigmoid: return "sigmoid";
-    case Op::Tanh: return "tanh";
-    case Op::Silu: return "silu";
-    case Op::Gelu: return "gelu";
-    case Op::GeluGrad: return "gelu_grad";
-    case Op::Softplus: return "softplus";
-    case Op::Sin: return "sin";
-    case Op::Cos: return "cos";
-    case Op::Clamp: return "clamp";
-    case Op::Cast: return "cast";
-    case Op::Erf: return "erf";
-    case Op::StopGradient: return "stop_gradient";
-    case Op::Add: return "add";
-    case Op::Sub: return "sub";
-    case Op::Mul: return "mul";
-    case Op::Div: return "div";
-    case Op::Pow: return "pow";
-    case Op::Maximum: return "maximum";
-    case Op::Minimum: return "minimum";
-    case Op::Eq: return "eq";
-    case Op::Ne: return "ne";
-    case Op::Lt: return "lt";
-    case Op::Le: return "le";
-    case Op::Gt: return "gt";
-    case Op::Ge: return "ge";
-    case Op::Where: return "where";
-    case Op::MatMul: return "matmul";
-    case Op::Sum: return "sum";
-    case Op::Mean: return "mean";
-    case Op::Max: return "max";
-    case Op::Min: return "min";
-    case Op::Variance: return "variance";
-    case Op::ArgMax: return "argmax";
-    case Op::Softmax: return "softmax";
-    case Op::LogSoftmax: return "log_softmax";
-    case Op::CrossEntropy: return "cross_entropy_loss";
-    case Op::CrossEntropyIndex: return "cross_entropy_loss_index";
-    case Op::MseLoss: return "mse_loss";
-    case Op::L1Loss: return "l1_loss";
-    case Op::BceWithLogits: return "bce_with_logits";
-    case Op::LayerNorm: return "layer_norm";
-    case Op::RmsNorm: return "rms_norm";
-    case Op::BatchNorm: return "batch_norm";
-    case Op::GroupNorm: return "group_norm";
-    case Op::Reshape: return "reshape";
-    case Op::Permute: return "permute";
-    case Op::Slice: return "slice";
-    case Op::Concat: return "concat";
-    case Op::BroadcastTo: return "broadcast_to";
-    case Op::Pad: return "pad";
-    case Op::Gather: return "gather";
-    case Op::ScatterAdd: return "scatter_add";
-    case Op::Conv2d: return "conv2d";
-    case Op::Conv2dGradInput: return "conv2d_grad_input";
-    case Op::Conv2dGradWeight: return "conv2d_grad_weight";
-    case Op::MaxPool2d: return "max_pool2d";
-    case Op::MaxPool2dGrad: return "max_pool2d_grad";
-    case Op::AvgPool2d: return "avg_pool2d";
-    case Op::AvgPool2dGrad: return "avg_pool2d_grad";
-    case Op::UpsampleNearest: return "upsample_nearest";
-    case Op::Attention: return "scaled_dot_product_attention";
-    case Op::AttentionLse: return "attention_lse";
-    case Op::AttentionGradQ: return "attention_grad_q";
-    case Op::AttentionGradK: return "attention_grad_k";
-    case Op::AttentionGradV: return "attention_grad_v";
-    case Op::Rope: return "rope";
-    case Op::Dropout: return "dropout";
-    case Op::SwiGlu: return "swiglu";
-    case Op::Count_: break;
-  }
-  return "?";
-}
-
 namespace ops {
 
-const char* archetype_name(Archetype a) {
-  switch (a) {
-    case Archetype::Leaf: return "leaf";
-    case Archetype::Pointwise: return "pointwise";
-    case Archetype::Reduction: return "reduction";
-    case Archetype::MatMul: return "matmul";
-    case Archetype::Conv: return "conv";
-    case Archetype::Attention: return "attention";
-    case Archetype::Gather: return "gather";
-    case Archetype::Movement: return "movement";
-  }
-  return "?";
-}
-
 void OpTable::add(OpDef d) {
-  if (d.op == Op::Count_ || size_t(d.op) >= size_t(Op::Count_) || !d.name || !d.shape)
-    throw GraphError("[OpTable::add] expected a row with op, name and shape rule, got an incomplete row");
+  if (d.op == Op::Count_ || size_t(d.op) >= size_t(Op::Count_) || !d.shape)
+    throw GraphError("[OpTable::add] expected a row with op and shape rule, got an incomplete row");
+  d.name = op_name(d.op);
   OpDef& slot = rows_[size_t(d.op)];
   if (slot.name) throw GraphError("[OpTable::add] expected one row per op, got a second row for " + std::string(d.name));
   slot = d;
@@ -222,8 +116,8 @@ float mn_gelu_grad(float x, float g, float tanh_form) {
 )";
 }
 
-namespace {
-std::string float_literal(double v) {
+std::string float_lit(double v) {
+  if (std::isnan(v)) return "uintBitsToFloat(0x7FC00000u)";
   if (std::isinf(v)) return v > 0 ? "uintBitsToFloat(0x7F800000u)" : "uintBitsToFloat(0xFF800000u)";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -231,7 +125,6 @@ std::string float_literal(double v) {
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return v < 0 ? "(" + s + ")" : s;
 }
-}  // namespace
 
 std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std::string>& operands) {
   if (!d.glsl) throw GraphError("[expand_glsl] expected a pointwise op, got " + std::string(d.name));
@@ -250,7 +143,7 @@ std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std:
     } else if (c == 'r' && p[2] >= '0' && p[2] <= '9') {
       size_t i = size_t(p[2] - '0');
       if (i >= node.attrs.reals.size()) throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing real");
-      out += float_literal(node.attrs.reals[i]);
+      out += float_lit(node.attrs.reals[i]);
       p += 2;
     } else if (c == 'f' && p[2] == 'a') {
       out += node.attrs.flag_a ? "1.0" : "0.0";

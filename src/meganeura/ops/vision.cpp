@@ -401,18 +401,18 @@ std::vector<NodeId> upsample_vjp(VjpCtx& c) {
 }  // namespace
 
 void register_vision(OpTable& t) {
-  t.add({Op::Conv2d, "conv2d", 2, Archetype::Conv, conv2d_shape, conv2d_vjp, conv2d_ref, nullptr});
-  t.add({Op::Conv2dGradInput, "conv2d_grad_input", 2, Archetype::Conv, conv2d_grad_input_shape,
+  t.add({Op::Conv2d, 2, conv2d_shape, conv2d_vjp, conv2d_ref, nullptr});
+  t.add({Op::Conv2dGradInput, 2, conv2d_grad_input_shape,
          conv2d_grad_input_vjp, conv2d_grad_input_ref, nullptr});
-  t.add({Op::Conv2dGradWeight, "conv2d_grad_weight", 2, Archetype::Conv, conv2d_grad_weight_shape,
+  t.add({Op::Conv2dGradWeight, 2, conv2d_grad_weight_shape,
          conv2d_grad_weight_vjp, conv2d_grad_weight_ref, nullptr});
-  t.add({Op::MaxPool2d, "max_pool2d", 1, Archetype::Reduction, pool_shape, max_pool_vjp, max_pool_ref, nullptr});
-  t.add({Op::MaxPool2dGrad, "max_pool2d_grad", 2, Archetype::Gather, max_pool_grad_shape, max_pool_grad_vjp,
+  t.add({Op::MaxPool2d, 1, pool_shape, max_pool_vjp, max_pool_ref, nullptr});
+  t.add({Op::MaxPool2dGrad, 2, max_pool_grad_shape, max_pool_grad_vjp,
          max_pool_grad_ref, nullptr});
-  t.add({Op::AvgPool2d, "avg_pool2d", 1, Archetype::Reduction, pool_shape, avg_pool_vjp, avg_pool_ref, nullptr});
-  t.add({Op::AvgPool2dGrad, "avg_pool2d_grad", 1, Archetype::Gather, avg_pool_grad_shape, avg_pool_grad_vjp,
+  t.add({Op::AvgPool2d, 1, pool_shape, avg_pool_vjp, avg_pool_ref, nullptr});
+  t.add({Op::AvgPool2dGrad, 1, avg_pool_grad_shape, avg_pool_grad_vjp,
          avg_pool_grad_ref, nullptr});
-  t.add({Op::UpsampleNearest, "upsample_nearest", 1, Archetype::Movement, upsample_shape, upsample_vjp,
+  t.add({Op::UpsampleNearest, 1, upsample_shape, upsample_vjp,
          upsample_ref, nullptr});
 }
 

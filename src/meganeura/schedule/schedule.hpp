@@ -29,10 +29,6 @@ enum class Archetype : uint8_t {
 };
 const char* archetype_name(Archetype a);
 
-// How the scheduler treats an op.
-enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Attention,
-                               Unsupported };
-OpClass op_class(Op op);
 
 // Which recorded command list runs a kernel. With gradient accumulation a session records two: one that
 // only accumulates and one that updates; without it, only the update list exists.
