@@ -38,7 +38,7 @@ TEST_P(Drivers, RootsAreMappedAndNamesKept) {
   NodeId w1, grad;
   Graph g = mlp_like(&w1, &grad);
   OptimizeReport rep;
-  RewriteResult r = rewrite(g, GetParam(), rep);
+  RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
   expect_same_values(g, r);
   for (NodeId o : g.outputs()) EXPECT_TRUE(r.mapping.count(o));
   for (NodeId p : g.parameters()) {
@@ -69,10 +69,10 @@ TEST_P(Drivers, RootsAreMappedAndNamesKept) {
 TEST_P(Drivers, DeterministicAcrossRuns) {
   Graph g = mlp_like();
   OptimizeReport first;
-  RewriteResult r0 = rewrite(g, GetParam(), first);
+  RewriteResult r0 = rewrite::rewrite(g, GetParam(), first);
   for (int k = 0; k < 3; ++k) {
     OptimizeReport again;
-    RewriteResult r = rewrite(g, GetParam(), again);
+    RewriteResult r = rewrite::rewrite(g, GetParam(), again);
     EXPECT_EQ(dump(r.graph), dump(r0.graph));
     EXPECT_EQ(again.rules_fired, first.rules_fired);
     EXPECT_EQ(again.nodes_after, first.nodes_after);
@@ -82,14 +82,14 @@ TEST_P(Drivers, DeterministicAcrossRuns) {
   // a graph built the same way again (fresh object) rewrites to the same text
   Graph g2 = mlp_like();
   OptimizeReport rep2;
-  EXPECT_EQ(dump(rewrite(g2, GetParam(), rep2).graph), dump(r0.graph));
+  EXPECT_EQ(dump(rewrite::rewrite(g2, GetParam(), rep2).graph), dump(r0.graph));
 }
 
 TEST_P(Drivers, RewritingTwiceChangesNothing) {
   Graph g = mlp_like();
   OptimizeReport rep, rep2;
-  RewriteResult r = rewrite(g, GetParam(), rep);
-  RewriteResult r2 = rewrite(r.graph, GetParam(), rep2);
+  RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
+  RewriteResult r2 = rewrite::rewrite(r.graph, GetParam(), rep2);
   EXPECT_EQ(dump(r2.graph), dump(r.graph));
   for (const auto& [name, n] : rep2.rules_fired) ADD_FAILURE() << name << " fired " << n << " times on a rewritten graph";
 }
@@ -115,7 +115,7 @@ TEST_P(Drivers, DeepResidualGraphIsRewrittenThroughout) {
   }
   g.set_outputs({g.sum(h)});
   OptimizeReport rep;
-  RewriteResult r = rewrite(g, GetParam(), rep);
+  RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
   expect_same_values(g, r, 1e-6);
   EXPECT_EQ(count_op(r.graph, Op::Permute), 0);
   EXPECT_EQ(count_op(r.graph, Op::Sigmoid), 0);
@@ -140,7 +140,7 @@ TEST_P(Drivers, DifferentiatedGraphKeepsGradients) {
   f.set_outputs({loss});
   Graph g = differentiate(f, loss);
   OptimizeReport rep;
-  RewriteResult r = rewrite(g, GetParam(), rep);
+  RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
   expect_same_values(g, r, 1e-6);
   for (NodeId p : {w1, b1, w2}) {
     ASSERT_TRUE(r.graph.gradient(r.map(p)).has_value());
@@ -165,7 +165,7 @@ TEST_P(Drivers, NoOutputsIsAnError) {
   g.exp(g.input("x", {2}));
   OptimizeReport rep;
   try {
-    rewrite(g, GetParam(), rep);
+    rewrite::rewrite(g, GetParam(), rep);
     FAIL() << "expected GraphError";
   } catch (const GraphError& e) {
     EXPECT_NE(std::string(e.what()).find("[rewrite] expected a graph with at least one output"), std::string::npos);
@@ -178,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(BothDrivers, Drivers, ::testing::Values(RewriteMode::Gr
 TEST(RewriteOff, CopiesUnchanged) {
   Graph g = mlp_like();
   OptimizeReport rep;
-  RewriteResult r = rewrite(g, RewriteMode::Off, rep);
+  RewriteResult r = rewrite::rewrite(g, RewriteMode::Off, rep);
   EXPECT_EQ(dump(r.graph), dump(g));
   EXPECT_EQ(rep.stop_reason, "off");
   EXPECT_TRUE(rep.rules_fired.empty());
@@ -188,8 +188,8 @@ TEST(RewriteOff, CopiesUnchanged) {
 // ---- budgets ----------------------------------------------------------------------------------------------
 
 // Two rules that undo each other: greedy must stop on its step budget and name them.
-std::vector<rw::Rule> cycling_rules() {
-  using namespace rw;
+std::vector<rewrite::Rule> cycling_rules() {
+  using namespace rewrite;
   Rule a{"exp_to_neg_neg_exp", node(Op::Exp, {any("x")}), nullptr,
          [](TermBuilder& b, const Match& m) -> std::optional<Handle> {
            auto e = b.make(Op::Exp, {m["x"]}, {});
@@ -210,7 +210,7 @@ TEST(RewriteBudget, GreedyStepsNameTheCyclingRule) {
   OptimizeReport rep;
   RewriteBudgets b;
   b.max_steps = 50;
-  RewriteResult r = rewrite_with_rules(g, RewriteMode::Greedy, cycling_rules(), rep, b);
+  RewriteResult r = rewrite::rewrite_with_rules(g, RewriteMode::Greedy, cycling_rules(), rep, b);
   EXPECT_EQ(rep.stop_reason, "budget: steps (cycling: flip_add)");
   EXPECT_EQ(fired(rep, "flip_add"), 50);
   expect_same_values(g, r);
@@ -223,7 +223,7 @@ TEST(RewriteBudget, GreedyPasses) {
   OptimizeReport rep;
   RewriteBudgets b;
   b.max_passes = 1;
-  RewriteResult r = rewrite(g, RewriteMode::Greedy, rep, b);
+  RewriteResult r = rewrite::rewrite(g, RewriteMode::Greedy, rep, b);
   EXPECT_EQ(rep.stop_reason, "budget: passes (cycling: neg_neg)");
   expect_same_values(g, r);
 }
@@ -234,15 +234,15 @@ TEST(RewriteBudget, SaturationAbsorbsCycles) {
   NodeId x = g.input("x", {2}), y = g.input("y", {2});
   g.set_outputs({g.add(g.exp(x), y)});
   OptimizeReport rep;
-  RewriteResult r = rewrite_with_rules(g, RewriteMode::Saturate, cycling_rules(), rep);
+  RewriteResult r = rewrite::rewrite_with_rules(g, RewriteMode::Saturate, cycling_rules(), rep);
   EXPECT_EQ(rep.stop_reason, "saturated");
   EXPECT_EQ(count_op(r.graph, Op::Neg), 0);  // extraction picks the cheaper exp(x)
   expect_same_values(g, r);
 }
 
 // A rule that keeps making new values: x -> (x + 1) - 1 on every Add/Sub/Exp.
-std::vector<rw::Rule> growing_rules() {
-  using namespace rw;
+std::vector<rewrite::Rule> growing_rules() {
+  using namespace rewrite;
   Rule grow{"grow", node({Op::Exp, Op::Add, Op::Sub}, {}), nullptr,
             [](TermBuilder& b, const Match& m) -> std::optional<Handle> {
               Handle one = b.fill(1.0, {}, DType::F32);
@@ -260,7 +260,7 @@ TEST(RewriteBudget, SaturationIterations) {
   OptimizeReport rep;
   RewriteBudgets b;
   b.max_iterations = 3;
-  RewriteResult r = rewrite_with_rules(g, RewriteMode::Saturate, growing_rules(), rep, b);
+  RewriteResult r = rewrite::rewrite_with_rules(g, RewriteMode::Saturate, growing_rules(), rep, b);
   EXPECT_EQ(rep.stop_reason, "budget: iterations");
   EXPECT_EQ(count_op(r.graph, Op::Sub), 0);  // the cheapest member of every class is the original
 }
@@ -272,7 +272,7 @@ TEST(RewriteBudget, SaturationENodes) {
   RewriteBudgets b;
   b.max_iterations = 1000;
   b.max_enodes = 40;
-  RewriteResult r = rewrite_with_rules(g, RewriteMode::Saturate, growing_rules(), rep, b);
+  RewriteResult r = rewrite::rewrite_with_rules(g, RewriteMode::Saturate, growing_rules(), rep, b);
   EXPECT_EQ(rep.stop_reason, "budget: e-nodes");
   EXPECT_EQ(count_op(r.graph, Op::Exp), 1);
 }
@@ -285,14 +285,14 @@ TEST(RewriteBudget, SaturationMatchesPerRule) {
   RewriteBudgets b;
   b.max_matches_per_rule = 1;
   b.max_iterations = 2;
-  RewriteResult r = rewrite(g, RewriteMode::Saturate, rep, b);
+  RewriteResult r = rewrite::rewrite(g, RewriteMode::Saturate, rep, b);
   EXPECT_EQ(rep.stop_reason, "budget: iterations");
   EXPECT_EQ(fired(rep, "silu"), 2);  // one match per iteration
   EXPECT_EQ(count_op(r.graph, Op::Silu), 2);
   expect_same_values(g, r);
   // with room, all three fuse
   OptimizeReport rep2;
-  RewriteResult r2 = rewrite(g, RewriteMode::Saturate, rep2);
+  RewriteResult r2 = rewrite::rewrite(g, RewriteMode::Saturate, rep2);
   EXPECT_EQ(count_op(r2.graph, Op::Silu), 3);
   EXPECT_EQ(rep2.stop_reason, "saturated");
 }
@@ -340,7 +340,7 @@ TEST(RewriteRandom, BothDriversKeepValues) {
     for (RewriteMode m : {RewriteMode::Greedy, RewriteMode::Saturate}) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " " + mode_name(m));
       OptimizeReport rep;
-      RewriteResult r = rewrite(g, m, rep);
+      RewriteResult r = rewrite::rewrite(g, m, rep);
       expect_same_values(g, r, 1e-5);
       EXPECT_LE(live_count(r.graph), live_count(g));
       EXPECT_FALSE(rep.stop_reason.starts_with("budget")) << rep.stop_reason;

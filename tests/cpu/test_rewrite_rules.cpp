@@ -13,7 +13,7 @@ class Rules : public ::testing::TestWithParam<RewriteMode> {
  protected:
   OptimizeReport rep;
   RewriteResult run(const Graph& g) {
-    RewriteResult r = rewrite(g, GetParam(), rep);
+    RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
     expect_same_values(g, r);
     return r;
   }
@@ -123,7 +123,7 @@ TEST_P(Rules, ConstantFoldFillsAndConstants) {
   EXPECT_EQ(count_op(r.graph, Op::Exp), 0);
   bool found_six = false;
   for (uint32_t i = 0; i < r.graph.size(); ++i) {
-    auto v = rw::fill_value(r.graph.node(NodeId{i}));
+    auto v = rewrite::fill_value(r.graph.node(NodeId{i}));
     found_six = found_six || (v && *v == 6.0);
   }
   EXPECT_TRUE(found_six);

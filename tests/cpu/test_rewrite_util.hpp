@@ -63,7 +63,7 @@ inline void expect_same_values(const Graph& before, const RewriteResult& after, 
 
 // How many live nodes of g have op `op`.
 inline int count_op(const Graph& g, Op op) {
-  auto live = rw::live_nodes(g);
+  auto live = rewrite::live_nodes(g);
   int c = 0;
   for (uint32_t i = 0; i < g.size(); ++i)
     if (live[i] && g.node(NodeId{i}).op == op) ++c;
@@ -71,7 +71,7 @@ inline int count_op(const Graph& g, Op op) {
 }
 
 inline int live_count(const Graph& g) {
-  auto live = rw::live_nodes(g);
+  auto live = rewrite::live_nodes(g);
   int c = 0;
   for (bool b : live) c += b;
   return c;

@@ -10,16 +10,6 @@
 
 namespace meganeura::codegen {
 
-std::string float_lit(double v) {
-  if (std::isnan(v)) return "uintBitsToFloat(0x7FC00000u)";
-  if (std::isinf(v)) return v > 0 ? "uintBitsToFloat(0x7F800000u)" : "uintBitsToFloat(0xFF800000u)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return v < 0 ? "(" + s + ")" : s;
-}
-
 std::string uint_lit(int64_t v) { return std::to_string(v) + "u"; }
 
 std::vector<int64_t> contiguous_strides(const Shape& s) {

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "meganeura/codegen/codegen.hpp"
+#include "meganeura/ops/ops.hpp"
 
 namespace meganeura::codegen {
 
-std::string float_lit(double v);
+using ops::float_lit;  // the one GLSL float-literal printer (ops/ops.hpp)
 std::string uint_lit(int64_t v);
 std::vector<int64_t> contiguous_strides(const Shape& s);
 

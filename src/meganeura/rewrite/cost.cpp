@@ -2,34 +2,19 @@
 
 #include <algorithm>
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 namespace {
 
 double bytes(const Shape& s, DType t) { return static_cast<double>(numel(s)) * static_cast<double>(dtype_size(t)); }
 
-// Extra arithmetic per element beyond one flop: transcendental functions are several instructions.
-double flops_per_element(Op op) {
-  switch (op) {
-    case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::Tanh: case Op::Silu: case Op::Gelu:
-    case Op::GeluGrad: case Op::Softplus: case Op::Sin: case Op::Cos: case Op::Erf: case Op::Pow:
-    case Op::Elu: case Op::Rsqrt: case Op::Sqrt: case Op::SwiGlu:
-      return 8;
-    case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropy: case Op::CrossEntropyIndex:
-    case Op::BceWithLogits: case Op::LayerNorm: case Op::RmsNorm:
-      return 12;
-    default:
-      return 1;
-  }
-}
-
 }  // namespace
 
 double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out, DType out_dtype) {
-  switch (op) {
-    case Op::Input: case Op::Parameter: case Op::Constant: case Op::Fill:
+  switch (op_class(op)) {
+    case OpClass::Leaf: case OpClass::Fill:
       return 0;
-    case Op::Reshape:
+    case OpClass::Alias:
       return 1;  // a view: no data moves
     default:
       break;
@@ -48,7 +33,7 @@ double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs
     int64_t k = a.empty() ? 1 : (attrs.flag_a ? a[a.size() >= 2 ? a.size() - 2 : 0] : a.back());
     flops = 2.0 * static_cast<double>(numel(out)) * static_cast<double>(k);
   } else {
-    flops = std::max(in_elems, static_cast<double>(numel(out))) * flops_per_element(op);
+    flops = std::max(in_elems, static_cast<double>(numel(out))) * op_flops_per_element(op);
   }
   return 1 + read + write + flops;
 }
@@ -63,4 +48,4 @@ double node_cost(const Graph& g, NodeId id) {
   return node_cost(n.op, n.attrs, ins, n.shape, n.dtype);
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -6,7 +6,7 @@
 
 #include "meganeura/ir/graph.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 struct CostInput {
   const Shape* shape;
@@ -18,4 +18,4 @@ struct CostInput {
 double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out, DType out_dtype);
 double node_cost(const Graph& g, NodeId id);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -5,7 +5,7 @@
 
 #include "meganeura/rewrite/rewrite.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 struct DriverResult {
   Graph graph;
@@ -21,4 +21,4 @@ DriverResult run_saturate(const Graph& g, const std::vector<Rule>& rules, const 
 // "a, b, c": the rules that fired most in `counts`, busiest first (names a cycle when a budget ran out)
 std::string busiest_rules(const std::vector<Rule>& rules, const std::vector<int>& counts);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

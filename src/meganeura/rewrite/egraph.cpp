@@ -5,7 +5,7 @@
 
 #include "meganeura/rewrite/graph_util.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 namespace {
 
@@ -186,4 +186,4 @@ Handle EGraph::constant(std::vector<float> data, const Shape& shape) {
   return add(p, {}, 0x80000000u | it->second);
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

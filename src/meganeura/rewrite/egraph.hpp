@@ -8,7 +8,7 @@
 
 #include "meganeura/rewrite/pattern.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 class EGraph final : public TermBuilder {
  public:
@@ -89,4 +89,4 @@ class EGraph final : public TermBuilder {
   std::vector<Handle> input_class_;  // input-graph node -> class
 };
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -2,7 +2,7 @@
 #include "meganeura/rewrite/graph_util.hpp"
 #include "meganeura/rewrite/rewrite.hpp"
 
-namespace meganeura {
+namespace meganeura::rewrite {
 
 namespace {
 
@@ -15,7 +15,7 @@ bool is_activation(Op op) {
 
 std::optional<MatMulEpilogue> find_matmul_epilogue(const Graph& g, NodeId mm) {
   if (g.node(mm).op != Op::MatMul) return std::nullopt;
-  std::vector<bool> live = rw::live_nodes(g);
+  std::vector<bool> live = rewrite::live_nodes(g);
   std::vector<int> uses(g.size(), 0);
   std::vector<NodeId> user(g.size());
   for (uint32_t i = 0; i < g.size(); ++i) {
@@ -70,4 +70,4 @@ std::optional<MatMulEpilogue> find_matmul_epilogue(const Graph& g, NodeId mm) {
   return e;
 }
 
-}  // namespace meganeura
+}  // namespace meganeura::rewrite

@@ -2,7 +2,7 @@
 
 #include "meganeura/ops/ops.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 bool is_elementwise(Op op) {
   auto v = static_cast<uint16_t>(op);
@@ -40,4 +40,4 @@ std::optional<std::vector<float>> evaluate(Op op, const Attrs& attrs, const std:
   }
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

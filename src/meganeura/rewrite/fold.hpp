@@ -6,7 +6,7 @@
 
 #include "meganeura/ir/graph.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 struct FoldInput {
   Shape shape;
@@ -21,4 +21,4 @@ bool is_elementwise(Op op);  // unary, binary and Where: a uniform input gives a
 // cannot evaluate it.
 std::optional<std::vector<float>> evaluate(Op op, const Attrs& attrs, const std::vector<FoldInput>& inputs);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 bool is_leaf(Op op) { return op == Op::Input || op == Op::Parameter || op == Op::Constant || op == Op::Fill; }
 
@@ -64,4 +64,4 @@ void carry_names(const Graph& from, const std::vector<NodeId>& map, Graph& to) {
   }
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

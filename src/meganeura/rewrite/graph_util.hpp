@@ -6,7 +6,7 @@
 
 #include "meganeura/ir/graph.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 bool is_leaf(Op op);  // Input, Parameter, Constant, Fill
 
@@ -28,4 +28,4 @@ NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<Node
 // so its names follow it. map: `from` ids -> `to` ids, invalid where the value is gone.
 void carry_names(const Graph& from, const std::vector<NodeId>& map, Graph& to);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

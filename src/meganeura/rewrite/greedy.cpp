@@ -5,7 +5,7 @@
 #include "meganeura/rewrite/drivers.hpp"
 #include "meganeura/rewrite/graph_util.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 namespace {
 
@@ -175,4 +175,4 @@ DriverResult run_greedy(const Graph& g, const std::vector<Rule>& rules, const Re
   return out;
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

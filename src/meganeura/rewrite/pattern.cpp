@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 bool TermView::has_op(Handle h, Op op) const {
   return for_each_node(h, [&](const TermNode& n) { return n.op == op; });
@@ -41,7 +41,7 @@ Pat node_any_kids(std::vector<Op> ops) {
 const Binding& Match::binding(const std::string& name) const {
   for (const auto& b : bindings)
     if (b.name == name) return b;
-  throw GraphError("[rw::Match] expected a capture named '" + name + "', got none (a rule bug)");
+  throw GraphError("[rewrite::Match] expected a capture named '" + name + "', got none (a rule bug)");
 }
 
 Handle Match::operator[](const std::string& name) const { return binding(name).h; }
@@ -144,4 +144,4 @@ bool match_all(const Pat& p, const TermView& v, Handle h, const std::function<bo
   });
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -10,7 +10,7 @@
 
 #include "meganeura/ir/graph.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 using Handle = uint32_t;  // a NodeId's value in the greedy driver, an e-class id in the saturation driver
 
@@ -95,4 +95,4 @@ bool is_commutative(Op op);
 // true (stop). Returns whether enumeration was stopped.
 bool match_all(const Pat& p, const TermView& v, Handle h, const std::function<bool(const Match&)>& on_match);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

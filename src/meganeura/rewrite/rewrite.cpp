@@ -3,7 +3,7 @@
 
 #include "meganeura/rewrite/drivers.hpp"
 
-namespace meganeura {
+namespace meganeura::rewrite {
 
 NodeId RewriteResult::map(NodeId old) const {
   auto it = mapping.find(old);
@@ -13,7 +13,7 @@ NodeId RewriteResult::map(NodeId old) const {
   return it->second;
 }
 
-RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::vector<rw::Rule>& rules,
+RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::vector<Rule>& rules,
                                  OptimizeReport& report, const RewriteBudgets& budgets) {
   if (g.outputs().empty())
     throw GraphError("[rewrite] expected a graph with at least one output (Graph::set_outputs), got none");
@@ -27,11 +27,11 @@ RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::ve
     report.stop_reason = "off";
     return res;
   }
-  rw::DriverResult d = mode == RewriteMode::Greedy ? rw::run_greedy(g, rules, budgets)
-                                                        : rw::run_saturate(g, rules, budgets);
+  DriverResult d = mode == RewriteMode::Greedy ? run_greedy(g, rules, budgets)
+                                                        : run_saturate(g, rules, budgets);
   for (size_t r = 0; r < rules.size(); ++r)
     if (d.fired[r] > 0) report.rules_fired.emplace_back(rules[r].name, d.fired[r]);
-  if (d.cse > 0) report.rules_fired.emplace_back(rw::kRuleCse, static_cast<int>(d.cse));
+  if (d.cse > 0) report.rules_fired.emplace_back(rewrite::kRuleCse, static_cast<int>(d.cse));
   int dead = 0;
   for (uint32_t i = 0; i < g.size(); ++i) {
     if (d.map[i].valid())
@@ -39,7 +39,7 @@ RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::ve
     else
       ++dead;
   }
-  if (dead > 0) report.rules_fired.emplace_back(rw::kRuleDeadCode, dead);
+  if (dead > 0) report.rules_fired.emplace_back(rewrite::kRuleDeadCode, dead);
   res.graph = std::move(d.graph);
   report.nodes_after = res.graph.size();
   report.stop_reason = d.stop;
@@ -47,9 +47,9 @@ RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::ve
 }
 
 RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report, const RewriteBudgets& budgets) {
-  rw::RuleOptions opt;
+  RuleOptions opt;
   opt.fold_max_elements = budgets.fold_max_elements;
-  return rewrite_with_rules(g, mode, rw::default_rules(opt), report, budgets);
+  return rewrite_with_rules(g, mode, rewrite::default_rules(opt), report, budgets);
 }
 
-}  // namespace meganeura
+}  // namespace meganeura::rewrite

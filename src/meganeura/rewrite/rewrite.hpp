@@ -45,7 +45,7 @@
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/rewrite/rules.hpp"
 
-namespace meganeura {
+namespace meganeura::rewrite {
 
 struct RewriteBudgets {
   // greedy
@@ -74,7 +74,7 @@ struct RewriteResult {
 RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report, const RewriteBudgets& budgets = {});
 
 // The same with an explicit rule table (tests use it for cycling rules and for one rule at a time).
-RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::vector<rw::Rule>& rules,
+RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::vector<Rule>& rules,
                                  OptimizeReport& report, const RewriteBudgets& budgets = {});
 
 // A matmul and the epilogue the scheduler may fuse into it (see above). Absent parts are invalid ids.
@@ -86,4 +86,12 @@ struct MatMulEpilogue {
 // Reads the epilogue chain starting at a MatMul node; nullopt when mm is not a MatMul.
 std::optional<MatMulEpilogue> find_matmul_epilogue(const Graph& g, NodeId mm);
 
+}  // namespace meganeura::rewrite
+
+namespace meganeura {
+// The stage's types by their short names (the entry points are rewrite::rewrite and rewrite::rewrite_with_rules).
+using rewrite::find_matmul_epilogue;
+using rewrite::MatMulEpilogue;
+using rewrite::RewriteBudgets;
+using rewrite::RewriteResult;
 }  // namespace meganeura

@@ -5,7 +5,7 @@
 
 #include "meganeura/rewrite/rules.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 using Build = std::function<std::optional<Handle>(TermBuilder&, const Match&)>;
 using Guard = std::function<bool(const TermView&, const Match&)>;
@@ -110,4 +110,4 @@ void add_algebra_rules(std::vector<Rule>& rs);
 void add_movement_rules(std::vector<Rule>& rs);
 void add_fusion_rules(std::vector<Rule>& rs);
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -2,7 +2,7 @@
 
 #include "meganeura/rewrite/rule_helpers.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 std::vector<Rule> default_rules(const RuleOptions& opt) {
   std::vector<Rule> rs;
@@ -13,4 +13,4 @@ std::vector<Rule> default_rules(const RuleOptions& opt) {
   return rs;
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

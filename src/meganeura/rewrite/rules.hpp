@@ -8,7 +8,7 @@
 
 #include "meganeura/rewrite/pattern.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 struct Rule {
   std::string name;
@@ -32,4 +32,4 @@ std::vector<Rule> default_rules(const RuleOptions& opt = {});
 inline constexpr const char* kRuleCse = "cse";
 inline constexpr const char* kRuleDeadCode = "dead_code";
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -1,7 +1,7 @@
 // Algebraic identities: only rewrites that are exactly value-preserving for finite inputs.
 #include "meganeura/rewrite/rule_helpers.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 void add_algebra_rules(std::vector<Rule>& rs) {
   rs.push_back(rule("add_zero", node(Op::Add, {any("x"), val(0.0)}), same_as_root("x"), keep("x")));
@@ -28,4 +28,4 @@ void add_algebra_rules(std::vector<Rule>& rs) {
                     keep("x")));
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -3,7 +3,7 @@
 #include "meganeura/rewrite/graph_util.hpp"
 #include "meganeura/rewrite/rule_helpers.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 void add_fold_rules(std::vector<Rule>& rs, const RuleOptions& opt) {
   int64_t max_elements = opt.fold_max_elements;
@@ -40,4 +40,4 @@ void add_fold_rules(std::vector<Rule>& rs, const RuleOptions& opt) {
   rs.push_back(rule("constant_fold", node_any_kids({}), g, b));
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

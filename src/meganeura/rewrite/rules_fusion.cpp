@@ -1,7 +1,7 @@
 // Fusions into the ops the scheduler has fused kernels for, and the matmul epilogue order.
 #include "meganeura/rewrite/rule_helpers.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 void add_fusion_rules(std::vector<Rule>& rs) {
   rs.push_back(rule("silu", node(Op::Mul, {any("x"), node(Op::Sigmoid, {any("x")})}), same_as_root("x"),
@@ -64,4 +64,4 @@ void add_fusion_rules(std::vector<Rule>& rs) {
                     /*canonical=*/true));
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -1,7 +1,7 @@
 // Movement folding: reshape/permute chains, and transposes absorbed into matmul flags.
 #include "meganeura/rewrite/rule_helpers.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 void add_movement_rules(std::vector<Rule>& rs) {
   rs.push_back(rule("reshape_identity", node({Op::Reshape, Op::BroadcastTo}, {any("x")}), same_as_root("x"),
@@ -52,4 +52,4 @@ void add_movement_rules(std::vector<Rule>& rs) {
 
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

@@ -10,7 +10,7 @@
 #include "meganeura/rewrite/egraph.hpp"
 #include "meganeura/rewrite/graph_util.hpp"
 
-namespace meganeura::rw {
+namespace meganeura::rewrite {
 
 namespace {
 
@@ -247,4 +247,4 @@ DriverResult run_saturate(const Graph& g, const std::vector<Rule>& rules, const 
   return out;
 }
 
-}  // namespace meganeura::rw
+}  // namespace meganeura::rewrite

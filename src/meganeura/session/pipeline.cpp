@@ -10,14 +10,8 @@
 #include <set>
 #include <sstream>
 
-#if __has_include("meganeura/autodiff/autodiff.hpp")
 #include "meganeura/autodiff/autodiff.hpp"
-#define MEGANEURA_HAVE_AUTODIFF 1
-#endif
-#if __has_include("meganeura/rewrite/rewrite.hpp")
 #include "meganeura/rewrite/rewrite.hpp"
-#define MEGANEURA_HAVE_REWRITE 1
-#endif
 
 namespace meganeura {
 
@@ -68,24 +62,13 @@ void pass_check_optimizer(const SessionConfig& config) {
 
 // autodiff: gradients of the first output (the loss) for every parameter, found later by handle.
 Graph pass_autodiff(const Graph& g) {
-#ifdef MEGANEURA_HAVE_AUTODIFF
   return differentiate(g, g.outputs().at(0));
-#else
-  (void)g;
-  throw GraphError("[build_session] expected autodiff, got a build without src/meganeura/autodiff");
-#endif
 }
 
 // rewrite: C2's rule set under the configured driver.
 Graph pass_rewrite(const Graph& g, const SessionConfig& config, OptimizeReport& report) {
-#ifdef MEGANEURA_HAVE_REWRITE
-  RewriteResult r = rewrite(g, config.rewrite, report);
+  RewriteResult r = rewrite::rewrite(g, config.rewrite, report);
   return std::move(r.graph);
-#else
-  report.nodes_before = report.nodes_after = g.size();
-  report.stop_reason = config.rewrite == RewriteMode::Off ? "off" : "off (no rewrite stage in this build)";
-  return g;
-#endif
 }
 
 std::vector<std::pair<NodeId, NodeId>> pass_collect_gradients(const Graph& g) {
