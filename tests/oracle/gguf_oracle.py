@@ -31,6 +31,8 @@ FLOAT_BITS = {GGUFValueType.FLOAT32: np.uint32, GGUFValueType.FLOAT64: np.uint64
 def cmd_quants(d):
     for name in sorted(os.listdir(d)):
         label, _, ext = name.rpartition(".")
+        if ext not in ("blocks", "values"):
+            continue
         qtype = GGMLQuantizationType[label.rpartition(".")[2]]
         path = os.path.join(d, name)
         if ext == "blocks":
