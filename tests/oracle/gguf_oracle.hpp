@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "meganeura/formats/gguf.hpp"
+#include "paths.hpp"
 
 namespace meganeura::test {
 
@@ -27,11 +28,11 @@ inline std::string gguf_python() {
   return p && *p ? p : "python3";
 }
 
-inline fs::path gguf_oracle_script() { return fs::path(MEGANEURA_SOURCE_DIR) / "tests/oracle/gguf_oracle.py"; }
+inline fs::path gguf_oracle_script() { return source_path("tests/oracle/gguf_oracle.py"); }
 
 // A fresh scratch folder under the build tree, one per test and process.
 inline fs::path gguf_scratch(const std::string& name) {
-  const fs::path d = fs::path(MEGANEURA_BINARY_DIR) / "oracle" / ("gguf-" + name + "-" + std::to_string(::getpid()));
+  const fs::path d = work_dir("oracle") / ("gguf-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
