@@ -227,7 +227,9 @@ TEST(GgufQuants, QuantizersMatchPyPIGgufAndStayWithinBounds) {
     EXPECT_EQ(bad, 0u) << quant::name(t) << ": element " << first_bad << " = " << x[first_bad] << " decoded as "
                        << decoded[first_bad] << ", bound " << bound[first_bad];
     // A bound this loose would hide a quantizer that ignores half its levels: the K types must use most of it.
-    if (t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K) EXPECT_GT(worst_ratio, 0.5) << quant::name(t);
+    if (t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K) {
+      EXPECT_GT(worst_ratio, 0.5) << quant::name(t);
+    }
   }
 }
 

@@ -73,7 +73,7 @@ std::vector<uint8_t> serialize(const Contents& c) {
     }
   }
   Out o;
-  o.b.insert(o.b.end(), {'G', 'G', 'U', 'F'});
+  o.u32(0x46554747u);  // "GGUF" in little-endian byte order
   o.u32(c.version);
   o.u64(c.tensors.size());
   o.u64(c.metadata.size());
