@@ -214,7 +214,7 @@ TEST(Gguf, GettersNameTheKeyAndTheTypes) {
   EXPECT_NE(msg([&] { f.get_string("missing"); }).find("expected key 'missing'"), std::string::npos);
   EXPECT_NE(msg([&] { f.tensor("w"); }).find("expected tensor 'w'"), std::string::npos);
   EXPECT_NE(msg([&] { f.get_strings("s"); }).find("an array of string"), std::string::npos);
-  EXPECT_THROW(gguf::File::open("/nonexistent/model.gguf"), DataError);
+  EXPECT_NE(msg([&] { gguf::File::open("/nonexistent/model.gguf"); }).find("/nonexistent/model.gguf"), std::string::npos);
 }
 
 TEST(Gguf, WriterRefusesWhatTheReaderWould) {
