@@ -142,7 +142,8 @@ size_t scan(SplitPattern p, const Text& t, size_t i) {
 void split_pattern(SplitPattern p, std::string_view piece, std::vector<std::string>& out) {
   const Text t{reinterpret_cast<const unsigned char*>(piece.data()), piece.size()};
   for (size_t i = 0; i < t.n;) {
-    const size_t e = scan(p, t, i);
+    size_t e = scan(p, t, i);
+    if (e <= i) e = i + 1;  // every pattern matches at least one character; never loop on a bug
     out.emplace_back(piece.substr(i, e - i));
     i = e;
   }
