@@ -296,6 +296,10 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
 
   if (doc.contains("normalizer")) parse_normalizer(c, doc["normalizer"], *m, "normalizer");
   if (doc.contains("pre_tokenizer")) parse_pre(c, doc["pre_tokenizer"], *m, "pre_tokenizer");
+  for (size_t k = 0; k + 1 < m->pre.size(); ++k)
+    if (m->pre[k].kind == tok::PreStep::ByteLevel)
+      c.fail("pre_tokenizer", "expected ByteLevel as the last pre-tokenizer, got it at position " + std::to_string(k) +
+                                  " of " + std::to_string(m->pre.size()));
   if (doc.contains("post_processor")) parse_post(c, doc["post_processor"], *m, "post_processor");
   if (doc.contains("decoder")) parse_decoder(c, doc["decoder"], *m, "decoder");
   if (!m->prefix_ids.empty()) m->bos = m->prefix_ids.front();

@@ -77,23 +77,40 @@ constexpr size_t kCacheMaxWord = 256;      // longer words are not cached
 
 }  // namespace
 
-void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (ignore_merges) {
-    if (auto it = token_to_id.find(word); it != token_to_id.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
-  const bool cacheable = word.size() <= kCacheMaxWord;
+void Tokenizer::Impl::bpe_word(std::string_view raw_word, std::vector<int32_t>& out) const {
+  const bool cacheable = raw_word.size() <= kCacheMaxWord;
   if (cacheable) {
     std::lock_guard lock(cache_mutex);
-    if (auto it = cache_index.find(word); it != cache_index.end()) {
+    if (auto it = cache_index.find(raw_word); it != cache_index.end()) {
       const auto [offset, length] = cache_entries[static_cast<size_t>(it->second)];
       out.insert(out.end(), cache_ids.begin() + offset, cache_ids.begin() + offset + length);
       return;
     }
   }
+  const size_t first = out.size();
+  std::string mapped;
+  if (byte_level) mapped = tok::byte_level_encode(raw_word);
+  const std::string_view word = byte_level ? std::string_view(mapped) : raw_word;
+  auto it = ignore_merges ? token_to_id.find(word) : token_to_id.end();
+  if (it != token_to_id.end()) out.push_back(it->second);
+  else merge_word(word, out);
+  if (cacheable) {
+    std::lock_guard lock(cache_mutex);
+    if (cache_entries.size() >= kCacheEntries) {
+      cache_index.clear();
+      cache_entries.clear();
+      cache_ids.clear();
+    }
+    if (cache_index.find(raw_word) == cache_index.end()) {
+      cache_index.emplace(std::string(raw_word), static_cast<int32_t>(cache_entries.size()));
+      cache_entries.emplace_back(static_cast<uint32_t>(cache_ids.size()), static_cast<uint32_t>(out.size() - first));
+      cache_ids.insert(cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(first), out.end());
+    }
+  }
+}
 
+// `tokenizers`' BPE::merge_word and Word::merge_all on a word in the model's alphabet.
+void Tokenizer::Impl::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   // Initial symbols: one per character, the character's token, else its "<0xXX>" byte tokens, else unk
   // (consecutive unknowns fused when fuse_unk). As in `tokenizers`, a pending unk is not flushed before byte
   // fallback tokens.
@@ -167,23 +184,8 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
       if (auto nm = merge_of(cur.id, symbols[static_cast<size_t>(cur.next)].id))
         queue.push({top.pos, nm->first, nm->second});
   }
-  const size_t first = out.size();
   for (const Symbol& sym : symbols)
     if (sym.len != 0) out.push_back(sym.id);
-
-  if (cacheable) {
-    std::lock_guard lock(cache_mutex);
-    if (cache_entries.size() >= kCacheEntries) {
-      cache_index.clear();
-      cache_entries.clear();
-      cache_ids.clear();
-    }
-    if (cache_index.find(word) == cache_index.end()) {
-      cache_index.emplace(std::string(word), static_cast<int32_t>(cache_entries.size()));
-      cache_entries.emplace_back(static_cast<uint32_t>(cache_ids.size()), static_cast<uint32_t>(out.size() - first));
-      cache_ids.insert(cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(first), out.end());
-    }
-  }
 }
 
 int32_t Tokenizer::Impl::spm_byte(unsigned char b) const {

@@ -139,32 +139,32 @@ size_t scan(SplitPattern p, const Text& t, size_t i) {
   return t.n;
 }
 
-void split_pattern(SplitPattern p, std::string_view piece, std::vector<std::string>& out) {
+void split_pattern(SplitPattern p, std::string_view piece, std::vector<std::string_view>& out) {
   const Text t{reinterpret_cast<const unsigned char*>(piece.data()), piece.size()};
   for (size_t i = 0; i < t.n;) {
     size_t e = scan(p, t, i);
     if (e <= i) e = i + 1;  // every pattern matches at least one character; never loop on a bug
-    out.emplace_back(piece.substr(i, e - i));
+    out.push_back(piece.substr(i, e - i));
     i = e;
   }
 }
 
-void split_digits(std::string_view piece, bool individual, std::vector<std::string>& out) {
+void split_digits(std::string_view piece, bool individual, std::vector<std::string_view>& out) {
   const Text t{reinterpret_cast<const unsigned char*>(piece.data()), piece.size()};
   size_t start = 0;
   for (size_t i = 0; i < t.n;) {
     int len;
     const bool num = t.at(i, len) & kNumber;
     if (num) {
-      if (start < i) out.emplace_back(piece.substr(start, i - start));
-      size_t e = individual ? i + len : t.numbers(i);
-      out.emplace_back(piece.substr(i, e - i));
+      if (start < i) out.push_back(piece.substr(start, i - start));
+      size_t e = individual ? i + static_cast<size_t>(len) : t.numbers(i);
+      out.push_back(piece.substr(i, e - i));
       start = i = e;
     } else {
-      i += len;
+      i += static_cast<size_t>(len);
     }
   }
-  if (start < t.n) out.emplace_back(piece.substr(start));
+  if (start < t.n) out.push_back(piece.substr(start));
 }
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the others for U+0100 onwards.
@@ -240,25 +240,24 @@ std::string Tokenizer::Impl::normalize(std::string_view s) const {
   return out;
 }
 
-void Tokenizer::Impl::pre_tokenize(std::string_view piece, std::vector<std::string>& words) const {
+void Tokenizer::Impl::pre_tokenize(std::string_view piece, PreScratch& scratch) const {
+  auto& words = scratch.words;
+  auto& next = scratch.next;
   words.clear();
+  scratch.owned.clear();
   if (piece.empty()) return;
-  words.emplace_back(piece);
-  std::vector<std::string> next;
+  words.push_back(piece);
   for (const auto& step : pre) {
     next.clear();
-    for (auto& w : words) {
+    for (std::string_view w : words) {
       switch (step.kind) {
         case tok::PreStep::Digits: tok::split_digits(w, step.individual, next); break;
         case tok::PreStep::Split: tok::split_pattern(step.pattern, w, next); break;
-        case tok::PreStep::ByteLevel: {
-          if (step.add_prefix_space && w.rfind(' ', 0) != 0) w.insert(0, " ");
-          const size_t first = next.size();
+        case tok::PreStep::ByteLevel:
+          if (step.add_prefix_space && (w.empty() || w[0] != ' ')) w = scratch.owned.emplace_back(" " + std::string(w));
           if (step.use_regex) tok::split_pattern(tok::SplitPattern::Gpt2, w, next);
-          else next.push_back(std::move(w));
-          for (size_t k = first; k < next.size(); ++k) next[k] = tok::byte_level_encode(next[k]);
+          else next.push_back(w);
           break;
-        }
       }
     }
     words.swap(next);

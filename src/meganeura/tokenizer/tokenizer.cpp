@@ -279,16 +279,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
         },
         on_token);
   } else {
-    std::vector<std::string> words;
+    Impl::PreScratch scratch;
+    std::string normalized_storage;
     split_added(
         m, pick(0), text,
         [&](size_t b, size_t e) {
-          const std::string normalized = m.normalize(text.substr(b, e - b));
+          std::string_view normalized = text.substr(b, e - b);
+          if (!m.normalizer.empty()) normalized = normalized_storage = m.normalize(normalized);
           split_added(
               m, pick(1), normalized,
               [&](size_t b2, size_t e2) {
-                m.pre_tokenize(std::string_view(normalized).substr(b2, e2 - b2), words);
-                for (const auto& w : words) m.bpe_word(w, out);
+                m.pre_tokenize(normalized.substr(b2, e2 - b2), scratch);
+                for (std::string_view w : scratch.words) m.bpe_word(w, out);
               },
               on_token);
         },

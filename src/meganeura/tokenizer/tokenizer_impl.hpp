@@ -1,6 +1,7 @@
 #pragma once
 // Private to tokenizer/: the configuration both engines share and the pieces of the encode pipeline.
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -115,7 +116,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> prefix_ids, suffix_ids;  // post-processor
   int32_t bos = -1, eos = -1;
 
-  // Word cache of the BPE model (model-space word -> ids), shared by const encode() calls.
+  // Word cache of the BPE model (raw word -> ids), shared by const encode() calls.
   mutable std::mutex cache_mutex;
   mutable tok::TokenMap cache_index;  // word -> entry
   mutable std::vector<std::pair<uint32_t, uint32_t>> cache_entries;  // (offset, length) into cache_ids
@@ -124,9 +125,16 @@ struct Tokenizer::Impl {
   // Finalises the added-token tables once `added` and `normalizer` are set; checks ids.
   void build_added();
   std::string normalize(std::string_view s) const;
-  // Splits a normalized piece into the model's words (byte-level-mapped when byte_level).
-  void pre_tokenize(std::string_view piece, std::vector<std::string>& words) const;
-  void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Working space of pre_tokenize, reused across calls so that splitting allocates nothing in the steady state.
+  struct PreScratch {
+    std::vector<std::string_view> words, next;
+    std::deque<std::string> owned;  // pieces given a prefix space
+  };
+  // Splits a normalized piece into words (views into the piece or into scratch.owned), left in scratch.words.
+  // The words are raw bytes: the byte-level mapping, always the last pre-tokenizer step, is bpe_word's.
+  void pre_tokenize(std::string_view piece, PreScratch& scratch) const;
+  void bpe_word(std::string_view raw_word, std::vector<int32_t>& out) const;
+  void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   void spm_text(std::string_view text, std::vector<int32_t>& out) const;
   int32_t spm_byte(unsigned char b) const;
   std::string token_text(int32_t id) const;  // added first, then the model's
