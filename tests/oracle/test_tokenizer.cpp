@@ -15,6 +15,7 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/tokenizer/tokenizer.hpp"
+#include "paths.hpp"
 
 using namespace meganeura;
 using json = nlohmann::json;
@@ -25,19 +26,19 @@ namespace {
 // Runs the oracle once per build (again when the script or what it imports is newer than its output).
 const fs::path& oracle_dir() {
   static const fs::path dir = [] {
-    const fs::path src(MEGANEURA_SOURCE_DIR);
-    const fs::path script = src / "tests/oracle/tokenizer_oracle.py";
-    const fs::path out = fs::path(MEGANEURA_BINARY_DIR) / "oracle" / "tokenizer";
+    const fs::path script = test::source_path("tests/oracle/tokenizer_oracle.py");
+    const fs::path out = test::work_dir("oracle") / "tokenizer";
     const fs::path stamp = out / "spm.expected.json";
     std::error_code ec;
     bool stale = !fs::exists(stamp);
-    for (const fs::path& dep : {script, src / "scripts/tokenizer_corpus.py", src / "scripts/gguf_tokenizer.py"})
+    for (const fs::path& dep :
+         {script, test::source_path("scripts/tokenizer_corpus.py"), test::source_path("scripts/gguf_tokenizer.py")})
       if (!stale && fs::last_write_time(stamp, ec) < fs::last_write_time(dep)) stale = true;
     if (stale) {
       const fs::path tmp = out.string() + "." + std::to_string(::getpid());
       fs::create_directories(tmp);
       const fs::path err = tmp / "stderr.txt";
-      const std::string cmd = "python3 " + script.string() + " " + tmp.string() + " 2>" + err.string();
+      const std::string cmd = "python3 '" + script.string() + "' '" + tmp.string() + "' 2>'" + err.string() + "'";
       const int rc = std::system(cmd.c_str());
       if (rc != 0) {
         std::ifstream e(err);
