@@ -59,13 +59,14 @@ void round_trip(const Tokenizer& t, std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
-    round_trip(fixed_bpe(), bytes);
-    round_trip(fixed_spm(), bytes);
+    // text past 256 bytes reaches no new code, only slows every execution down
+    round_trip(fixed_bpe(), bytes.substr(0, 256));
+    round_trip(fixed_spm(), bytes.substr(0, 256));
   } catch (const meganeura::Error&) {
   }
   try {
     const Tokenizer t = Tokenizer::from_json(bytes, "fuzz");
-    round_trip(t, bytes.substr(0, 512));
+    round_trip(t, bytes.substr(0, 256));
   } catch (const meganeura::Error&) {
   }
   return 0;
