@@ -8,3 +8,4 @@
 #include "meganeura/train/checkpoint.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
+#include "meganeura/tokenizer/tokenizer.hpp"
