@@ -19,9 +19,9 @@ namespace fs = std::filesystem;
 
 // Lowest first. A folder may include itself and the folders before it, nothing after it.
 const std::vector<std::string> kStageOrder = {
-    "core",     "hub",      "ir",      "formats", "config", "ops",     "reference", "autodiff", "rewrite",
-    "schedule", "plan",     "runtime", "shader",  "kernels", "codegen", "session",   "eager",    "nn",
-    "data",     "train",
+    "core",    "quant",   "tokenizer", "hub",   "ir",      "formats", "config",  "ops",   "reference",
+    "autodiff", "rewrite", "schedule", "plan",   "runtime", "shader",  "kernels", "codegen", "session",
+    "eager",   "nn",      "data",      "train",
 };
 
 // The top folder under src/meganeura of a path relative to it ("" for a file at the top, meganeura.hpp).
