@@ -31,7 +31,7 @@ int64_t reduce_chunks(const RowGeometry& r, const Node& core, const runtime::Dev
   const Op op = r.op;
   const bool elem_loss = op == Op::MseLoss || op == Op::L1Loss || op == Op::BceWithLogits;
   if (op == Op::ArgMax || (op == Op::BatchNorm && !core.attrs.flag_a) || (elem_loss && !r.reduce_rows)) return 0;
-  const int64_t units = std::max<int64_t>(caps.compute_units, 1);
+  const int64_t units = kernels::target_workgroups(caps);  // compute units (a default where unknown)
   if (r.reduce_rows) {
     if (r.row_per_thread || r.R * r.C <= kMaxRowChunk) return 0;
   } else if (r.R >= units || r.C <= kMaxRowChunk) {
