@@ -116,3 +116,23 @@ TEST(ScheduleLlm, LongRowsSplitIntoChunks) {
   // short rows: one pass each
   EXPECT_EQ(dispatches(4, 1000), (V{{"row-reduce", 1}, count, {"row-reduce", 4}}));
 }
+
+// SmolLM2's attention (9 query heads over 3 KV heads, S = 128, head dim 64) on a device of 8 compute units with
+// 32 KiB of shared memory: the forward fits 32-row tiles, the backward 16; forward and dQ a workgroup per (query
+// tile, head); dK/dV a workgroup per (key tile, query head) into parts, summed by a thread per element.
+TEST(ScheduleLlm, AttentionBackwardGrids) {
+  Graph g;
+  NodeId q = g.parameter("q", {1, 9, 128, 64}), k = g.parameter("k", {1, 3, 128, 64}), v = g.parameter("v", {1, 3, 128, 64});
+  g.set_outputs({g.named(g.sum(g.mul(g.scaled_dot_product_attention(q, k, v, true), g.input("r", {1, 9, 128, 64}))), "loss")});
+  SessionConfig c;
+  const CompiledStep s = compile_step(g, c, fake_caps());
+  std::vector<std::pair<std::string, std::array<uint32_t, 3>>> got;
+  for (const GeneratedKernel& gk : s.code)
+    if (gk.arch == Archetype::Attention) got.push_back({gk.variant, gk.grid});
+  using G = std::array<uint32_t, 3>;
+  const uint32_t sum_groups = uint32_t((2 * 3 * 128 * 64 + 63) / 64);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, G>>{{"attention", G{4, 9, 1}},
+                                                         {"attention", G{8, 9, 1}},
+                                                         {"attention.dkdv-parts", G{8, 9, 1}},
+                                                         {"attention.dkdv-sum", G{sum_groups, 1, 1}}}));
+}

@@ -29,3 +29,29 @@ TEST_F(LlmGpu, LinearOnBatchedActivations) {
                                    {{c.x}, {c.w}}));
   }
 }
+
+// Attention's dK/dV both ways: with as many query as KV heads and a grid that fills the device (lavapipe: 64
+// compute units assumed) one dispatch stores dK and dV; with grouped-query heads the parts per query head and
+// query chunk go to scratch and a second dispatch sums them. Values and gradients vs the reference.
+TEST_F(LlmGpu, AttentionBackwardDirectAndByParts) {
+  auto sdpa = [](Graph& g, auto& v) { return g.scaled_dot_product_attention(v[0], v[1], v[2], true); };
+  struct C {
+    const char* name;
+    int64_t hq, hkv, s;
+    bool parts;
+  };
+  for (const C& c : {C{"direct", 2, 2, 600, false}, C{"gqa parts", 3, 1, 45, true}}) {
+    const std::vector<InputSpec> specs{{{1, c.hq, c.s, 8}}, {{1, c.hkv, c.s, 8}}, {{1, c.hkv, c.s, 8}}};
+    std::mt19937_64 rng(1);
+    meganeura::testing::PlacedOp p = meganeura::testing::place_op(sdpa, specs, rng);
+    p.g.set_outputs({p.loss});
+    const CompiledStep st = compile_step(p.g, test::session_config(true), test::gpu_device().caps());
+    bool by_parts = false;
+    for (const GeneratedKernel& k : st.code) by_parts = by_parts || k.variant == "attention.dkdv-parts";
+    EXPECT_EQ(by_parts, c.parts) << c.name;
+    test::GpuTolerance tol;
+    tol.atol = 2e-5;
+    tol.rtol = 2e-4;
+    EXPECT_TRUE(test::check_op_gpu(c.name, sdpa, specs, tol));
+  }
+}
