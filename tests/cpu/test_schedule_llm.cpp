@@ -58,8 +58,12 @@ TEST(ScheduleLlm, TransformerStepArchetypes) {
   const CompiledStep s = compile_step(tiny_lm(2, 2), c, fake_caps());
   const Graph& g = s.graph;
   for (const Kernel& k : s.kernels.kernels) {
-    if (is_weight(g, k.update)) EXPECT_EQ(k.arch, Archetype::MatMul) << k.label << "\n" << describe(s);
-    if (k.arch == Archetype::RowReduce) EXPECT_FALSE(is_weight(g, k.update)) << k.label;
+    if (is_weight(g, k.update)) {
+      EXPECT_EQ(k.arch, Archetype::MatMul) << k.label << "\n" << describe(s);
+    }
+    if (k.arch == Archetype::RowReduce) {
+      EXPECT_FALSE(is_weight(g, k.update)) << k.label;
+    }
   }
   // per block: 6 weights (qkv, o, gate, up, down) = 5 matmul updates; plus the head's gradient into embed
   size_t weight_updates = 0;

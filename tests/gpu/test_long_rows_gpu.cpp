@@ -88,10 +88,11 @@ TEST_F(LongRowsGpu, Losses) {
     EXPECT_TRUE(test::check_op_gpu("cross_entropy [2,5000]" + rn,
                                    [r](Graph& g, auto& v) { return g.cross_entropy_loss(v[0], g.softmax(v[1], -1), r); },
                                    {range({2, 5000}, -3, 3), range({2, 5000}, -2, 2)}, tol));
-    if (r != Reduction::None)
+    if (r != Reduction::None) {
       EXPECT_TRUE(test::check_op_gpu("mse [3,3000]" + rn,
                                      [r](Graph& g, auto& v) { return g.mse_loss(v[0], v[1], r); },
                                      {{{3, 3000}}, {{3, 3000}}}, tol));
+    }
   }
 }
 
