@@ -195,5 +195,31 @@ TEST(Autodiff, ActivationSlopesAtZeroAndNaN) {
   }
 }
 
+// A linear layer on [B, S, D] activations: the weight's gradient is one Xᵀ·dY matmul over K = B·S (reshapes
+// of x and dy, no batched product, no sum over the batch), for W and for a transposed Wᵀ (a tied head), and
+// finite differences of the reference agree.
+TEST(Autodiff, WeightGradientOfBatchedActivationsFoldsTheBatchIntoK) {
+  for (bool tb : {false, true}) {
+    Graph g;
+    auto x = g.parameter("x", {2, 3, 4});
+    auto w = g.parameter("w", tb ? Shape{5, 4} : Shape{4, 5});
+    auto r = g.input("r", {2, 3, 5});
+    auto loss = g.sum(g.mul(g.tanh(g.matmul(x, w, false, tb)), r));
+    Graph dg = differentiate(g, loss, {x, w});
+    const Node& gw = dg.node(*dg.gradient(w));
+    ASSERT_EQ(gw.op, Op::MatMul) << dg.to_text();
+    EXPECT_TRUE(gw.attrs.flag_a);
+    EXPECT_FALSE(gw.attrs.flag_b);
+    EXPECT_EQ(dg.node(gw.inputs[0]).shape, (Shape{6, tb ? 5 : 4}));
+    EXPECT_EQ(dg.node(gw.inputs[1]).shape, (Shape{6, tb ? 4 : 5}));
+    for (uint32_t i = uint32_t(g.size()); i < dg.size(); ++i) EXPECT_NE(dg.node(NodeId{i}).op, Op::Sum);
+    std::mt19937_64 rng(5);
+    reference::Feeds feeds{{"x", random_tensor({2, 3, 4}, rng)},
+                           {"w", random_tensor(g.node(w).shape, rng)},
+                           {"r", random_tensor({2, 3, 5}, rng)}};
+    EXPECT_TRUE(gradcheck(g, loss, feeds, {x, w})) << "transpose_b " << tb;
+  }
+}
+
 }  // namespace
 }  // namespace meganeura

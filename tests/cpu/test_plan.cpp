@@ -5,7 +5,10 @@
 #include <random>
 
 #include "meganeura/autodiff/autodiff.hpp"
+#include "fake_caps.hpp"
+#include "meganeura/nn/nn.hpp"
 #include "meganeura/plan/plan.hpp"
+#include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
 
@@ -144,4 +147,56 @@ TEST(Plan, TrainingPlanSizesPersistentKinds) {
   EXPECT_EQ(f.gradients, 0u);
   EXPECT_EQ(f.optimizer_state, 0u);
   EXPECT_EQ(f.parameters, params);
+}
+
+// A device that binds at most 64 KiB per buffer: the training step of a 4-block language model (an Adam step's
+// parameters and moments, ~1 MiB, and its activations) is planned in parts of 64 KiB; no value straddles a
+// part, activations live together still never share bytes, and a value larger than a part is a SessionError
+// naming it.
+TEST(Plan, ArenasSplitIntoPartsThatNoValueStraddles) {
+  auto lm = [](int64_t vocab) {
+    Graph g;
+    nn::Context ctx(g, 1);
+    nn::CausalLmConfig cfg;
+    cfg.vocab = vocab;
+    cfg.dim = 64;
+    cfg.layers = 4;
+    cfg.heads = 4;
+    cfg.kv_heads = 2;
+    cfg.ffn_hidden = 96;
+    nn::CausalLm m(ctx, "", cfg);
+    NodeId logits = g.reshape(m(g.input("tokens", {2, 16}, DType::I32)), {32, vocab});
+    g.set_outputs({g.named(g.cross_entropy_loss_index(logits, g.input("labels", {32}, DType::I32)), "loss")});
+    return g;
+  };
+  runtime::DeviceCaps caps = meganeura::testing::fake_caps();
+  caps.max_storage_buffer_range = 64 << 10;
+  SessionConfig c;
+  c.optimizer.kind = OptimizerKind::Adam;
+  const CompiledStep s = compile_step(lm(200), c, caps);
+  const MemoryPlan& p = s.plan;
+  ASSERT_EQ(p.part_bytes, 64u << 10);
+  EXPECT_GT(MemoryPlan::parts(p.persistent_bytes, p.part_bytes), 10u) << p.persistent_bytes;
+  EXPECT_GT(MemoryPlan::parts(p.arena_bytes, p.part_bytes), 1u) << p.arena_bytes;
+  for (const Slot& sl : p.slots) {
+    EXPECT_EQ(sl.offset / p.part_bytes, (sl.offset + sl.bytes - 1) / p.part_bytes)
+        << storage_kind_name(sl.kind) << " " << sl.offset << "+" << sl.bytes;
+    EXPECT_LE(sl.offset + sl.bytes, in_arena(sl.kind) ? p.arena_bytes : p.persistent_bytes);
+  }
+  // persistent values never share bytes
+  for (size_t i = 0; i < p.slots.size(); ++i)
+    for (size_t j = i + 1; j < p.slots.size(); ++j) {
+      const Slot &a = p.slots[i], &b = p.slots[j];
+      if (in_arena(a.kind) || in_arena(b.kind)) continue;
+      EXPECT_FALSE(a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes) << i << " " << j;
+    }
+  expect_no_live_overlap(p);
+  EXPECT_NE(p.to_text(s.graph).find("split into buffers of 65536 B"), std::string::npos);
+  // an embedding of 300 x 64 floats (76800 B) fits no part
+  try {
+    compile_step(lm(300), c, caps);
+    ADD_FAILURE() << "expected a SessionError";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("embed.weight"), std::string::npos) << e.what();
+  }
 }

@@ -5,13 +5,19 @@
 //             O = acc / l and lse = m + log l (either may be absent).
 //   dQ        {AttentionGradQ}: a workgroup per (query tile, batch·head); P = exp(s - lse) recomputed per
 //             K/V tile, dS = P (dO·Vᵀ - delta), dQ = scale · dS K, with delta = rowsum(dO ∘ O).
-//   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·KV head) walks every query
-//             tile of every query head of its group (grouped-query sums happen in registers, no atomics):
-//             dV += Pᵀ dO, dK += scale · dSᵀ Q.
-// Shapes, scale, causal offset and the mask's broadcast strides are baked in as literals.
+//   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·query head, query chunk) walks
+//             the query tiles of its chunk: dV += Pᵀ dO, dK += scale · dSᵀ Q. With one query head per KV head
+//             and one chunk it stores dK and dV; otherwise it stores its part into the kernel's scratch and a
+//             second dispatch sums the parts of each element in a fixed order (grouped-query sums without
+//             atomics, deterministic). A workgroup per (key tile, batch·KV head) walking every query of the
+//             group ran 12 workgroups for SmolLM2's S = 128, at 3× the forward's time.
+// Tiles are square, the largest that fits shared memory (≤ 32), halved (to 16) while the grid has fewer
+// workgroups than the device has compute units. Shapes, scale, causal offset and the mask's broadcast strides
+// are baked in as literals.
 #include <algorithm>
 
 #include "meganeura/codegen/emit.hpp"
+#include "meganeura/kernels/matmul.hpp"
 
 namespace meganeura::codegen {
 
@@ -53,7 +59,79 @@ int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
 
 }  // namespace
 
+namespace {
+
+void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial);
+
+// The square tile of kernel `which` (0 forward, 1 dQ, 2 dK/dV): the largest that fits shared memory (≤ 32), no
+// larger than the sequences need, halved to 16 while the grid is short of the device's compute units.
+int64_t attention_tile(const Emitter& e, int which) {
+  const Node& core = e.g.node(e.k.core);
+  const Shape &qs = e.g.node(core.inputs[0]).shape, &ks = e.g.node(core.inputs[1]).shape;
+  const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], T = ks[2], DV = e.g.node(core.inputs[2]).shape[3];
+  const int64_t budget = std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t units = kernels::target_workgroups(e.caps);
+  const int64_t rows = which == 2 ? T : S;
+  int64_t tile = 32;
+  while (tile > 4 && (shared_floats(which, tile, D, DV) > budget || tile / 2 >= std::max(S, T) ||
+                      (tile > 16 && (rows + tile - 1) / tile * B * HQ < units)))
+    tile /= 2;
+  if (shared_floats(which, tile, D, DV) > budget)
+    throw GraphError("[codegen] expected attention head sizes whose tiles fit in " + std::to_string(budget * 4) +
+                     " bytes of shared memory, got D = " + std::to_string(D) + ", Dv = " + std::to_string(DV) +
+                     " at node '" + node_label(e.g, e.k.core) + "'");
+  return tile;
+}
+
+}  // namespace
+
 void emit_attention(Emitter& e) {
+  const Node& core = e.g.node(e.k.core);
+  const AttnKernel out = attention_outputs(e);
+  if (out.out.valid() || out.lse.valid() || out.dq.valid()) {
+    emit_attention_body(e, 1, false);
+    return;
+  }
+  const Shape &qs = e.g.node(core.inputs[0]).shape, &ks = e.g.node(core.inputs[1]).shape;
+  const int64_t B = qs[0], HQ = qs[1], S = qs[2], HKV = ks[1], T = ks[2];
+  const int64_t tile = attention_tile(e, 2), units = kernels::target_workgroups(e.caps);
+  const int64_t grid = (T + tile - 1) / tile * B * HQ, query_tiles = (S + tile - 1) / tile;
+  const int64_t chunks = std::clamp<int64_t>((units + grid - 1) / grid, 1, query_tiles);
+  if (HQ == HKV && chunks == 1) {
+    emit_attention_body(e, 1, false);
+    return;
+  }
+  // The parts into scratch, then a thread per element of dK and dV sums its HQ / HKV · chunks parts.
+  Emitter z(e.g, e.kg, e.k, e.caps, e.opt);
+  z.variant = e.variant;
+  emit_attention_body(z, chunks, true);
+  z.out.label = "parts " + e.out.label;
+  z.out.variant = "attention.dkdv-parts";
+  const Binding scratch = *std::find_if(z.out.bindings.begin(), z.out.bindings.end(),
+                                        [](const Binding& b) { return b.kind == Binding::Scratch; });
+  e.before.push_back(std::move(z.out));
+  const int64_t parts = HQ / HKV * chunks;
+  const int64_t nk = B * HKV * T * qs[3], nv = B * HKV * T * e.g.node(core.inputs[2]).shape[3];
+  const uint32_t sb = e.bind_scratch(scratch.bytes, false);
+  std::string m = "  uint i = " + flat_invocation() + ";\n";
+  auto sum = [&](const std::string& first, int64_t n) {
+    return "    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += b" + std::to_string(sb) +
+           ".d[" + first + " + p * " + uint_lit(n) + " + i];\n";
+  };
+  if (out.dk.valid())
+    m += "  if (i < " + uint_lit(nk) + ") {\n" + sum("0u", nk) + "    " + e.store(out.dk, "i", "a") + "\n    return;\n  }\n";
+  m += "  i -= " + uint_lit(nk) + ";\n";
+  if (out.dv.valid())
+    m += "  if (i < " + uint_lit(nv) + ") {\n" + sum(uint_lit(parts * nk), nv) + "    " + e.store(out.dv, "i", "a") + "\n  }\n";
+  e.out.grid = element_grid(nk + nv, e.opt.workgroup, e.caps);
+  e.out.spec_constants = {e.opt.workgroup};
+  e.out.variant = "attention.dkdv-sum";
+  e.finish("layout(local_size_x_id = 0) in;\n", m);
+}
+
+namespace {
+
+void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   const Graph& g = e.g;
   const Node& core = g.node(e.k.core);
   const AttnKernel out = attention_outputs(e);
@@ -66,14 +144,7 @@ void emit_attention(Emitter& e) {
   const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], HKV = ks[1], T = ks[2], DV = vs[3];
   const bool causal = core.attrs.flag_a;
 
-  const int64_t budget = std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
-  // The largest square tile that fits, but no larger than the sequences need.
-  int64_t tile = 32;
-  while (tile > 4 && (shared_floats(which, tile, D, DV) > budget || tile / 2 >= std::max(S, T))) tile /= 2;
-  if (shared_floats(which, tile, D, DV) > budget)
-    throw GraphError("[codegen] expected attention head sizes whose tiles fit in " + std::to_string(budget * 4) +
-                     " bytes of shared memory, got D = " + std::to_string(D) + ", Dv = " + std::to_string(DV) +
-                     " at node '" + node_label(g, e.k.core) + "'");
+  const int64_t tile = attention_tile(e, which);
   const uint32_t wg = tile >= 32 ? 128 : 64;
   auto per_thread = [&](int64_t n) { return std::to_string((n + wg - 1) / wg); };
 
@@ -114,6 +185,7 @@ void emit_attention(Emitter& e) {
 
   std::string m;  // main body
   m += "  uint tid = gl_LocalInvocationID.x;\n";
+  if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
   // The scaled, masked score of query row r of Qs against key row c of Ks (query i, key j).
   auto score_fn = [&]() {
     return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  float s = 0.0;\n"
@@ -127,7 +199,7 @@ void emit_attention(Emitter& e) {
       " Vs[x] = j < AT_T ? ldV(vbase + j * AT_DV + x % AT_DV) : 0.0; }\n";
   const std::string load_q_tile =
       "    for (uint x = tid; x < AT_BR * AT_D; x += AT_WG) { uint r = x / AT_D, i = q0 + r;"
-      " Qs[x] = i < AT_S ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
+      " Qs[x] = i < qend ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
   // Keys past the last one a causal query tile can see are skipped.
   const std::string key_end =
       causal ? "  uint kend = uint(clamp(int(q0 + AT_BR) - 1 + " + ilit(T - S) + " + 1, 0, int(AT_T)));\n"
@@ -147,7 +219,7 @@ void emit_attention(Emitter& e) {
     m += key_end;
     m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile + "    barrier();\n";
     m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
-         "      Ps[x] = i < AT_S && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    barrier();\n";
+         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    barrier();\n";
     // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
     m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
          "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BC + c]);\n"
@@ -182,16 +254,16 @@ void emit_attention(Emitter& e) {
     const std::string load_rows =
         load_q_tile +
         "    for (uint x = tid; x < AT_BR * AT_DV; x += AT_WG) { uint r = x / AT_DV, i = q0 + r;"
-        " dOs[x] = i < AT_S ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    barrier();\n"
+        " dOs[x] = i < qend ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    barrier();\n"
         "    if (tid < AT_BR) {\n      uint i = q0 + tid;\n      float dl = 0.0;\n"
-        "      if (i < AT_S) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * AT_DV + x);\n"
-        "      lse_s[tid] = i < AT_S ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
+        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * AT_DV + x);\n"
+        "      lse_s[tid] = i < qend ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
     // P and dS of the tile pair; P = 0 where the key is hidden or the row sees no key at all.
     auto probs = [&](bool need_ds, bool keep_p) {
       std::string s =
           "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
           "      float p = 0.0, ds = 0.0;\n"
-          "      if (i < AT_S && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
+          "      if (i < qend && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
           "        p = exp(score(b, h, r, c, i, j) - lse_s[r]);\n";
       if (need_ds)
         s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DV + y] * Vs[c * AT_DV + y];\n"
@@ -221,16 +293,18 @@ void emit_attention(Emitter& e) {
     } else {
       const std::string nk = per_thread(tile * D), nv = per_thread(tile * DV);
       const bool want_k = out.dk.valid(), want_v = out.dv.valid();
-      m += "  uint k0 = gl_WorkGroupID.x * AT_BC, bkh = gl_WorkGroupID.y;\n  uint b = bkh / AT_HKV, kh = bkh % AT_HKV;\n";
+      const int64_t per = ((S + tile - 1) / tile + query_chunks - 1) / query_chunks;  // query tiles per chunk
+      m += "  uint k0 = gl_WorkGroupID.x * AT_BC, bh = gl_WorkGroupID.y, qc = gl_WorkGroupID.z;\n"
+           "  uint b = bh / AT_HQ, h = bh % AT_HQ, kh = h / AT_G, bkh = b * AT_HKV + kh;\n";
       m += "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
+      m += "  uint qbase = bh * AT_S * AT_D, obase = bh * AT_S * AT_DV;\n";
+      m += "  uint qlo = qc * " + uint_lit(per * tile) + ", qend = min(AT_S, qlo + " + uint_lit(per * tile) + ");\n";
       m += load_kv_tile;
       if (want_k) m += "  float acck[" + nk + "];\n  for (uint x = 0u; x < " + nk + "u; ++x) acck[x] = 0.0;\n";
       if (want_v) m += "  float accv[" + nv + "];\n  for (uint x = 0u; x < " + nv + "u; ++x) accv[x] = 0.0;\n";
       // The first query that a causal mask lets see key k0.
       m += causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
-      m += "  for (uint hg = 0u; hg < AT_G; ++hg) {\n  uint h = kh * AT_G + hg, bh = b * AT_HQ + h;\n"
-           "  uint qbase = bh * AT_S * AT_D, obase = bh * AT_S * AT_DV;\n";
-      m += "  for (uint q0 = qstart; q0 < AT_S; q0 += AT_BR) {\n    barrier();\n" + load_rows + "    barrier();\n";
+      m += "  for (uint q0 = max(qstart, qlo); q0 < qend; q0 += AT_BR) {\n    barrier();\n" + load_rows + "    barrier();\n";
       m += probs(want_k, true);
       if (want_v)
         m += "    for (uint x = 0u; x < " + nv + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
@@ -240,20 +314,34 @@ void emit_attention(Emitter& e) {
         m += "    for (uint x = 0u; x < " + nk + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
              "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
              "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_D + dd];\n      acck[x] = a;\n    }\n";
-      m += "  }\n  }\n";
+      m += "  }\n";
+      // Partial: part p = (query head in the group, chunk) of element o goes to scratch [p * n + o], dV's after
+      // all of dK's.
+      const int64_t parts = HQ / HKV * query_chunks, n_k = B * HKV * T * D, n_v = B * HKV * T * DV;
+      std::string sb;
+      if (partial) {
+        sb = "b" + std::to_string(e.bind_scratch(uint64_t(parts * (n_k + n_v)) * 4, true));
+        m += "  uint part = (h % AT_G) * " + uint_lit(query_chunks) + " + qc;\n";
+      }
+      auto put = [&](NodeId node, const std::string& off, const std::string& v, int64_t n, int64_t first) {
+        if (!partial) return e.store(node, off, v);
+        return sb + ".d[" + uint_lit(first) + " + part * " + uint_lit(n) + " + " + off + "] = " + v + ";";
+      };
       if (want_k)
         m += "  for (uint x = 0u; x < " + nk + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
              "    if (e >= AT_BC * AT_D || j >= AT_T) break;\n    " +
-             e.store(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]") + "\n  }\n";
+             put(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]", n_k, 0) + "\n  }\n";
       if (want_v)
         m += "  for (uint x = 0u; x < " + nv + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
              "    if (e >= AT_BC * AT_DV || j >= AT_T) break;\n    " +
-             e.store(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]") + "\n  }\n";
-      e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HKV), 1};
+             put(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]", n_v, parts * n_k) + "\n  }\n";
+      e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HQ), uint32_t(query_chunks)};
     }
   }
   e.out.spec_constants = {wg};
   e.finish("layout(local_size_x_id = 0) in;\n", m);
 }
+
+}  // namespace
 
 }  // namespace meganeura::codegen

@@ -82,6 +82,10 @@ uint32_t Emitter::bind_accumulator(NodeId param, bool write) {
 
 uint32_t Emitter::bind_hyper(bool write) { return bind(out.bindings, {Binding::Hyper, NodeId{}, 0, write, kHyperHead}); }
 
+uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
+  return bind(out.bindings, {Binding::Scratch, kg.storage_of(k.root), 0, write, bytes});
+}
+
 std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
   if (g.node(n).op == Op::Fill) return float_lit(g.node(n).attrs.reals.at(0));

@@ -41,6 +41,8 @@ struct Emitter {
   uint32_t bind_moment(NodeId param, uint32_t m);
   uint32_t bind_accumulator(NodeId param, bool write);
   uint32_t bind_hyper(bool write = false);
+  // The kernel's scratch (Binding::Scratch, floats): bytes its dispatches pass between them.
+  uint32_t bind_scratch(uint64_t bytes, bool write);
   // A binding of its own for a value, never shared (the matmul's A, B and C).
   uint32_t bind_value_unshared(NodeId n, bool write);
   // Declarations `layout(...) buffer BufI { T d[]; } bI;` of bindings from..end.

@@ -61,6 +61,12 @@ kernels::MatmulShape matmul_shape(const Graph& g, NodeId mm_id, Precision precis
   s.n = uint32_t(N);
   s.k = uint32_t(K);
   s.batch = uint32_t(numel(os) / std::max<int64_t>(1, M * N));
+  // A [.., M, K] against a 2-D B (activations times a weight): the batch axes are more rows of one product
+  // ([.., M, N] is laid out as [batch·M, N]), so the tiles and the GEMV choice see the whole M.
+  if (!ta && g.node(mm.inputs.at(1)).shape.size() == 2 && s.batch > 1) {
+    s.m = uint32_t(M * s.batch);
+    s.batch = 1;
+  }
   s.trans_a = ta;
   s.trans_b = tb;
   s.input = precision == Precision::Mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;

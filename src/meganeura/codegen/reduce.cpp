@@ -1,15 +1,18 @@
 // Row reductions: a workgroup per output row, a shared-memory tree over the row, a fused prologue on the
 // operands and an epilogue on the result. Losses reduced over the batch use one workgroup, so the mean needs
-// no second kernel: short rows (class scores) take a thread each, longer rows a tree each, in order.
+// no second kernel: short rows (class scores) take a thread each. Long rows on few rows, and batch-reduced
+// losses over longer rows, take the two-pass form of reduce_split.cpp instead.
 #include <algorithm>
 
-#include "meganeura/codegen/emit.hpp"
+#include "meganeura/codegen/reduce_impl.hpp"
 
 namespace meganeura::codegen {
 
 namespace {
 
 int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a; }
+
+}  // namespace
 
 // Emits `uint <name>(uint i)`: decomposes i over dims `dims` of `shape` (last fastest) into an offset.
 std::string offset_fn(const std::string& name, const Shape& shape, const std::vector<int64_t>& dims) {
@@ -22,6 +25,8 @@ std::string offset_fn(const std::string& name, const Shape& shape, const std::ve
   }
   return s + "  return off;\n}\n";
 }
+
+namespace {
 
 const char* kTree = R"(shared float red[gl_WorkGroupSize.x];
 shared uint redi[gl_WorkGroupSize.x];
@@ -114,6 +119,15 @@ void emit_reduce(Emitter& e) {
   int64_t C = 1, R = 1;
   for (int64_t d : red_axes) C *= vs[size_t(d)];
   for (int64_t d : kept) R *= vs[size_t(d)];
+  // A batch-reduced loss over short rows (class scores): one thread per row, each walking its row alone, then
+  // one tree over the threads. Walking the rows in order with a tree per row cost 60 µs for a 32×10 batch on
+  // an H200 (4 trees of 6 barriers per row); longer rows keep the tree per row.
+  const bool row_per_thread = per_row_loss && reduce_rows && C <= 256;
+  const RowGeometry geo{op, vs, red_axes, kept, C, R, reduce_rows, row_per_thread};
+  if (const int64_t chunks = reduce_chunks(geo, core, e.caps)) {
+    emit_reduce_split(e, geo, chunks);
+    return;
+  }
 
   e.decls += kTree;
   e.decls += offset_fn("row_base", vs, kept);
@@ -126,10 +140,6 @@ void emit_reduce(Emitter& e) {
     return e.store(e.k.root, idx, epi + "(" + idx + ", " + v + ")");
   };
   std::string Cs = uint_lit(C), Rs = uint_lit(R);
-  // A batch-reduced loss over short rows (class scores): one thread per row, each walking its row alone, then
-  // one tree over the threads. Walking the rows in order with a tree per row cost 60 µs for a 32×10 batch on
-  // an H200 (4 trees of 6 barriers per row); longer rows keep the tree per row.
-  const bool row_per_thread = per_row_loss && reduce_rows && C <= 256;
   std::string loop = row_per_thread ? "for (uint r = 0u; r < " + Cs + "; ++r)"
                                     : "for (uint r = t; r < " + Cs + "; r += gl_WorkGroupSize.x)";
   auto wg = [&](const std::string& f, const std::string& v) { return row_per_thread ? v : f + "(" + v + ")"; };

@@ -328,4 +328,33 @@ NodeId TransformerBlock::operator()(NodeId x, int64_t position_offset) const {
   return name_output(g.add(h, ffn(ffn_norm(h))));
 }
 
+// ---------------------------------------------------------------------------------------------- CausalLm
+static std::vector<TransformerBlock> causal_lm_blocks(Context& c, const std::string& name, const CausalLmConfig& cfg) {
+  check_positive("nn::CausalLm", name, {cfg.vocab, cfg.layers, cfg.ffn_hidden});
+  AttentionConfig a;
+  a.dim = cfg.dim;
+  a.heads = cfg.heads;
+  a.kv_heads = cfg.kv_heads;
+  a.rope_theta = cfg.rope_theta;
+  std::vector<TransformerBlock> blocks;
+  for (int64_t i = 0; i < cfg.layers; ++i)
+    blocks.emplace_back(c, join(name, "blk" + std::to_string(i)), a, cfg.ffn_hidden, cfg.norm_eps);
+  return blocks;
+}
+
+// Parameters are created in declaration order: embed, blk0.., norm.
+CausalLm::CausalLm(Context& c, const std::string& name, CausalLmConfig cfg_)
+    : Layer(c, name),
+      cfg(cfg_),
+      embed(c, join(name, "embed"), cfg_.vocab, cfg_.dim, cfg_.embed_std),
+      blocks(causal_lm_blocks(c, name, cfg_)),
+      norm(c, join(name, "norm"), cfg_.dim, cfg_.norm_eps) {}
+
+NodeId CausalLm::operator()(NodeId tokens, int64_t position_offset) const {
+  Graph& g = ctx_->graph();
+  NodeId h = embed(tokens);
+  for (const TransformerBlock& b : blocks) h = b(h, position_offset);
+  return name_output(g.matmul(norm(h), embed.weight, false, true), "logits");
+}
+
 }  // namespace meganeura::nn

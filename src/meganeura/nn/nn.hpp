@@ -218,4 +218,23 @@ class TransformerBlock : public Layer {
   SwiGluFfn ffn;
 };
 
+// A Llama-style decoder (SmolLM2's architecture): token embedding, `layers` pre-norm TransformerBlocks with
+// RoPE, grouped-query attention and SwiGLU, a final RMSNorm, and the head tied to the embedding
+// (logits = h · embedᵀ). Names: embed.weight, blk{i}.*, norm.weight.
+struct CausalLmConfig {
+  int64_t vocab = 49152, dim = 576, layers = 30, heads = 9, kv_heads = 3, ffn_hidden = 1536;
+  double rope_theta = 100000.0, norm_eps = 1e-5, embed_std = 0.02;
+  static CausalLmConfig smollm2_135m() { return {}; }
+};
+
+class CausalLm : public Layer {
+ public:
+  CausalLm(Context& c, const std::string& name, CausalLmConfig cfg);
+  NodeId operator()(NodeId tokens, int64_t position_offset = 0) const;  // I32 [B, S] -> logits [B, S, vocab]
+  CausalLmConfig cfg;
+  Embedding embed;
+  std::vector<TransformerBlock> blocks;
+  RMSNorm norm;
+};
+
 }  // namespace meganeura::nn

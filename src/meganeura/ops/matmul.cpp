@@ -78,7 +78,15 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
     else ga = tb ? g.matmul(B, G, true, true) : g.matmul(B, G, false, true);  // (G B)ᵀ = Bᵀ Gᵀ | B Gᵀ
     ga = sum_to_shape(g, ga, c.in_shape(0));
   }
-  if (c.needs(1)) {
+  if (c.needs(1) && !ta && c.in_shape(1).size() == 2 && c.in_shape(0).size() > 2) {
+    // A 2-D B (a linear layer's weight) against A [.., M, K]: the batch axes are more rows of the product, so
+    // the weight gradient is one matmul over K' = batch·M rather than a batched product summed over its batch.
+    const Shape& as = c.in_shape(0);
+    const Shape& gs = g.node(G).shape;
+    const int64_t rows = numel(as) / as.back();
+    NodeId a2 = g.reshape(A, {rows, as.back()}), g2 = g.reshape(G, {rows, gs.back()});
+    gb = tb ? g.matmul(g2, a2, true, false) : g.matmul(a2, g2, true, false);  // Gᵀ A | Aᵀ G
+  } else if (c.needs(1)) {
     if (!tb) gb = ta ? g.matmul(A, G) : g.matmul(A, G, true, false);  // A G | Aᵀ G
     else gb = ta ? g.matmul(G, A, true, true) : g.matmul(G, A, true, false);  // Gᵀ Aᵀ | Gᵀ A
     gb = sum_to_shape(g, gb, c.in_shape(1));

@@ -66,6 +66,9 @@ std::string MemoryPlan::to_text(const Graph& g) const {
     os << "\n";
   }
   os << "activation arena " << arena_bytes << " B\n";
+  if (parts(arena_bytes, part_bytes) > 1 || parts(persistent_bytes, part_bytes) > 1)
+    os << "split into buffers of " << part_bytes << " B: persistent " << parts(persistent_bytes, part_bytes)
+       << ", activation " << parts(arena_bytes, part_bytes) << "\n";
   return os.str();
 }
 
@@ -73,8 +76,15 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// First fit: the lowest aligned offset that overlaps no already placed value with an intersecting range.
-void place(std::vector<Slot>& slots, const std::vector<size_t>& order, uint64_t alignment, bool alias,
+// The lowest offset from `offset` on where `size` bytes stay inside one part of `part` bytes (0: no parts).
+uint64_t within_part(uint64_t offset, uint64_t size, uint64_t part) {
+  if (part == 0 || offset / part == (offset + size - 1) / part) return offset;
+  return (offset / part + 1) * part;
+}
+
+// First fit: the lowest aligned offset that overlaps no already placed value with an intersecting range and
+// crosses no part boundary.
+void place(std::vector<Slot>& slots, const std::vector<size_t>& order, uint64_t alignment, bool alias, uint64_t part,
            uint64_t& arena) {
   std::vector<size_t> placed;
   arena = 0;
@@ -90,12 +100,13 @@ void place(std::vector<Slot>& slots, const std::vector<size_t>& order, uint64_t 
         busy.push_back({o.offset, o.offset + align_up(o.bytes, alignment)});
       }
       std::sort(busy.begin(), busy.end());
+      offset = within_part(0, size, part);
       for (auto [b, e] : busy) {
         if (offset + size <= b) break;
-        offset = std::max(offset, e);
+        if (e > offset) offset = within_part(e, size, part);
       }
     } else {
-      offset = arena;
+      offset = within_part(arena, size, part);
     }
     s.offset = offset;
     arena = std::max(arena, offset + size);
@@ -167,7 +178,14 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
     if (x.bytes != y.bytes) return x.bytes > y.bytes;
     return x.node != y.node ? x.node < y.node : x.kind < y.kind;
   });
-  place(plan.slots, activations, std::max<uint64_t>(options.alignment, 4), options.alias, plan.arena_bytes);
+  const uint64_t alignment = std::max<uint64_t>(options.alignment, 4);
+  if (options.max_buffer_bytes) {
+    plan.part_bytes = options.max_buffer_bytes / alignment * alignment;
+    if (plan.part_bytes == 0)
+      throw SessionError("[plan] expected a maximum buffer size of at least the alignment " + std::to_string(alignment) +
+                         " bytes, got " + std::to_string(options.max_buffer_bytes));
+  }
+  place(plan.slots, activations, alignment, options.alias, plan.part_bytes, plan.arena_bytes);
 
   for (auto [p, gr] : options.param_grads) {
     for (uint32_t m = 0; m < options.moments_per_parameter; ++m) {
@@ -194,6 +212,20 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
     s.bytes = options.hyper_bytes;
     plan.hyper = add(s);
   }
+  // The persistent arena in slot order; the arena is zeroed once, so parameters start at zero.
+  for (Slot& s : plan.slots) {
+    if (in_arena(s.kind)) continue;
+    const uint64_t size = align_up(s.bytes, alignment);
+    s.offset = within_part(plan.persistent_bytes, size, plan.part_bytes);
+    plan.persistent_bytes = s.offset + size;
+  }
+  if (plan.part_bytes)
+    for (const Slot& s : plan.slots)
+      if (s.bytes > plan.part_bytes)
+        throw SessionError("[plan] expected every value to fit one storage buffer of " + std::to_string(plan.part_bytes) +
+                           " bytes (the device's maxStorageBufferRange), got " + storage_kind_name(s.kind) + " '" +
+                           (s.kind == StorageKind::Hyper ? std::string("hyper") : node_label(g, s.node)) + "' of " +
+                           std::to_string(s.bytes) + " bytes");
   return plan;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // The memory plan: which bytes every materialised value occupies. Parameters, gradients, optimizer
-// moments, inputs, outputs and constants live in a persistent arena (one buffer each); intermediates
-// share one activation arena, reusing bytes between values whose live ranges (in kernel levels) do not
-// overlap.
+// moments, inputs, outputs and constants live in a persistent arena; intermediates share one activation
+// arena, reusing bytes between values whose live ranges (in kernel levels) do not overlap. An arena larger
+// than the device binds (maxStorageBufferRange) is split into parts of MemoryPlan::part_bytes, one buffer
+// each, and no value straddles two parts.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,13 +30,14 @@ struct Slot {
                           // scratch)
   uint32_t moment = 0;    // optimizer state: which moment
   uint64_t bytes = 0;     // logical size
-  uint64_t offset = 0;    // activations and scratch: offset in the arena
+  uint64_t offset = 0;    // offset in its arena (persistent, or activation for activations and scratch)
   int first = 0, last = 0;  // activations and scratch: live kernel levels, inclusive
 };
 
 struct PlanOptions {
   bool alias = true;                  // reuse activation bytes between values that are never live together
   uint64_t alignment = 256;           // offsets in the arena (the device's storage-buffer offset alignment)
+  uint64_t max_buffer_bytes = 0;      // the most one buffer binding may span (maxStorageBufferRange); 0: no limit
   std::vector<NodeId> outputs;        // user outputs: persistent and readable
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // gradients: persistent, next to their parameters
   uint32_t moments_per_parameter = 0; // 0 for plain SGD, 1 momentum, 2 Adam-family
@@ -56,7 +58,12 @@ struct MemoryPlan {
   std::map<NodeId, size_t> accumulators;                  // parameter -> slot
   std::map<NodeId, size_t> scratch;                       // kernel root -> its scratch slot
   std::optional<size_t> hyper;
-  uint64_t arena_bytes = 0;
+  uint64_t arena_bytes = 0;       // the activation arena
+  uint64_t persistent_bytes = 0;  // the persistent arena
+  // Both arenas are buffers of part_bytes (the last one shorter); 0: one buffer each. A slot lies in part
+  // offset / part_bytes at offset % part_bytes.
+  uint64_t part_bytes = 0;
+  static size_t parts(uint64_t arena, uint64_t part) { return part && arena ? size_t((arena + part - 1) / part) : 1; }
 
   size_t slot(const KernelGraph& kg, NodeId n) const;  // through Reshape aliases; throws if unplanned
   MemorySummary summary() const;  // accumulators count as gradients

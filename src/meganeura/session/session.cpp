@@ -28,33 +28,27 @@ namespace {
 void allocate(SessionImpl& s) {
   const MemoryPlan& plan = s.step.plan;
   runtime::Device& dev = *s.device;
-  const uint64_t align = std::max<uint64_t>(dev.caps().min_storage_buffer_offset_alignment, 16);
-  auto align_up = [&](uint64_t v) { return (v + align - 1) / align * align; };
   s.slot_buffer.resize(plan.slots.size());
-  // Two allocations per session: the persistent arena (zeroed once: parameters default to zero and
-  // optimizer moments must start there) and the activation arena that the plan aliases.
-  uint64_t persistent_bytes = 0;
-  for (const Slot& sl : plan.slots)
-    if (!in_arena(sl.kind)) persistent_bytes += align_up(sl.bytes);
-  runtime::Buffer persistent, arena;
-  if (persistent_bytes > 0) {
-    persistent = dev.alloc(persistent_bytes);
-    s.owned.push_back(persistent);
-    dev.fill_zero(persistent);
-  }
-  if (plan.arena_bytes > 0) {
-    arena = dev.alloc(plan.arena_bytes);
-    s.owned.push_back(arena);
-  }
-  uint64_t offset = 0;
+  // The persistent arena (zeroed once: parameters default to zero and optimizer moments must start there) and
+  // the activation arena that the plan aliases, each one buffer, or parts of plan.part_bytes where the device
+  // binds less than the arena (no slot straddles two parts).
+  auto allocate_arena = [&](uint64_t bytes, bool zero) {
+    std::vector<runtime::Buffer> parts;
+    const uint64_t part = plan.part_bytes ? plan.part_bytes : bytes;
+    for (uint64_t at = 0; at < bytes; at += part) {
+      parts.push_back(dev.alloc(std::min(part, bytes - at)));
+      s.owned.push_back(parts.back());
+      if (zero) dev.fill_zero(parts.back());
+    }
+    return parts;
+  };
+  const std::vector<runtime::Buffer> persistent = allocate_arena(plan.persistent_bytes, true);
+  const std::vector<runtime::Buffer> arena = allocate_arena(plan.arena_bytes, false);
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot& sl = plan.slots[i];
-    if (in_arena(sl.kind)) {
-      s.slot_buffer[i] = runtime::slice(arena, sl.offset, sl.bytes);
-    } else {
-      s.slot_buffer[i] = runtime::slice(persistent, offset, sl.bytes);
-      offset += align_up(sl.bytes);
-    }
+    const std::vector<runtime::Buffer>& parts = in_arena(sl.kind) ? arena : persistent;
+    const uint64_t part = plan.part_bytes ? plan.part_bytes : UINT64_MAX;
+    s.slot_buffer[i] = runtime::slice(parts.at(size_t(sl.offset / part)), sl.offset % part, sl.bytes);
   }
   // Constants carry their data from the graph.
   for (size_t i = 0; i < plan.slots.size(); ++i) {
