@@ -216,11 +216,22 @@ TEST(Ir, MoreShapeErrors) {
 
 TEST(Ir, DtypeMismatchIsAShapeError) {
   Graph g;
-  auto a = g.input("a", {2}, DType::F16);
+  auto a = g.input("a", {2}, DType::I32);
   auto b = g.input("b", {2}, DType::F32);
   std::string m = shape_error([&] { g.add(a, b); });
-  EXPECT_NE(m.find("f16"), std::string::npos) << m;
+  EXPECT_NE(m.find("i32"), std::string::npos) << m;
   EXPECT_NE(m.find("f32"), std::string::npos) << m;
+}
+
+TEST(Ir, FloatsOfDifferentWidthsMeetInF32) {
+  Graph g;
+  auto h = g.input("h", {2, 3}, DType::F16);
+  auto b = g.input("b", {2, 3}, DType::BF16);
+  auto f = g.input("f", {3, 4});
+  EXPECT_EQ(g.node(g.add(h, b)).dtype, DType::F32);
+  EXPECT_EQ(g.node(g.matmul(h, f)).dtype, DType::F32);
+  EXPECT_EQ(g.node(g.mul(h, h)).dtype, DType::F16);
+  EXPECT_EQ(g.node(g.mul(h, g.scalar(2.0))).dtype, DType::F16);
 }
 
 TEST(Ir, InvalidNodeIdIsAGraphError) {

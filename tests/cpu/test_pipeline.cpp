@@ -231,3 +231,25 @@ TEST(Pipeline, DispatchesKnowTheirKernelWhenAScatterNeedsAClear) {
   EXPECT_EQ(step_kernels(s, true).size(), s.code.size());
   EXPECT_NE(plan_text(s).find("clear "), std::string::npos);
 }
+
+// 16-bit values need 16-bit storage: on a device without it, codegen names the kernel and the device.
+TEST(Pipeline, SixteenBitValuesNeedSixteenBitStorage) {
+  Graph g;
+  NodeId h = g.named(g.exp(g.cast(g.input("x", {4}), DType::F16)), "half_x");
+  g.set_outputs({h});
+  SessionConfig c;
+  c.training = false;
+  c.optimizer.kind = OptimizerKind::None;
+  runtime::DeviceCaps caps = fake_caps();
+  caps.storage_16bit = true;
+  EXPECT_NO_THROW(compile_step(g, c, caps));
+  caps.storage_16bit = false;
+  try {
+    compile_step(g, c, caps);
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("half_x"), std::string::npos) << m;
+    EXPECT_NE(m.find("16-bit storage"), std::string::npos) << m;
+  }
+}

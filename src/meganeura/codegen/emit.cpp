@@ -6,11 +6,45 @@
 #include <cstdio>
 #include <map>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::codegen {
 
 std::string uint_lit(int64_t v) { return std::to_string(v) + "u"; }
+
+std::string fill_lit(const Node& fill) { return float_lit(dtype_round(fill.attrs.reals.at(0), fill.dtype)); }
+
+std::string round_to(DType t, const std::string& v) {
+  if (t == DType::F16) return "mn_round_f16(" + v + ")";
+  if (t == DType::BF16) return "mn_round_bf16(" + v + ")";
+  return v;
+}
+
+const char* storage_glsl() {
+  // 16-bit floats are stored as uint16_t and converted by integer arithmetic (ties to even, subnormals kept),
+  // so the result does not depend on a driver's conversion rounding or denormal mode.
+  return R"(uint mn_f16_bits(float x) {
+  const uint u = floatBitsToUint(x), s = (u >> 16u) & 0x8000u, a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return s | 0x7E00u;
+  if (a >= 0x477FF000u) return s | 0x7C00u;
+  if (a < 0x38800000u) return s | uint(roundEven(uintBitsToFloat(a) * 16777216.0));
+  return s | ((a - 0x38000000u + 0x0FFFu + ((a >> 13u) & 1u)) >> 13u);
+}
+float mn_f16_value(uint h) {
+  const uint s = (h & 0x8000u) << 16u, e = (h >> 10u) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0u) return uintBitsToFloat(s | floatBitsToUint(float(m) * 5.9604644775390625e-08));
+  return uintBitsToFloat(s | (e == 31u ? 0x7F800000u : (e + 112u) << 23u) | (m << 13u));
+}
+uint mn_bf16_bits(float x) {
+  const uint u = floatBitsToUint(x);
+  if (isnan(x)) return (u >> 16u) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;
+}
+float mn_round_f16(float x) { return mn_f16_value(mn_f16_bits(x)); }
+float mn_round_bf16(float x) { return uintBitsToFloat(mn_bf16_bits(x) << 16u); }
+)";
+}
 
 std::vector<int64_t> contiguous_strides(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
@@ -88,10 +122,15 @@ uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
 
 std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
-  if (g.node(n).op == Op::Fill) return float_lit(g.node(n).attrs.reals.at(0));
+  if (g.node(n).op == Op::Fill) return fill_lit(g.node(n));
   uint32_t b = bind_value(n, false);
   std::string e = "b" + std::to_string(b) + ".d[" + offset + "]";
-  return g.node(kg.storage_of(n)).dtype == DType::F32 ? e : "float(" + e + ")";
+  switch (g.node(kg.storage_of(n)).dtype) {
+    case DType::F32: return e;
+    case DType::F16: return "mn_f16_value(uint(" + e + "))";
+    case DType::BF16: return "uintBitsToFloat(uint(" + e + ") << 16u)";
+    default: return "float(" + e + ")";
+  }
 }
 
 std::string Emitter::store(NodeId n, const std::string& offset, const std::string& v) {
@@ -105,6 +144,8 @@ std::string Emitter::store(NodeId n, const std::string& offset, const std::strin
   switch (g.node(kg.storage_of(n)).dtype) {
     case DType::I32: return lhs + " = int(" + v + ");";
     case DType::U32: return lhs + " = uint(" + v + ");";
+    case DType::F16: return lhs + " = uint16_t(mn_f16_bits(" + v + "));";
+    case DType::BF16: return lhs + " = uint16_t(mn_bf16_bits(" + v + "));";
     default: return lhs + " = " + v + ";";
   }
 }
@@ -142,8 +183,10 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
   std::string name = "fn" + std::to_string(fn_counter++);
   bool has_core = core.valid();
   std::string sig = "float " + name + "(uint ix" + (has_core ? ", float core" : "") + ")";
+  // A core computed in f32 whose value has a 16-bit dtype holds that dtype's numbers, as in the reference.
+  const std::string core_v = has_core ? round_to(g.node(core).dtype, "core") : "";
   if (top == core) {
-    decls += sig + " { return core; }\n";
+    decls += sig + " { return " + core_v + "; }\n";
     return name;
   }
   // The region nodes `top` depends on, found by walking inputs inside the region.
@@ -157,7 +200,7 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
   }
   std::string body;
   if (used.empty() && g.node(top).op == Op::Fill) {
-    body = "  return " + float_lit(g.node(top).attrs.reals.at(0)) + ";\n";
+    body = "  return " + fill_lit(g.node(top)) + ";\n";
   } else if (used.empty()) {
     // `top` is stored: a plain (broadcast) load.
     const Shape& ts = g.node(top).shape;
@@ -173,15 +216,15 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
       const Node& nd = g.node(n);
       const std::string& v = local[n];
       if (nd.op == Op::Fill) {
-        stmts += "  float " + v + " = " + float_lit(nd.attrs.reals.at(0)) + ";\n";
+        stmts += "  float " + v + " = " + fill_lit(nd) + ";\n";
         continue;
       }
       std::vector<std::string> operands;
       for (NodeId i : nd.inputs) {
         const Node& in = g.node(i);
-        if (i == core) operands.push_back("core");
+        if (i == core) operands.push_back(core_v);
         else if (used.count(i)) operands.push_back(local[i]);
-        else if (in.op == Op::Fill) operands.push_back(float_lit(in.attrs.reals.at(0)));
+        else if (in.op == Op::Fill) operands.push_back(fill_lit(in));
         else {
           std::string off = in.shape == space ? "ix" : broadcast_offset(in.shape, space);
           needs_coords = needs_coords || (off != "0u" && off != "ix");
@@ -192,7 +235,7 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
       if (!d.glsl)
         throw GraphError("[codegen] expected a pointwise op with a GLSL expression, got " + std::string(op_name(nd.op)) +
                          " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + ")");
-      stmts += "  float " + v + " = " + ops::expand_glsl(d, nd, operands) + ";\n";
+      stmts += "  float " + v + " = " + round_to(nd.dtype, ops::expand_glsl(d, nd, operands)) + ";\n";
     }
     body = (needs_coords ? decompose(space) : "") + stmts + "  return " + local[top] + ";\n";
   }
@@ -207,6 +250,13 @@ std::string Emitter::operand_fn(size_t operand) {
 
 std::string Emitter::finish(const std::string& local_size_decl, const std::string& main_body) {
   std::string s = "#version 450\n" + extensions;
+  if (uses_16bit()) {
+    if (!caps.storage_16bit)
+      throw GraphError("[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for the f16/bf16 "
+                       "values of kernel '" + k.label + "', got " + caps.name + " without it");
+    s += "#extension GL_EXT_shader_16bit_storage : require\n"
+         "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+  }
   // No label in the source: kernels that differ only in node names must hash (and compile) as one.
   s += "// " + std::string(archetype_name(k.arch)) + "\n";
   s += "#define MN_SUBGROUP_SIZE " + std::to_string(caps.subgroup_size) + "\n";
@@ -214,6 +264,7 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   s += local_size_decl;
   s += buffer_decls(0);
   s += ops::pointwise_glsl_prelude();
+  s += storage_glsl();
   s += decls;
   s += "void main() {\n" + main_body + "}\n";
   out.glsl = s;
@@ -233,6 +284,21 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   return s;
 }
 
+const char* glsl_storage_type(DType t) {
+  switch (t) {
+    case DType::I32: return "int";
+    case DType::U32: return "uint";
+    case DType::F16: case DType::BF16: return "uint16_t";
+    default: return "float";
+  }
+}
+
+bool Emitter::uses_16bit() const {
+  for (const Binding& b : out.bindings)
+    if (b.kind == Binding::Value && dtype_size(g.node(b.node).dtype) == 2) return true;
+  return false;
+}
+
 std::string Emitter::buffer_decls(size_t from) const {
   std::string s;
   for (size_t i = from; i < out.bindings.size(); ++i) {
@@ -245,10 +311,7 @@ std::string Emitter::buffer_decls(size_t from) const {
       continue;
     }
     std::string ty = "float";
-    if (b.kind == Binding::Value) {
-      DType t = g.node(b.node).dtype;
-      ty = t == DType::I32 ? "int" : t == DType::U32 ? "uint" : "float";
-    }
+    if (b.kind == Binding::Value) ty = glsl_storage_type(g.node(b.node).dtype);
     s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty + " d[]; } b" +
          idx + ";\n";
   }

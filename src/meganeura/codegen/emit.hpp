@@ -12,6 +12,15 @@ namespace meganeura::codegen {
 
 using ops::float_lit;  // the one GLSL float-literal printer (ops/ops.hpp)
 std::string uint_lit(int64_t v);
+// A Fill's value as a literal, rounded to the fill's dtype.
+std::string fill_lit(const Node& fill);
+// Float expression `v` rounded to dtype t where t is a 16-bit float (mn_round_f16/bf16), else `v`.
+std::string round_to(DType t, const std::string& v);
+// GLSL of the 16-bit storage conversions every kernel may call: mn_f16_bits, mn_f16_value, mn_bf16_bits,
+// mn_round_f16, mn_round_bf16.
+const char* storage_glsl();
+// The GLSL element type of a buffer of dtype t ("float", "int", "uint", "uint16_t").
+const char* glsl_storage_type(DType t);
 std::vector<int64_t> contiguous_strides(const Shape& s);
 
 // One kernel being generated: its bindings and the declarations that go before main().
@@ -45,6 +54,8 @@ struct Emitter {
   uint32_t bind_scratch(uint64_t bytes, bool write);
   // A binding of its own for a value, never shared (the matmul's A, B and C).
   uint32_t bind_value_unshared(NodeId n, bool write);
+  // Whether a value binding is of a 16-bit dtype (the kernel then needs 16-bit storage).
+  bool uses_16bit() const;
   // Declarations `layout(...) buffer BufI { T d[]; } bI;` of bindings from..end.
   std::string buffer_decls(size_t from) const;
   // "b3.d[<offset>]" as a float expression, for a materialised value.

@@ -90,20 +90,28 @@ void emit_matmul(Emitter& e) {
     throw GraphError("[codegen] expected matmul operands of rank >= 2, got " + shape_str(as) + " and " +
                      shape_str(bs) + " at " + at);
   const bool a_fill = e.g.node(a).op == Op::Fill, b_fill = e.g.node(bnode).op == Op::Fill;
-  for (NodeId x : {a, bnode}) {
+  // f16 and bf16 operands are read through 16-bit loads (kernels::MatmulLoad) and accumulate in f32.
+  kernels::MatmulLoad loads[2] = {kernels::MatmulLoad::Plain, kernels::MatmulLoad::Plain};
+  for (int i = 0; i < 2; ++i) {
+    const NodeId x = i ? bnode : a;
     if (e.g.node(x).op == Op::Fill) continue;
     const DType t = e.g.node(e.kg.storage_of(x)).dtype;
-    if (t != DType::F32)
-      throw GraphError("[codegen] expected f32 matmul operands (SessionConfig::precision Mixed16 rounds them to f16 "
-                       "inside the kernel), got " + std::string(dtype_name(t)) + " at " + at);
+    if (t == DType::F16) loads[i] = kernels::MatmulLoad::F16;
+    else if (t == DType::BF16) loads[i] = kernels::MatmulLoad::BF16;
+    else if (t != DType::F32)
+      throw GraphError("[codegen] expected f32, f16 or bf16 matmul operands, got " + std::string(dtype_name(t)) +
+                       " at " + at);
   }
   const DType root_type = e.g.node(e.kg.storage_of(e.k.root)).dtype;
-  if (root_type != DType::F32 && root_type != DType::I32 && root_type != DType::U32)
-    throw GraphError("[codegen] expected a matmul kernel to store f32, i32 or u32, got " +
+  const bool root16 = root_type == DType::F16 || root_type == DType::BF16;
+  if (root16 && e.k.update.valid())
+    throw GraphError("[codegen] expected a fused parameter update to store f32, got " +
                      std::string(dtype_name(root_type)) + " at " + at);
   if (numel(os) > int64_t(UINT32_MAX) || numel(as) > int64_t(UINT32_MAX) || numel(bs) > int64_t(UINT32_MAX))
     throw GraphError("[codegen] expected matmul operands of at most 2^32 elements at " + at);
-  const kernels::MatmulShape s = matmul_shape(e.g, e.k.core, e.opt.precision);
+  kernels::MatmulShape s = matmul_shape(e.g, e.k.core, e.opt.precision);
+  s.load_a = loads[0];
+  s.load_b = loads[1];
   const int64_t M = s.m, N = s.n;
 
   // Bindings 0, 1, 2 are A, B and C, as the family expects, even when A and B share storage; the epilogue
@@ -117,7 +125,7 @@ void emit_matmul(Emitter& e) {
   e.dedup_from = 3;
 
   kernels::MatmulEpilogue ep;
-  ep.c_type = root_type == DType::I32 ? "int" : root_type == DType::U32 ? "uint" : "float";
+  ep.c_type = glsl_storage_type(root_type);
   if (e.k.root != e.k.core || !e.k.epilogue.empty()) {
     const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
     ep.expr = fn + "(batch * " + uint_lit(M * N) + " + row * " + uint_lit(N) + " + col, v)";
@@ -125,11 +133,19 @@ void emit_matmul(Emitter& e) {
   if (e.k.update.valid()) {
     e.decls += fused_update_fn(e, "c[i]");
     ep.store = "mn_update";
+  } else if (root16) {  // rounded by integer arithmetic, as every 16-bit store
+    e.decls += std::string("void mn_store_c(uint i, float v) { c[i] = uint16_t(") +
+               (root_type == DType::F16 ? "mn_f16_bits" : "mn_bf16_bits") + "(v)); }\n";
+    ep.store = "mn_store_c";
   }
   std::string fills;
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
-  ep.decls = std::string(ops::pointwise_glsl_prelude()) + e.decls;
+  ep.decls = std::string(ops::pointwise_glsl_prelude()) + storage_glsl() + e.decls;
+  if ((e.uses_16bit() || loads[0] != kernels::MatmulLoad::Plain || loads[1] != kernels::MatmulLoad::Plain) &&
+      !e.caps.storage_16bit)
+    throw GraphError("[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for f16/bf16 values, "
+                     "got " + e.caps.name + " without it at " + at);
   ep.buffer_decls = e.buffer_decls(3);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
   // Mixed16's f16 copy (kernels::kMinF16CopyMacs): A's halves at 0, B's from b_offset in the kernel's scratch.

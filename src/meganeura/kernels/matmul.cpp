@@ -100,7 +100,10 @@ uint64_t elements_c(const MatmulShape& raw) {
 }
 
 std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier) {
-  if (shape.input == MatmulInput::F16 && !caps.storage_16bit) return "the device has no 16-bit storage";
+  const bool loads = shape.load_a != MatmulLoad::Plain || shape.load_b != MatmulLoad::Plain;
+  if ((shape.input == MatmulInput::F16 || loads) && !caps.storage_16bit) return "the device has no 16-bit storage";
+  if (loads && tier != MatmulTier::Gemv && tier != MatmulTier::Scalar)
+    return "operands of 16-bit storage loads (f16/bf16 against another type) take the scalar and GEMV tiers";
   switch (tier) {
     case MatmulTier::Gemv:
       if (shape.m > 8) return "GEMV handles M <= 8, got M = " + std::to_string(shape.m);
@@ -430,6 +433,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                          {"TRANS_B", flag(s.trans_b)},
                          {"INPUT_F16", flag(s.input == MatmulInput::F16)},
                          {"INPUT_ROUND_F16", flag(s.input == MatmulInput::F32RoundF16)},
+                         {"A_LOAD", std::to_string(int(s.load_a))},
+                         {"B_LOAD", std::to_string(int(s.load_b))},
                          {"HAS_EPILOGUE", flag(!pe.expr.empty())},
                          {"SPLIT_K", std::to_string(split)}};
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
@@ -446,7 +451,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
         pass.source.glsl = glsl::scalar(pe);
         pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
         // 16-byte loads of f32 operands: every row start of A and B on a 4-float boundary.
-        const bool vec = s.input == MatmulInput::F32 && row_starts_aligned(s, 4);
+        const bool vec = s.input == MatmulInput::F32 && s.load_a == MatmulLoad::Plain &&
+                         s.load_b == MatmulLoad::Plain && row_starts_aligned(s, 4);
         pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
         if (vec) label += "_v";
       }

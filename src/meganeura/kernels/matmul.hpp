@@ -44,6 +44,11 @@ enum class MatmulTier : uint8_t { Gemv, Scalar, CoopMatNV, CoopMatKHR };
 // element rounded to f16 as it is loaded (SessionConfig::precision Mixed16: no f16 buffers, runs everywhere).
 // Accumulation is f32 in every case.
 enum class MatmulInput : uint8_t { F32, F16, F32RoundF16 };
+// How one operand's elements are read, on top of MatmulInput (scalar and GEMV tiers): Plain is the input's
+// element type; F16 and BF16 are 16-bit storage widened to f32 as loaded (an f16 or bf16 weight times an f32
+// activation; needs 16-bit storage), then treated as MatmulInput says. Block-quantized storage types are
+// further loads of this kind (a dequantizing load per element).
+enum class MatmulLoad : uint8_t { Plain, F16, BF16 };
 
 const char* tier_name(MatmulTier t);  // "gemv", "scalar", "coopmat-nv", "coopmat-khr"
 // Accepts tier_name()'s strings; throws ConfigError otherwise.
@@ -55,6 +60,7 @@ struct MatmulShape {
   bool trans_a = false;  // A stored K x M (else M x K), row-major
   bool trans_b = false;  // B stored N x K (else K x N), row-major
   MatmulInput input = MatmulInput::F32;
+  MatmulLoad load_a = MatmulLoad::Plain, load_b = MatmulLoad::Plain;
   // Leading dimensions and batch strides in elements; 0 means packed.
   uint32_t lda = 0, ldb = 0, ldc = 0;
   uint32_t stride_a = 0, stride_b = 0, stride_c = 0;

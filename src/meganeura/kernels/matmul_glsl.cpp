@@ -18,7 +18,10 @@ const char* kRoundF16 = R"(float round_f16(float x) {
 )";
 
 std::string common(const MatmulEpilogue& ep, bool coopmat) {
-  std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n";
+  // 16-bit storage is enabled, not required: a kernel that declares no 16-bit buffer does not need the feature.
+  std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n"
+                  "#extension GL_EXT_shader_16bit_storage : enable\n"
+                  "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : enable\n";
   if (coopmat) {
     s += "#extension GL_NV_cooperative_matrix : require\n"
          "#extension GL_KHR_shader_subgroup_basic : require\n"
@@ -64,8 +67,41 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
 }
 
 const char* kScalarInputs = R"(
+// A_LOAD / B_LOAD (MatmulLoad): 0 the element type ELEM; 1 f16 and 2 bf16 held as uint16_t and widened by
+// integer arithmetic (exact, subnormals kept, whatever the driver's conversions do).
+#ifndef A_LOAD
+#define A_LOAD 0
+#endif
+#ifndef B_LOAD
+#define B_LOAD 0
+#endif
+float mm_half_value(uint h) {
+  const uint s = (h & 0x8000u) << 16u, e = (h >> 10u) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0u) return uintBitsToFloat(s | floatBitsToUint(float(m) * 5.9604644775390625e-08));
+  return uintBitsToFloat(s | (e == 31u ? 0x7F800000u : (e + 112u) << 23u) | (m << 13u));
+}
+#if A_LOAD == 0
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
+#define A_VALUE(i) to_in(a[i])
+#else
+layout(std430, set = 0, binding = 0) readonly buffer BufA { uint16_t a[]; };
+#if A_LOAD == 1
+#define A_VALUE(i) to_in(mm_half_value(uint(a[i])))
+#else
+#define A_VALUE(i) to_in(uintBitsToFloat(uint(a[i]) << 16u))
+#endif
+#endif
+#if B_LOAD == 0
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
+#define B_VALUE(i) to_in(b[i])
+#else
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uint16_t b[]; };
+#if B_LOAD == 1
+#define B_VALUE(i) to_in(mm_half_value(uint(b[i])))
+#else
+#define B_VALUE(i) to_in(uintBitsToFloat(uint(b[i]) << 16u))
+#endif
+#endif
 // Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds. A_FILL / B_FILL
 // (defined by the code generator for an operand that is a constant fill, which has no storage): that value.
 #ifdef A_FILL
@@ -73,9 +109,9 @@ float A_at(uint base, uint m, uint k) { return to_in(A_FILL); }
 #else
 float A_at(uint base, uint m, uint k) {
 #if TRANS_A
-  return to_in(a[base + k * p.lda + m]);
+  return A_VALUE(base + k * p.lda + m);
 #else
-  return to_in(a[base + m * p.lda + k]);
+  return A_VALUE(base + m * p.lda + k);
 #endif
 }
 #endif
@@ -84,9 +120,9 @@ float B_at(uint base, uint k, uint n) { return to_in(B_FILL); }
 #else
 float B_at(uint base, uint k, uint n) {
 #if TRANS_B
-  return to_in(b[base + n * p.ldb + k]);
+  return B_VALUE(base + n * p.ldb + k);
 #else
-  return to_in(b[base + k * p.ldb + n]);
+  return B_VALUE(base + k * p.ldb + n);
 #endif
 }
 #endif

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/helpers.hpp"
 
 namespace meganeura::ops {
@@ -26,31 +27,6 @@ double gelu_grad(double x, bool tanh_form) {
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2Pi * (1.0 + 3.0 * 0.044715 * x * x);
   }
   return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
-}
-
-double round_to_dtype(double v, DType t) {
-  switch (t) {
-    // The reference holds f32 values exactly in f64 everywhere; only narrower types and integers round.
-    case DType::F32: return v;
-    case DType::I32: return std::trunc(v);
-    case DType::U32: {
-      double w = std::fmod(std::trunc(v), 4294967296.0);
-      return w < 0 ? w + 4294967296.0 : w;
-    }
-    case DType::BF16: case DType::F16: {
-      if (!std::isfinite(v) || v == 0.0) return v;
-      int mant = t == DType::BF16 ? 8 : 11;     // significand bits including the implicit one
-      int min_exp = t == DType::BF16 ? -126 : -14;
-      double max = t == DType::BF16 ? 3.3895313892515355e38 : 65504.0;
-      int e;
-      std::frexp(v, &e);  // v = m * 2^e, 0.5 <= |m| < 1
-      int q = std::max(e - 1, min_exp) - (mant - 1);  // quantum exponent (subnormals keep the minimum)
-      double r = std::nearbyint(std::ldexp(v, -q));
-      r = std::ldexp(r, q);
-      return std::fabs(r) > max ? std::copysign(INFINITY, v) : r;
-    }
-  }
-  return v;
 }
 
 // ---- shape rules ----
@@ -302,7 +278,7 @@ void register_elementwise(OpTable& t) {
        "mn_clamp($0, $r0, $r1)"},
       // The stored dtype does the conversion; the expression is the value.
       {Op::Cast, cast_rule, vjp_cast,
-       MN_UNARY_REF(round_to_dtype(x, a.dtype)), "$0"},
+       MN_UNARY_REF(dtype_round(x, a.dtype)), "$0"},
       {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x),
        "$0"},
   };

@@ -29,9 +29,16 @@ DType common_dtype(const ShapeCtx& c, size_t first, size_t last) {
   std::optional<DType> strict;
   for (size_t i = first; i < last; ++i) {
     if (c.in(i).op == Op::Fill) continue;
-    if (strict && *strict != c.dtype(i))
-      c.fail("operands of one dtype", std::string(dtype_name(*strict)) + " and " + dtype_name(c.dtype(i)));
-    strict = c.dtype(i);
+    const DType t = c.dtype(i);
+    // Floats of different widths meet in f32 (an f16 weight times an f32 activation is f32), as in torch;
+    // integers never mix with anything else.
+    if (strict && *strict != t && is_float(*strict) && is_float(t)) {
+      strict = DType::F32;
+      continue;
+    }
+    if (strict && *strict != t)
+      c.fail("operands of one dtype", std::string(dtype_name(*strict)) + " and " + dtype_name(t));
+    strict = t;
   }
   return strict ? *strict : c.dtype(first);
 }

@@ -15,7 +15,8 @@ void require_float(const ShapeCtx& c, size_t i);
 TypeInfo same_as(const ShapeCtx& c, size_t i = 0);
 // numpy broadcast of every input's shape; fails naming all shapes.
 Shape broadcast_all(const ShapeCtx& c);
-// Common dtype of inputs [first, last): equal dtypes, except that a Fill operand adopts the others' dtype.
+// Common dtype of inputs [first, last): equal dtypes, except that a Fill operand adopts the others' dtype and
+// floats of different widths give f32.
 DType common_dtype(const ShapeCtx& c, size_t first, size_t last);
 
 // Reduction axes: empty means all; negatives count from the end; sorted, unique. Fails on a bad axis.

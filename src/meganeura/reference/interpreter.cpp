@@ -1,5 +1,6 @@
 #include "meganeura/reference/interpreter.hpp"
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::reference {
@@ -21,6 +22,13 @@ HostTensor leaf_value(const Graph& g, NodeId id, const Feeds& feeds) {
     throw ShapeError("[reference::evaluate] expected a value of shape " + shape_str(n.shape) + " for " + what +
                      ", got shape " + shape_str(t.shape) + " with " + std::to_string(t.data.size()) + " values");
   return t;
+}
+
+// A value of a 16-bit float dtype holds numbers of that dtype, whatever its op computed in f64 (the GPU rounds
+// the same values, stored or fused).
+void round_to_storage(const Node& n, HostTensor& t) {
+  if (n.dtype != DType::F16 && n.dtype != DType::BF16) return;
+  for (double& v : t.data) v = dtype_round(v, n.dtype);
 }
 
 }  // namespace
@@ -46,11 +54,13 @@ std::vector<HostTensor> evaluate(const Graph& g, const Feeds& feeds, const std::
     const ops::OpDef& d = ops::def(n.op);
     if (!d.reference) {
       values[i] = leaf_value(g, id, feeds);
+      round_to_storage(n, values[i]);
       continue;
     }
     std::vector<const HostTensor*> in;
     for (NodeId x : n.inputs) in.push_back(&values[x.v]);
     values[i] = d.reference(n, in);
+    round_to_storage(n, values[i]);
     if (values[i].shape != n.shape || values[i].data.size() != size_t(numel(n.shape)))
       throw GraphError("[reference::evaluate] expected " + std::string(d.name) + " %" + std::to_string(i) +
                        " to produce " + shape_str(n.shape) + ", got " + shape_str(values[i].shape) +

@@ -92,8 +92,6 @@ void sort_by_level(KernelGraph& kg) {
                    " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + "): " + why);
 }
 
-bool storable_dtype(DType t) { return t == DType::F32 || t == DType::I32 || t == DType::U32; }
-
 // Operands of a reduction that may take a fused prologue: float operands shaped like operand 0 (the
 // prologue is evaluated in that operand's index space).
 bool prologue_operand(const Graph& g, NodeId core, size_t operand) {
@@ -145,8 +143,6 @@ struct Builder {
     const Node& nd = g.node(n);
     OpClass c = op_class(nd.op);
     if (c == OpClass::Unsupported) unsupported(g, n, "no archetype implements it yet");
-    if (!storable_dtype(nd.dtype) && c != OpClass::Fill)
-      unsupported(g, n, std::string("dtype ") + dtype_name(nd.dtype) + " is not supported on the GPU yet (f32, i32, u32)");
     if (numel(nd.shape) >= (int64_t(1) << 31)) unsupported(g, n, "more than 2^31 elements");
   }
 

@@ -76,7 +76,7 @@ void allocate_frames(SessionImpl& s) {
   uint64_t staging = 0, readback = 0;
   for (NodeId in : st.graph.inputs()) {
     if (!st.plan.slot_of.count(st.kernels.storage_of(in))) continue;  // nothing reads it
-    const uint64_t bytes = uint64_t(numel(st.graph.node(in).shape)) * 4;
+    const uint64_t bytes = s.stored_bytes(in);
     if (bytes > kFrameValueBytes) continue;
     s.staged.push_back({in, s.buffer_of(in), staging, bytes});
     staging = align(staging + bytes);
@@ -86,7 +86,7 @@ void allocate_frames(SessionImpl& s) {
     staging = align(staging + 4);
   }
   for (NodeId o : st.outputs) {
-    const uint64_t bytes = uint64_t(numel(st.graph.node(o).shape)) * 4;
+    const uint64_t bytes = s.stored_bytes(o);
     s.readback_offset.push_back(bytes > kFrameValueBytes ? UINT64_MAX : readback);
     if (bytes <= kFrameValueBytes) readback = align(readback + bytes);
   }
@@ -193,7 +193,7 @@ void copy_in(const SessionImpl& s, const SessionImpl::Frame& f, runtime::Command
 void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list) {
   for (size_t i = 0; i < s.step.outputs.size(); ++i) {
     const NodeId o = s.step.outputs[i];
-    const uint64_t bytes = uint64_t(numel(s.step.graph.node(o).shape)) * 4;
+    const uint64_t bytes = s.stored_bytes(o);
     if (bytes && s.readback_offset[i] != UINT64_MAX)
       list.copy(s.buffer_of(o), runtime::slice(f.readback, s.readback_offset[i], bytes), bytes);
   }
@@ -400,9 +400,10 @@ void stage(SessionImpl& s, size_t i, const void* data) {
 void stage_input(SessionImpl& s, const std::string& name, const void* data, size_t count, DType given) {
   const NodeId n = s.leaf_id("set_input", name, Op::Input);
   s.check_value("set_input", n, count, given);
+  const std::vector<std::byte> bytes = s.to_device(n, data, count, given);
   for (size_t i = 0; i < s.staged.size(); ++i)
-    if (s.staged[i].node == n) return stage(s, i, data);
-  if (s.step.plan.slot_of.count(s.kernels_storage(n))) s.device->upload(s.buffer_of(n), data, count * 4);
+    if (s.staged[i].node == n) return stage(s, i, bytes.data());
+  if (s.step.plan.slot_of.count(s.kernels_storage(n))) s.device->upload(s.buffer_of(n), bytes.data(), bytes.size());
 }
 
 }  // namespace
@@ -437,6 +438,17 @@ void Session::set_input(const std::string& name, std::span<const int32_t> data) 
 void Session::set_parameter(const std::string& name, std::span<const float> data) {
   NodeId n = impl_->leaf_id("set_parameter", name, Op::Parameter);
   impl_->upload_value("set_parameter", n, data.data(), data.size(), DType::F32);
+}
+void Session::set_parameter_bytes(const std::string& name, std::span<const std::byte> data) {
+  SessionImpl& s = *impl_;
+  const NodeId n = s.leaf_id("set_parameter_bytes", name, Op::Parameter);
+  const Node& nd = s.step.graph.node(n);
+  if (data.size() != s.stored_bytes(n))
+    throw SessionError("[Session::set_parameter_bytes] expected " + std::to_string(s.stored_bytes(n)) + " bytes for '" +
+                       name + "' (" + dtype_name(nd.dtype) + shape_str(nd.shape) + "), got " +
+                       std::to_string(data.size()));
+  s.device->wait();
+  if (!data.empty()) s.device->upload(s.buffer_of(n), data.data(), data.size());
 }
 std::vector<float> Session::read_parameter(const std::string& name) {
   return impl_->download_value(impl_->leaf_id("read_parameter", name, Op::Parameter));

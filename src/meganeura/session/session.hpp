@@ -122,7 +122,11 @@ class Session {
   void set_input(const std::string& name, std::span<const float> data);
   void set_input(const std::string& name, std::span<const int32_t> data);
   // Parameters, optimizer state, gradients and debug reads wait for every submitted step first.
+  // Values are rounded to the parameter's dtype (f16, bf16) on the way.
   void set_parameter(const std::string& name, std::span<const float> data);
+  // The parameter's bytes as stored on the device (numel × dtype_size: f16/bf16 bits as a checkpoint holds them),
+  // uploaded unchanged. SessionError for another size.
+  void set_parameter_bytes(const std::string& name, std::span<const std::byte> data);
   std::vector<float> read_parameter(const std::string& name);
   // The output of the latest step (waits for it).
   std::vector<float> read_output(size_t index);

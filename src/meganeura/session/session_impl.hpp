@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/trace.hpp"
@@ -118,32 +119,34 @@ class SessionImpl {
       throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" + nd.prov.name +
                          "', got " + dtype_name(given));
   }
+  DType stored_dtype(NodeId n) const { return step.graph.node(kernels_storage(n)).dtype; }
+  uint64_t stored_bytes(NodeId n) const {
+    return uint64_t(numel(step.graph.node(n).shape)) * dtype_size(stored_dtype(n));
+  }
+  // `count` values (f32, or i32 for integer values) as n's stored dtype: f16/bf16 values are rounded to it.
+  std::vector<std::byte> to_device(NodeId n, const void* data, size_t count, DType given) const {
+    const DType dt = stored_dtype(n);
+    if (dt == DType::F32 || (given == DType::I32 && dt != DType::F16 && dt != DType::BF16)) {
+      const auto* p = static_cast<const std::byte*>(data);
+      return std::vector<std::byte>(p, p + count * 4);
+    }
+    return to_storage(std::span(static_cast<const float*>(data), count), dt);
+  }
   void upload_value(const std::string& fn, NodeId n, const void* data, size_t count, DType given) {
     check_value(fn, n, count, given);
-    device->upload(buffer_of(n), data, count * 4);
+    const std::vector<std::byte> bytes = to_device(n, data, count, given);
+    device->upload(buffer_of(n), bytes.data(), bytes.size());
   }
 
-  // n's value from 4-byte words (f32, or integers shown as floats).
-  std::vector<float> to_floats(NodeId n, const void* words) const {
-    const DType dt = step.graph.node(kernels_storage(n)).dtype;
-    const size_t count = size_t(numel(step.graph.node(n).shape));
-    std::vector<float> out(count);
-    if (count == 0) return out;
-    if (dt == DType::F32) {
-      std::memcpy(out.data(), words, count * 4);
-      return out;
-    }
-    std::vector<int32_t> raw(count);
-    std::memcpy(raw.data(), words, count * 4);
-    for (size_t i = 0; i < count; ++i) out[i] = dt == DType::U32 ? float(uint32_t(raw[i])) : float(raw[i]);
-    return out;
+  // n's value from its stored bytes (f32, f16 and bf16 widened, integers shown as floats).
+  std::vector<float> to_floats(NodeId n, const void* bytes) const {
+    return from_storage(bytes, size_t(numel(step.graph.node(n).shape)), stored_dtype(n));
   }
 
   std::vector<float> download_value(NodeId n) {
-    size_t count = size_t(numel(step.graph.node(n).shape));
     device->wait();
-    std::vector<int32_t> raw(count);
-    if (count) device->download(buffer_of(n), raw.data(), count * 4);
+    std::vector<std::byte> raw(stored_bytes(n));
+    if (!raw.empty()) device->download(buffer_of(n), raw.data(), raw.size());
     return to_floats(n, raw.data());
   }
   NodeId kernels_storage(NodeId n) const { return step.kernels.storage_of(n); }

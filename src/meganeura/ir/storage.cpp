@@ -1,0 +1,126 @@
+#include "meganeura/ir/storage.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace meganeura {
+
+double dtype_round(double v, DType t) {
+  switch (t) {
+    case DType::F32: return v;
+    case DType::I32: return std::trunc(v);
+    case DType::U32: {
+      double w = std::fmod(std::trunc(v), 4294967296.0);
+      return w < 0 ? w + 4294967296.0 : w;
+    }
+    case DType::BF16: case DType::F16: {
+      if (!std::isfinite(v) || v == 0.0) return v;
+      const int mant = t == DType::BF16 ? 8 : 11;  // significand bits including the implicit one
+      const int min_exp = t == DType::BF16 ? -126 : -14;
+      const double max = t == DType::BF16 ? 3.3895313892515355e38 : 65504.0;
+      int e;
+      std::frexp(v, &e);  // v = m * 2^e, 0.5 <= |m| < 1
+      const int q = std::max(e - 1, min_exp) - (mant - 1);  // quantum exponent (subnormals keep the minimum)
+      const double r = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);
+      return std::fabs(r) > max ? std::copysign(INFINITY, v) : r;
+    }
+  }
+  return v;
+}
+
+namespace {
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+uint16_t f32_to_f16_bits(float f) {
+  const uint32_t u = bits(f), sign = (u >> 16) & 0x8000u;
+  if (std::isnan(f)) return uint16_t(sign | 0x7E00u);
+  // dtype_round gives the exact f16 value (or infinity); its bits follow from exponent and significand.
+  const double r = dtype_round(double(f), DType::F16);
+  const double a = std::fabs(r);
+  if (std::isinf(r)) return uint16_t(sign | 0x7C00u);
+  if (a < 6.103515625e-05) return uint16_t(sign | uint32_t(a * 16777216.0));  // subnormal: multiples of 2^-24
+  int e;
+  const double m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  return uint16_t(sign | uint32_t(e - 1 + 15) << 10 | (uint32_t(m * 2048.0) & 0x3FFu));
+}
+
+float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, ex = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (ex == 0x1F) return from_bits(sign | 0x7F800000u | man << 13);
+  const float a = ex == 0 ? std::ldexp(float(man), -24) : std::ldexp(float(man | 0x400u), int(ex) - 25);
+  return sign ? -a : a;
+}
+
+uint16_t f32_to_bf16_bits(float f) {
+  const uint32_t u = bits(f);
+  if (std::isnan(f)) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // ties to even; overflow carries into infinity
+}
+
+float bf16_bits_to_f32(uint16_t h) { return from_bits(uint32_t(h) << 16); }
+
+std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
+  std::vector<std::byte> out(values.size() * dtype_size(t));
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (t) {
+      case DType::F32: std::memcpy(&out[i * 4], &values[i], 4); break;
+      case DType::I32: {
+        const int32_t v = int32_t(values[i]);
+        std::memcpy(&out[i * 4], &v, 4);
+        break;
+      }
+      case DType::U32: {
+        const uint32_t v = uint32_t(int64_t(values[i]));  // negative values wrap, as an i32 would
+        std::memcpy(&out[i * 4], &v, 4);
+        break;
+      }
+      case DType::F16: case DType::BF16: {
+        const uint16_t v = t == DType::F16 ? f32_to_f16_bits(values[i]) : f32_to_bf16_bits(values[i]);
+        std::memcpy(&out[i * 2], &v, 2);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> from_storage(const void* bytes, size_t count, DType t) {
+  std::vector<float> out(count);
+  const auto* p = static_cast<const std::byte*>(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    switch (t) {
+      case DType::F32: std::memcpy(&out[i], p + i * 4, 4); break;
+      case DType::I32: {
+        int32_t v;
+        std::memcpy(&v, p + i * 4, 4);
+        out[i] = float(v);
+        break;
+      }
+      case DType::U32: {
+        uint32_t v;
+        std::memcpy(&v, p + i * 4, 4);
+        out[i] = float(v);
+        break;
+      }
+      case DType::F16: case DType::BF16: {
+        uint16_t v;
+        std::memcpy(&v, p + i * 2, 2);
+        out[i] = t == DType::F16 ? f16_bits_to_f32(v) : bf16_bits_to_f32(v);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace meganeura

@@ -1,0 +1,29 @@
+#pragma once
+// Values as the device stores them: f32, f16 and bf16 (IEEE binary16 and the upper half of binary32, both
+// rounded to nearest even), i32 and u32. The host side of storage dtypes: sessions convert with these when
+// values cross to and from the GPU, and the reference interpreter rounds 16-bit values with dtype_round, so
+// that both sides mean the same number by a value of dtype f16.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "meganeura/ir/graph.hpp"
+
+namespace meganeura {
+
+// v rounded to the nearest value of dtype t (ties to even; beyond the largest finite value: infinity; integers:
+// truncation, u32 modulo 2^32). F32 values pass unchanged (the reference holds them exactly in f64).
+double dtype_round(double v, DType t);
+
+uint16_t f32_to_f16_bits(float f);
+float f16_bits_to_f32(uint16_t h);
+uint16_t f32_to_bf16_bits(float f);
+float bf16_bits_to_f32(uint16_t h);
+
+// `values` as the bytes of dtype t (numel × dtype_size(t)); integers are taken as exact floats.
+std::vector<std::byte> to_storage(std::span<const float> values, DType t);
+// The inverse, for `count` values of dtype t at `bytes`.
+std::vector<float> from_storage(const void* bytes, size_t count, DType t);
+
+}  // namespace meganeura
