@@ -90,10 +90,33 @@ void emit_scatter_rows(Emitter& e) {
   e.finish("layout(local_size_x_id = 0) in;\n", b);
 }
 
+// WriteSlice: one thread per element of the value, stored into the state's storage (the root's) at its row
+// shifted by start; rows that would land outside the state are dropped.
+void emit_write_slice(Emitter& e) {
+  const Node& c = e.g.node(e.k.core);
+  const Shape& ss = c.shape;
+  const Shape& vs = e.g.node(c.inputs[1]).shape;
+  const size_t ax = size_t(norm_axis(c.attrs.axes.at(0), ss.size()));
+  const std::vector<int64_t> st = contiguous_strides(ss);
+  const int64_t n = numel(vs);
+  const std::string start = e.load(c.inputs[2], e.g.node(c.inputs[2]).shape.empty() ? "0u" : "c0");
+  std::string body = "  uint ix = " + flat_invocation() + ";\n  if (ix >= " + uint_lit(n) + ") return;\n" + coords(vs);
+  body += "  int at = int(c" + std::to_string(ax) + ") + int(" + start + ");\n";
+  body += "  if (at < 0 || at >= " + std::to_string(ss[ax]) + ") return;\n";
+  std::string off;
+  for (size_t d = 0; d < ss.size(); ++d)
+    off += (d ? " + " : "") + (d == ax ? std::string("uint(at)") : "c" + std::to_string(d)) + " * " + uint_lit(st[d]);
+  body += "  " + e.store(e.k.root, off, e.load(c.inputs[1], "ix")) + "\n";
+  e.out.spec_constants = {e.wg()};
+  e.out.grid = element_grid(n, e.wg(), e.caps);
+  e.finish("layout(local_size_x_id = 0) in;\n", body);
+}
+
 }  // namespace
 
 void emit_movement(Emitter& e) {
   if (e.k.arch == Archetype::Scatter) return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
+  if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
   const Node& c = e.g.node(e.k.core);
   const Shape& os = c.shape;
   size_t rank = os.size();
@@ -182,7 +205,10 @@ void emit_movement(Emitter& e) {
       e.decls += "const uvec2 rope_turns[" + std::to_string(half) + "] = uvec2[](" + turns + ");\n";
       std::string H = uint_lit(half);
       f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
-      f += "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ");\n";
+      f += "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ")";
+      if (c.inputs.size() == 2)  // the step's start: one value, or one per index of the first axis
+        f += " + int(" + e.load(c.inputs[1], e.g.node(c.inputs[1]).shape.empty() ? "0u" : "c0") + ")";
+      f += ";\n";
       f += "  uint p = uint(abs(pos)), lo_hi, lo_lo;\n";
       f += "  umulExtended(p, rope_turns[j].y, lo_hi, lo_lo);\n";
       f += "  uint frac = p * rope_turns[j].x + lo_hi;  // |pos| * f / 2pi mod 1, in units of 2^-32\n";

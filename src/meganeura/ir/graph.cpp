@@ -125,7 +125,7 @@ NodeId Graph::intern_or_add(Node n, uint64_t h, const std::vector<float>* data) 
   NodeId id{uint32_t(nodes_.size()), tag_};
   if (!n.prov.name.empty()) names_[n.prov.name] = id;
   if (n.op == Op::Input) inputs_.push_back(id);
-  if (n.op == Op::Parameter) parameters_.push_back(id);
+  if (n.op == Op::Parameter) (n.attrs.flag_a ? states_ : parameters_).push_back(id);
   if (data) constants_[id.v] = *data;
   nodes_.push_back(std::move(n));
   if (internable) intern_[h].push_back(id);
@@ -211,6 +211,13 @@ NodeId Graph::input(const std::string& name, Shape shape, DType dtype, Loc loc) 
 NodeId Graph::parameter(const std::string& name, Shape shape, DType dtype, Loc loc) {
   Attrs a = with_ints(shape);
   a.dtype = dtype;
+  return make(Op::Parameter, {}, std::move(a), at(loc, name));
+}
+
+NodeId Graph::state(const std::string& name, Shape shape, DType dtype, Loc loc) {
+  Attrs a = with_ints(shape);
+  a.dtype = dtype;
+  a.flag_a = true;
   return make(Op::Parameter, {}, std::move(a), at(loc, name));
 }
 
@@ -622,6 +629,18 @@ NodeId Graph::rope(NodeId x, double theta, int64_t position_offset, Loc loc) {
   Attrs a = with_reals({theta});
   a.ints = {position_offset};
   return make(Op::Rope, {x}, std::move(a), at(loc));
+}
+
+NodeId Graph::rope(NodeId x, NodeId start, double theta, Loc loc) {
+  Attrs a = with_reals({theta});
+  a.ints = {0};
+  return make(Op::Rope, {x, start}, std::move(a), at(loc));
+}
+
+NodeId Graph::write_slice(NodeId state, NodeId value, NodeId start, int64_t axis, Loc loc) {
+  Attrs a;
+  a.axes = {axis};
+  return make(Op::WriteSlice, {state, value, start}, std::move(a), at(loc));
 }
 
 NodeId Graph::dropout(NodeId x, double p, uint64_t seed, Loc loc) {

@@ -104,6 +104,10 @@ class Graph {
   // leaves
   NodeId input(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
   NodeId parameter(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
+  // A persistent value that steps read and update in place (a KV cache): stored like a parameter (zeroed at
+  // build, kept between steps, shared by name between sessions), never differentiated. A Parameter node with
+  // attrs.flag_a set; listed by states(), not parameters().
+  NodeId state(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
   NodeId constant(std::vector<float> data, Shape shape, Loc loc = Loc::current());
   NodeId scalar(double value, Loc loc = Loc::current());  // shape {} and broadcast by every binary op
   NodeId fill(double value, Shape shape, Loc loc = Loc::current());
@@ -219,6 +223,14 @@ class Graph {
                                       std::optional<NodeId> mask = std::nullopt, double scale = 0.0,
                                       Loc loc = Loc::current());
   NodeId rope(NodeId x, double theta = 10000.0, int64_t position_offset = 0, Loc loc = Loc::current());  // x [.., S, D]
+  // The same with positions known only when the step runs: row s of x (of batch b) is at position
+  // start + s, start an i32 value of shape [] or [B] (B = x's first axis), e.g. an input written per step.
+  NodeId rope(NodeId x, NodeId start, double theta = 10000.0, Loc loc = Loc::current());
+  // In-place slice write: `state` (a g.state) with value's elements at [start, start + n) along `axis`, where
+  // start is an i32 of shape [] or [B] (one start per index of the state's first axis; axis must then be > 0).
+  // Elements that would land outside the state are dropped. The result is the updated state (same storage);
+  // read the state through it, never beside it.
+  NodeId write_slice(NodeId state, NodeId value, NodeId start, int64_t axis, Loc loc = Loc::current());
   NodeId dropout(NodeId x, double p, uint64_t seed, Loc loc = Loc::current());
 
   // generic construction, used by the builder methods, autodiff and rewrites: runs the op's shape rule,
@@ -234,6 +246,8 @@ class Graph {
   uint32_t tag() const { return tag_; }  // shared by graphs copied from one another (NodeId::graph)
   size_t size() const { return nodes_.size(); }
   const std::vector<NodeId>& parameters() const { return parameters_; }
+  const std::vector<NodeId>& states() const { return states_; }
+  bool is_state(NodeId n) const { return node(n).op == Op::Parameter && node(n).attrs.flag_a; }
   const std::vector<NodeId>& inputs() const { return inputs_; }
   std::optional<NodeId> find(const std::string& name) const;  // by node name
   // Every name find() knows (node names and aliases), sorted by name: rewrites carry them to a new graph.
@@ -250,7 +264,7 @@ class Graph {
 
  private:
   std::vector<Node> nodes_;
-  std::vector<NodeId> outputs_, parameters_, inputs_;
+  std::vector<NodeId> outputs_, parameters_, inputs_, states_;
   std::map<NodeId, NodeId> gradients_;
   std::unordered_map<uint32_t, std::vector<float>> constants_;
   std::unordered_map<uint64_t, std::vector<NodeId>> intern_;  // structural hash -> candidates

@@ -104,4 +104,6 @@
   X(Rope, "rope", Copy, 1) \
   X(Dropout, "dropout", Copy, 1) \
   /* fused forms made by rewrites */ \
-  X(SwiGlu, "swiglu", Pointwise, 8)
+  X(SwiGlu, "swiglu", Pointwise, 8) \
+  /* state: {state, value, start}, value written into the state's storage along attrs.axes[0] from start */ \
+  X(WriteSlice, "write_slice", Copy, 1)

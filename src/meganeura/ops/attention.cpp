@@ -14,7 +14,8 @@
 //                    out and lse (so they check the GPU's saved values too); kernels use out for
 //                    rowsum(dout * out) and lse for the probabilities. A mask that needs a gradient gets it
 //                    from primitive ops (see attention_mask_grad).
-//   Rope             inputs {x [..., S, D]}, reals {theta}, ints {position offset}, flag_a = inverse
+//   Rope             inputs {x [..., S, D][, start i32 [] or [B]]}, reals {theta}, ints {position offset},
+//                    flag_a = inverse; row s of batch b is at position offset + start[b] + s
 //                    rotation (the VJP). Rotate-half pairing: (x[i], x[i + D/2]) rotated by
 //                    (offset + s) * theta^(-2i/D), as Llama-family checkpoints expect.
 //   Dropout          reals {p}, seed; mask from ops/dropout_hash.hpp, kept values scaled by 1/(1-p).
@@ -242,12 +243,19 @@ std::vector<NodeId> attention_grad_vjp(VjpCtx& c) {
 
 // ------------------------------------------------------------------------------------------ rope
 TypeInfo rope_shape(const ShapeCtx& c) {
+  if (c.arity() < 1 || c.arity() > 2) c.fail("x and an optional start", std::to_string(c.arity()) + " inputs");
   const Shape& x = c.shape(0);
   if (!is_float(c.dtype(0))) c.fail("a floating-point x", std::string("dtype ") + dtype_name(c.dtype(0)));
   if (c.attrs.reals.size() != 1 || !(c.attrs.reals[0] > 0.0) || c.attrs.ints.size() != 1)
     c.fail("reals {theta > 0} and ints {position offset}", std::to_string(c.attrs.reals.size()) + " reals, " +
            std::to_string(c.attrs.ints.size()) + " ints");
   if (x.size() < 2 || x.back() % 2) c.fail("x [..., S, D] with D even", "x " + shape_str(x));
+  if (c.arity() == 2) {
+    const Shape& p = c.shape(1);
+    if (c.dtype(1) != DType::I32 || !(p.empty() || (p.size() == 1 && x.size() >= 3 && p[0] == x[0])))
+      c.fail("an i32 start of shape [] or [" + std::to_string(x[0]) + "] (x's first axis, x of rank >= 3)",
+             std::string(dtype_name(c.dtype(1))) + shape_str(p));
+  }
   return {x, c.dtype(0)};
 }
 
@@ -256,9 +264,12 @@ HostTensor rope_ref(const Node& node, const std::vector<const HostTensor*>& in) 
   const int64_t d = x.shape.back(), s = x.shape[x.shape.size() - 2], half = d / 2;
   const double theta = node.attrs.reals[0], sgn = node.attrs.flag_a ? -1.0 : 1.0;
   const int64_t offset = node.attrs.ints[0];
+  const int64_t rows_per_batch = numel(x.shape) / d / std::max<int64_t>(1, x.shape[0]);
   HostTensor y(node.shape);
   for (int64_t row = 0; row < numel(x.shape) / d; ++row) {
-    const double pos = double((row % s) + offset);
+    int64_t start = 0;
+    if (in.size() == 2) start = int64_t(in[1]->data[in[1]->data.size() == 1 ? 0 : size_t(row / rows_per_batch)]);
+    const double pos = double((row % s) + offset + start);
     const size_t base = size_t(row * d);
     for (int64_t i = 0; i < half; ++i) {
       const double ang = pos * std::pow(theta, -2.0 * double(i) / double(d));
@@ -276,7 +287,11 @@ std::vector<NodeId> rope_vjp(VjpCtx& c) {
   if (!c.needs(0)) return {NodeId{}};
   Attrs a = c.fwd.attrs;
   a.flag_a = !a.flag_a;
-  return {c.g.make(Op::Rope, {c.grad}, a, {})};
+  std::vector<NodeId> ins{c.grad};
+  if (c.fwd.inputs.size() == 2) ins.push_back(c.in(1));
+  std::vector<NodeId> out{c.g.make(Op::Rope, ins, a, {})};
+  out.resize(c.fwd.inputs.size());
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------ dropout
@@ -350,7 +365,7 @@ void register_attention(OpTable& t) {
          attention_grad_k_ref, nullptr});
   t.add({Op::AttentionGradV, -1, attention_grad_shape, attention_grad_vjp,
          attention_grad_v_ref, nullptr});
-  t.add({Op::Rope, 1, rope_shape, rope_vjp, rope_ref, nullptr});
+  t.add({Op::Rope, -1, rope_shape, rope_vjp, rope_ref, nullptr});
   // rope and dropout depend on the element's index, which the pointwise expression template does not
   // expose, so they are index-aware copy kernels (Movement); dropout's generator for kernels is
   // dropout_glsl() in ops/dropout_hash.hpp

@@ -81,5 +81,6 @@ void register_norm(OpTable& t);
 void register_movement(OpTable& t);
 void register_vision(OpTable& t);
 void register_attention(OpTable& t);
+void register_state(OpTable& t);
 
 }  // namespace meganeura::ops

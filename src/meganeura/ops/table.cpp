@@ -35,6 +35,7 @@ const OpTable& table() {
     register_movement(t);
     register_vision(t);
     register_attention(t);
+    register_state(t);
     return t;
   }();
   return t;

@@ -12,6 +12,7 @@ namespace meganeura {
 const char* storage_kind_name(StorageKind k) {
   switch (k) {
     case StorageKind::Parameter: return "parameter";
+    case StorageKind::State: return "state";
     case StorageKind::Gradient: return "gradient";
     case StorageKind::Accumulator: return "accumulator";
     case StorageKind::OptimizerState: return "optimizer-state";
@@ -42,6 +43,7 @@ MemorySummary MemoryPlan::summary() const {
   for (const Slot& sl : slots) {
     switch (sl.kind) {
       case StorageKind::Parameter: s.parameters += sl.bytes; break;
+      case StorageKind::State: s.state += sl.bytes; break;
       case StorageKind::Gradient: case StorageKind::Accumulator: s.gradients += sl.bytes; break;
       case StorageKind::OptimizerState: s.optimizer_state += sl.bytes; break;
       case StorageKind::Activation: case StorageKind::Scratch: break;  // counted once, as the arena
@@ -132,7 +134,7 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
     Slot s;
     s.node = n;
     s.bytes = storage_bytes(nd);
-    if (nd.op == Op::Parameter) s.kind = StorageKind::Parameter;
+    if (nd.op == Op::Parameter) s.kind = nd.attrs.flag_a ? StorageKind::State : StorageKind::Parameter;
     else if (nd.op == Op::Input) s.kind = StorageKind::Input;
     else if (nd.op == Op::Constant) s.kind = StorageKind::Constant;
     else if (grads.count(n)) s.kind = StorageKind::Gradient;

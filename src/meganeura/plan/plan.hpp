@@ -18,6 +18,7 @@ namespace meganeura {
 
 enum class StorageKind : uint8_t {
   Parameter, Gradient, Accumulator, OptimizerState, Activation, Input, Output, Constant, Hyper,
+  State,   // Graph::state values (KV caches): persistent, updated in place by the step
   Scratch  // bytes one kernel's dispatches pass between them (split-K's partial products); in the arena
 };
 const char* storage_kind_name(StorageKind k);

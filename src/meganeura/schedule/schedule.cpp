@@ -144,6 +144,16 @@ struct Builder {
     OpClass c = op_class(nd.op);
     if (c == OpClass::Unsupported) unsupported(g, n, "no archetype implements it yet");
     if (numel(nd.shape) >= (int64_t(1) << 31)) unsupported(g, n, "more than 2^31 elements");
+    if (nd.op == Op::WriteSlice) {
+      // The write updates the state's bytes in place: a reader of the state beside it would race with it.
+      for (NodeId c : consumers[nd.inputs[0].v]) {
+        const Node& cn = g.node(c);
+        if (cn.op != Op::WriteSlice || cn.inputs[1] == nd.inputs[0] || cn.inputs[2] == nd.inputs[0])
+          unsupported(g, n, "its state '" + node_label(g, nd.inputs[0]) + "' is also read directly by " +
+                                std::string(op_name(cn.op)) + " '" + node_label(g, c) +
+                                "'; read the state through the write's result");
+      }
+    }
   }
 
   // The region a producer would join: the one all its consumers share in kernel k, or None.
@@ -185,6 +195,7 @@ struct Builder {
       const Node& pn = g.node(p);
       OpClass c = op_class(pn.op);
       if (c == OpClass::Fill || c == OpClass::Leaf || c == OpClass::Alias) continue;  // inlined or stored
+      if (pn.op == Op::WriteSlice) continue;  // always its own kernel's root: it writes the state, not a new value
       if (owner[p.v] >= 0) continue;
       if (!opt.fuse || opt.keep_intermediates || is_root[p.v] || forced[p.v]) continue;
       check_supported(p);
@@ -303,7 +314,8 @@ struct Builder {
     for (uint32_t v = 0; v < g.size(); ++v) {
       if (!needed[v]) continue;
       const Node& nd = g.node(NodeId{v});
-      if (op_class(nd.op) == OpClass::Alias) kg.storage[NodeId{v}] = kg.storage_of(nd.inputs[0]);
+      if (op_class(nd.op) == OpClass::Alias || nd.op == Op::WriteSlice)
+        kg.storage[NodeId{v}] = kg.storage_of(nd.inputs[0]);
     }
   }
 
@@ -325,7 +337,7 @@ struct Builder {
       for (NodeId n : K.siblings) scan(n);
       K.reads.assign(reads.begin(), reads.end());
       for (NodeId r : K.reads) mat.insert(kg.storage_of(r));
-      mat.insert(K.root);
+      mat.insert(kg.storage_of(K.root));
       kg.producer[K.root] = ki;
       for (NodeId n : K.siblings) {
         mat.insert(n);

@@ -48,6 +48,8 @@ struct CompileOptions {
   // The best matmul tier that passed the device's self-test (the session probes). Unset: the tier
   // SessionConfig::matmul_tier names, else scalar.
   std::optional<kernels::MatmulTier> matmul_best = std::nullopt;
+  // Parameters and states of the same name bind this session's buffers (meganeura::build(g, config, share_with)).
+  const Session* share = nullptr;
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output

@@ -25,30 +25,61 @@ namespace meganeura {
 
 namespace {
 
-void allocate(SessionImpl& s) {
+// The buffer `other` holds for slot `sl` by name, if it shares one (checked to match), else an empty buffer.
+runtime::Buffer shared_buffer(SessionImpl& s, const Slot& sl, const SessionImpl* other) {
+  if (!other || (sl.kind != StorageKind::Parameter && sl.kind != StorageKind::State)) return {};
+  const Node& nd = s.step.graph.node(sl.node);
+  auto it = other->shared.find(nd.prov.name);
+  if (it == other->shared.end()) return {};
+  const SharedValue& v = it->second;
+  if (v.shape != nd.shape || v.dtype != nd.dtype || v.state != (sl.kind == StorageKind::State))
+    throw SessionError("[build] expected '" + nd.prov.name + "' to match the session it shares with (" +
+                       (v.state ? "state " : "parameter ") + dtype_name(v.dtype) + shape_str(v.shape) + "), got " +
+                       (sl.kind == StorageKind::State ? "state " : "parameter ") + dtype_name(nd.dtype) +
+                       shape_str(nd.shape));
+  s.shared[nd.prov.name] = v;
+  return v.buffer;
+}
+
+void allocate(SessionImpl& s, const SessionImpl* share) {
   const MemoryPlan& plan = s.step.plan;
   runtime::Device& dev = *s.device;
   s.slot_buffer.resize(plan.slots.size());
-  // The persistent arena (zeroed once: parameters default to zero and optimizer moments must start there) and
-  // the activation arena that the plan aliases, each one buffer, or parts of plan.part_bytes where the device
-  // binds less than the arena (no slot straddles two parts).
-  auto allocate_arena = [&](uint64_t bytes, bool zero) {
+  // The activation arena that the plan aliases: one buffer, or parts of plan.part_bytes where the device binds
+  // less than the arena (no slot straddles two parts). Persistent values (zeroed once: parameters default to
+  // zero and optimizer moments must start there) are allocated one by one, unless bound to the buffer of a
+  // session this one shares with, and live as long as any session using them (PersistentArena).
+  auto allocate_arena = [&](uint64_t bytes) {
     std::vector<runtime::Buffer> parts;
     const uint64_t part = plan.part_bytes ? plan.part_bytes : bytes;
     for (uint64_t at = 0; at < bytes; at += part) {
       parts.push_back(dev.alloc(std::min(part, bytes - at)));
       s.owned.push_back(parts.back());
-      if (zero) dev.fill_zero(parts.back());
     }
     return parts;
   };
-  const std::vector<runtime::Buffer> persistent = allocate_arena(plan.persistent_bytes, true);
-  const std::vector<runtime::Buffer> arena = allocate_arena(plan.arena_bytes, false);
+  const std::vector<runtime::Buffer> arena = allocate_arena(plan.arena_bytes);
+  std::vector<runtime::Buffer> own;
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot& sl = plan.slots[i];
-    const std::vector<runtime::Buffer>& parts = in_arena(sl.kind) ? arena : persistent;
-    const uint64_t part = plan.part_bytes ? plan.part_bytes : UINT64_MAX;
-    s.slot_buffer[i] = runtime::slice(parts.at(size_t(sl.offset / part)), sl.offset % part, sl.bytes);
+    if (in_arena(sl.kind)) {
+      const uint64_t part = plan.part_bytes ? plan.part_bytes : UINT64_MAX;
+      s.slot_buffer[i] = runtime::slice(arena.at(size_t(sl.offset / part)), sl.offset % part, sl.bytes);
+    } else if (const runtime::Buffer b = shared_buffer(s, sl, share); b.valid()) {
+      s.slot_buffer[i] = b;
+    } else {
+      own.push_back(dev.alloc(std::max<uint64_t>(sl.bytes, 4)));
+      dev.fill_zero(own.back());
+      s.slot_buffer[i] = runtime::slice(own.back(), 0, sl.bytes);
+    }
+  }
+  s.persistent = std::make_shared<PersistentArena>(s.device, std::move(own));
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot& sl = plan.slots[i];
+    if (sl.kind != StorageKind::Parameter && sl.kind != StorageKind::State) continue;
+    const Node& nd = s.step.graph.node(sl.node);
+    if (!s.shared.count(nd.prov.name))
+      s.shared[nd.prov.name] = {s.slot_buffer[i], nd.shape, nd.dtype, sl.kind == StorageKind::State, s.persistent};
   }
   // Constants carry their data from the graph.
   for (size_t i = 0; i < plan.slots.size(); ++i) {
@@ -183,10 +214,12 @@ void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel) 
 }
 
 // A frame's inputs and learning rate, copied from its staging before the first dispatch.
+// The barrier after them also orders the step after earlier submissions (of this session or one sharing its
+// parameters and states).
 void copy_in(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list) {
   for (const SessionImpl::Staged& v : s.staged)
     if (v.bytes) list.copy(runtime::slice(f.staging, v.offset, v.bytes), v.dst, v.bytes);
-  if (!s.staged.empty()) list.barrier();
+  list.barrier();
 }
 
 // The outputs, copied to the frame's readback after the last dispatch (and its barrier).
@@ -328,6 +361,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   auto impl = std::make_unique<SessionImpl>();
   impl->config = config;
   if (!config.training) impl->config.optimizer.kind = OptimizerKind::None;
+  if (!device && options.share) device = options.share->impl_->device;
   if (!device) {
     runtime::DeviceOptions o;
     o.device_id = config.device_id;
@@ -345,7 +379,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   impl->step = compile_step(g, impl->config, impl->device->caps(), co);
   {
     Trace::Scope t(impl->trace, "allocate", "build");
-    allocate(*impl);
+    allocate(*impl, options.share ? options.share->impl_.get() : nullptr);
     allocate_frames(*impl);
   }
   {
@@ -369,6 +403,11 @@ Session build(const Graph& g, const SessionConfig& config, std::shared_ptr<runti
   return build_with(g, config, std::move(device), {});
 }
 Session build(const Graph& g, const SessionConfig& config) { return build_with(g, config, nullptr, {}); }
+Session build(const Graph& g, const SessionConfig& config, const Session& share_with) {
+  CompileOptions o;
+  o.share = &share_with;
+  return build_with(g, config, nullptr, o);
+}
 
 Session build_session(const Graph& g) { return build(g, SessionConfig::from_env()); }
 
@@ -449,6 +488,21 @@ void Session::set_parameter_bytes(const std::string& name, std::span<const std::
                        std::to_string(data.size()));
   s.device->wait();
   if (!data.empty()) s.device->upload(s.buffer_of(n), data.data(), data.size());
+}
+void Session::set_state(const std::string& name, std::span<const float> data) {
+  NodeId n = impl_->leaf_id("set_state", name, Op::WriteSlice);
+  impl_->upload_value("set_state", n, data.data(), data.size(), DType::F32);
+}
+std::vector<float> Session::read_state(const std::string& name) {
+  return impl_->download_value(impl_->leaf_id("read_state", name, Op::WriteSlice));
+}
+void Session::reset_state(const std::string& name) {
+  SessionImpl& s = *impl_;
+  s.device->wait();
+  for (NodeId n : s.step.graph.states())
+    if ((name.empty() || s.step.graph.node(n).prov.name == name) && s.step.plan.slot_of.count(s.kernels_storage(n)))
+      s.device->fill_zero(s.buffer_of(n));
+  if (!name.empty()) s.leaf_id("reset_state", name, Op::WriteSlice);  // an unknown name is an error
 }
 std::vector<float> Session::read_parameter(const std::string& name) {
   return impl_->download_value(impl_->leaf_id("read_parameter", name, Op::Parameter));

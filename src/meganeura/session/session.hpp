@@ -109,6 +109,10 @@ struct PipelineReport {
 };
 
 class SessionImpl;
+class Session;
+struct CompileOptions;
+Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
+                   const CompileOptions& options);
 
 class Session {
  public:
@@ -128,6 +132,12 @@ class Session {
   // uploaded unchanged. SessionError for another size.
   void set_parameter_bytes(const std::string& name, std::span<const std::byte> data);
   std::vector<float> read_parameter(const std::string& name);
+  // States (Graph::state): set, read, and zero one (or, with no name, every state of the session) from the host;
+  // they wait for every submitted step. A state shared with other sessions changes for them too. Truncating a
+  // KV cache needs no write: the step's valid-length input decides what attention sees.
+  void set_state(const std::string& name, std::span<const float> data);
+  std::vector<float> read_state(const std::string& name);
+  void reset_state(const std::string& name = "");
   // The output of the latest step (waits for it).
   std::vector<float> read_output(size_t index);
   std::vector<float> read_output(const std::string& name);
@@ -189,12 +199,18 @@ class Session {
   const SessionConfig& config() const;
 
  private:
+  friend Session build_with(const Graph&, const SessionConfig&, std::shared_ptr<runtime::Device>,
+                            const CompileOptions&);
   std::unique_ptr<SessionImpl> impl_;
 };
 
 Session build(const Graph& g, const SessionConfig& config);
 // The same on a device the caller opened (tests share one device among many sessions).
 Session build(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device);
+// A session over `share_with`'s device whose parameters and states of the same name use share_with's buffers
+// (no copy): prefill and decode graphs of one model, or training and evaluation. Equal names must have equal
+// shapes and dtypes (SessionError otherwise); the buffers live as long as any session using them.
+Session build(const Graph& g, const SessionConfig& config, const Session& share_with);
 Session build_session(const Graph& g);            // training, config from the environment
 Session build_inference_session(const Graph& g);  // no gradients, no optimizer buffers
 

@@ -2,6 +2,7 @@
 // Private to session/: the state behind a Session, shared by session.cpp (build, step, I/O), debug.cpp
 // (read_node_by_name, step_debug), profile.cpp (GPU timing profiles) and trace.cpp (timelines).
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,12 +15,41 @@
 
 namespace meganeura {
 
+// A session's persistent arena (parameters, states, optimizer state, ...), freed when the last session using it
+// goes: sessions built with share_with hold the arenas whose values they bind.
+struct PersistentArena {
+  std::shared_ptr<runtime::Device> device;
+  std::vector<runtime::Buffer> buffers;
+  PersistentArena(std::shared_ptr<runtime::Device> d, std::vector<runtime::Buffer> b)
+      : device(std::move(d)), buffers(std::move(b)) {}
+  ~PersistentArena() {
+    try {
+      device->wait();
+      for (const runtime::Buffer& b : buffers) device->free(b);
+    } catch (...) {
+    }
+  }
+  PersistentArena(const PersistentArena&) = delete;
+  PersistentArena& operator=(const PersistentArena&) = delete;
+};
+
+// A parameter or state another session may bind by name.
+struct SharedValue {
+  runtime::Buffer buffer;
+  Shape shape;
+  DType dtype = DType::F32;
+  bool state = false;
+  std::shared_ptr<PersistentArena> arena;
+};
+
 class SessionImpl {
  public:
   SessionConfig config;
   CompiledStep step;
   std::shared_ptr<runtime::Device> device;
   std::vector<runtime::Buffer> owned;       // buffers to free
+  std::shared_ptr<PersistentArena> persistent;
+  std::map<std::string, SharedValue> shared;  // every parameter and state by name, own or bound
   std::vector<runtime::Buffer> slot_buffer; // per plan slot
   std::vector<runtime::KernelId> kernel_of; // per dispatch
   std::string matmul_tiers;  // the matmul self-test's report (Mixed16 sessions), for plan dumps
@@ -90,18 +120,24 @@ class SessionImpl {
 
   const Node& find_leaf(const std::string& fn, const std::string& name, Op op) const {
     const Graph& g = step.graph;
-    const std::vector<NodeId>& leaves = op == Op::Input ? g.inputs() : g.parameters();
+    const std::vector<NodeId>& leaves = leaves_of(op);
     for (NodeId n : leaves)
       if (g.node(n).prov.name == name) return g.node(n);
     std::string known;
     for (NodeId n : leaves) known += (known.empty() ? "" : ", ") + g.node(n).prov.name;
-    throw SessionError("[Session::" + fn + "] expected the name of " + (op == Op::Input ? "an input" : "a parameter") +
-                       " (" + (known.empty() ? "none" : known) + "), got '" + name + "'");
+    throw SessionError("[Session::" + fn + "] expected the name of " +
+                       (op == Op::Input ? "an input" : op == Op::Parameter ? "a parameter" : "a state") + " (" +
+                       (known.empty() ? "none" : known) + "), got '" + name + "'");
+  }
+  // Op::Input, Op::Parameter, or Op::WriteSlice standing for the graph's states.
+  const std::vector<NodeId>& leaves_of(Op op) const {
+    const Graph& g = step.graph;
+    return op == Op::Input ? g.inputs() : op == Op::Parameter ? g.parameters() : g.states();
   }
   NodeId leaf_id(const std::string& fn, const std::string& name, Op op) const {
     const Graph& g = step.graph;
     const Node& n = find_leaf(fn, name, op);
-    for (NodeId id : op == Op::Input ? g.inputs() : g.parameters())
+    for (NodeId id : leaves_of(op))
       if (&g.node(id) == &n) return id;
     throw SessionError("[Session::" + fn + "] internal: leaf lost");
   }
