@@ -1,0 +1,80 @@
+// States and in-place slice writes, device-free: shape rules, the reference's semantics (hand-computed),
+// RoPE at a runtime start, and the scheduler's refusal of a state read beside its write.
+#include <gtest/gtest.h>
+
+#include "meganeura/reference/interpreter.hpp"
+#include "meganeura/schedule/schedule.hpp"
+
+using namespace meganeura;
+
+TEST(State, StatesAreListedApartFromParameters) {
+  Graph g;
+  const NodeId w = g.parameter("w", {2});
+  const NodeId s = g.state("cache", {2, 3});
+  EXPECT_EQ(g.parameters(), std::vector<NodeId>{w});
+  EXPECT_EQ(g.states(), std::vector<NodeId>{s});
+  EXPECT_TRUE(g.is_state(s));
+  EXPECT_FALSE(g.is_state(w));
+  EXPECT_THROW(g.state("w", {1}), GraphError);  // names are unique among leaves
+}
+
+TEST(State, WriteSliceChecksItsOperands) {
+  Graph g;
+  const NodeId s = g.state("cache", {2, 4, 3});
+  const NodeId start = g.input("start", {}, DType::I32);
+  EXPECT_THROW(g.write_slice(g.parameter("p", {2, 4, 3}), g.input("v", {2, 1, 3}), start, 1), ShapeError);
+  EXPECT_THROW(g.write_slice(s, g.input("long", {2, 5, 3}), start, 1), ShapeError);
+  EXPECT_THROW(g.write_slice(s, g.input("wide", {2, 1, 4}), start, 1), ShapeError);
+  EXPECT_THROW(g.write_slice(s, g.input("v2", {2, 1, 3}), g.input("fstart", {}), 1), ShapeError);
+  EXPECT_THROW(g.write_slice(s, g.input("v3", {2, 1, 3}), g.input("bstart", {2}, DType::I32), 0), ShapeError);
+  EXPECT_NO_THROW(g.write_slice(s, g.input("v4", {2, 2, 3}), g.input("per_seq", {2}, DType::I32), 1));
+}
+
+// Rows land at start[b] + i of each sequence b; a row past the end is dropped.
+TEST(State, WriteSliceReferenceWritesRowsAtEachStart) {
+  Graph g;
+  const NodeId s = g.state("cache", {2, 4, 1});
+  const NodeId w = g.write_slice(s, g.input("v", {2, 2, 1}), g.input("start", {2}, DType::I32), 1);
+  reference::Feeds f;
+  f["cache"] = HostTensor({2, 4, 1}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8});
+  f["v"] = HostTensor({2, 2, 1}, std::vector<double>{10, 11, 20, 21});
+  f["start"] = HostTensor({2}, std::vector<double>{1, 3});
+  const HostTensor y = reference::evaluate(g, f, w);
+  EXPECT_EQ(y.data, (std::vector<double>{1, 10, 11, 4, 5, 6, 7, 20}));
+}
+
+TEST(State, RopeAtARuntimeStartEqualsRopeAtThatOffset) {
+  Graph g;
+  const NodeId x = g.input("x", {2, 3, 5, 8});
+  const NodeId a = g.rope(x, g.input("start", {2}, DType::I32), 500.0);
+  const NodeId b0 = g.rope(g.slice(x, 0, 0, 1), 500.0, 7);
+  const NodeId b1 = g.rope(g.slice(x, 0, 1, 2), 500.0, 1000);
+  reference::Feeds f;
+  std::vector<double> xs(2 * 3 * 5 * 8);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 0.01 * double(i % 17) - 0.05;
+  f["x"] = HostTensor({2, 3, 5, 8}, xs);
+  f["start"] = HostTensor({2}, std::vector<double>{7, 1000});
+  const auto r = reference::evaluate(g, f, std::vector<NodeId>{a, b0, b1});
+  const size_t half = r[0].data.size() / 2;
+  for (size_t i = 0; i < half; ++i) {
+    EXPECT_DOUBLE_EQ(r[0].data[i], r[1].data[i]) << i;
+    EXPECT_DOUBLE_EQ(r[0].data[half + i], r[2].data[i]) << i;
+  }
+  EXPECT_THROW(g.rope(x, g.input("bad", {3}, DType::I32)), ShapeError);
+}
+
+// Reading the old state beside its in-place write would race with the write: the scheduler names the state.
+TEST(State, StateReadBesideItsWriteIsAGraphError) {
+  Graph g;
+  const NodeId s = g.state("kv", {1, 4, 2});
+  const NodeId w = g.write_slice(s, g.input("v", {1, 1, 2}), g.input("start", {}, DType::I32), 1);
+  const NodeId both = g.add(w, g.exp(s));
+  try {
+    schedule(g, {both});
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("'kv'"), std::string::npos) << e.what();
+  }
+  const KernelGraph ok = schedule(g, {g.exp(w)});
+  EXPECT_EQ(ok.storage_of(w), s);  // the write's result is the state's storage
+}
