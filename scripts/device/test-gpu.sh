@@ -17,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-tools=(meganeura_tests_gpu meganeura_tests_oracle meganeura_tests_cpu profile_session pipeline_stats)
+# EXTRA_TOOLS (stage only): more binaries to carry in the same call, e.g. "bench_llm soak".
+tools=(meganeura_tests_gpu meganeura_tests_oracle meganeura_tests_cpu profile_session pipeline_stats ${EXTRA_TOOLS:-})
 
 stage() {
   scripts/install-deps.sh >/dev/null
