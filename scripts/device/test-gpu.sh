@@ -46,8 +46,7 @@ PRE
   for t in "${tools[@]}"; do strip -o ".stage/bin/$t" "build/bin/$t"; done
   tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
   # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12, but those it has
-  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub):
-  # the device has its own, and its 17 MB wheel would not fit the 64 MiB a run carries.
+  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub): a run carries at most 64 MiB.
   grep -Ev '^(numpy|tokenizers|huggingface_hub)==' scripts/requirements-oracle.txt > /tmp/oracles-device.txt
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
