@@ -45,7 +45,11 @@ TEST_F(LlmGpu, AttentionBackwardDirectAndByParts) {
     std::mt19937_64 rng(1);
     meganeura::testing::PlacedOp p = meganeura::testing::place_op(sdpa, specs, rng);
     p.g.set_outputs({p.loss});
-    const CompiledStep st = compile_step(p.g, test::session_config(true), test::gpu_device().caps());
+    // Which path is taken depends on the compute units the grid must fill: decided here for 64 (lavapipe's
+    // assumption); the numerical check below runs whichever path the device takes.
+    runtime::DeviceCaps caps = test::gpu_device().caps();
+    caps.compute_units = 64;
+    const CompiledStep st = compile_step(p.g, test::session_config(true), caps);
     bool by_parts = false;
     for (const GeneratedKernel& k : st.code) by_parts = by_parts || k.variant == "attention.dkdv-parts";
     EXPECT_EQ(by_parts, c.parts) << c.name;
@@ -74,7 +78,10 @@ TEST_F(LlmGpu, SmolLm2TrainingStepAcrossBuffers) {
   c.optimizer.learning_rate = 1e-3;
   Session s = build_with(g, c, test::shared_device(), {.cache = &test::shared_kernels()});
   const MemorySummary mem = s.memory_summary();
-  EXPECT_GT(mem.parameters + mem.optimizer_state, s.caps().max_storage_buffer_range);
+  // Split across buffers where the device's range is smaller than the arena (lavapipe's 128 MiB; the H200's
+  // 4 GiB holds it whole, and the step must be right either way).
+  if (s.caps().max_storage_buffer_range < (uint64_t(1) << 30))
+    EXPECT_GT(mem.parameters + mem.optimizer_state, s.caps().max_storage_buffer_range);
 
   const std::vector<int32_t> tokens{1, 5, 900, 49151, 77, 3, 12000, 8}, labels{5, 900, 49151, 77, 3, 12000, 8, 2};
   reference::Feeds feeds;
