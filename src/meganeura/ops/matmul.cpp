@@ -81,10 +81,12 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
   if (c.needs(1) && !ta && c.in_shape(1).size() == 2 && c.in_shape(0).size() > 2) {
     // A 2-D B (a linear layer's weight) against A [.., M, K]: the batch axes are more rows of the product, so
     // the weight gradient is one matmul over K' = batch·M rather than a batched product summed over its batch.
-    const Shape& as = c.in_shape(0);
-    const Shape& gs = g.node(G).shape;
+    // Copies: every node made below may move the graph's node storage.
+    const Shape as = c.in_shape(0);
+    const int64_t g_cols = g.node(G).shape.back();
     const int64_t rows = numel(as) / as.back();
-    NodeId a2 = g.reshape(A, {rows, as.back()}), g2 = g.reshape(G, {rows, gs.back()});
+    NodeId a2 = g.reshape(A, {rows, as.back()});
+    NodeId g2 = g.reshape(G, {rows, g_cols});
     gb = tb ? g.matmul(g2, a2, true, false) : g.matmul(a2, g2, true, false);  // Gᵀ A | Aᵀ G
   } else if (c.needs(1)) {
     if (!tb) gb = ta ? g.matmul(A, G) : g.matmul(A, G, true, false);  // A G | Aᵀ G
