@@ -1,5 +1,6 @@
 #include "meganeura/models/llama.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -34,6 +35,12 @@ void check(const LlamaConfig& c, int64_t batch, int64_t seq) {
   if (c.heads % c.kv_heads)
     fail("heads a multiple of kv_heads, got " + std::to_string(c.heads) + " and " + std::to_string(c.kv_heads));
   if (c.head_dim() % 2) fail("an even head_dim, got " + std::to_string(c.head_dim()));
+  if (!c.tensor_dtypes.empty()) {
+    const auto params = llama_parameters(c);
+    for (const auto& [name, dtype] : c.tensor_dtypes)
+      if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == name; }))
+        fail("tensor_dtypes to name parameters of this config, got \"" + name + "\"");
+  }
   if (batch <= 0 || seq <= 0 || seq > c.max_context)
     fail("batch > 0 and 0 < seq <= max_context " + std::to_string(c.max_context) + ", got batch " +
          std::to_string(batch) + ", seq " + std::to_string(seq));
@@ -62,6 +69,11 @@ std::vector<std::pair<std::string, Shape>> llama_parameters(const LlamaConfig& c
   return p;
 }
 
+DType LlamaConfig::dtype_of(const std::string& parameter) const {
+  const auto it = tensor_dtypes.find(parameter);
+  return it == tensor_dtypes.end() ? weight_dtype : it->second;
+}
+
 std::map<std::string, std::vector<float>> llama_random_weights(const LlamaConfig& c, uint64_t seed) {
   std::map<std::string, std::vector<float>> w;
   std::mt19937_64 rng(seed);
@@ -84,7 +96,7 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
   Graph& g = out.graph;
   const int64_t B = batch, S = seq, T = c.max_context, D = c.head_dim(), H = c.heads, Hkv = c.kv_heads;
   std::map<std::string, NodeId> p;
-  for (const auto& [name, shape] : llama_parameters(c)) p[name] = g.parameter(name, shape, c.weight_dtype);
+  for (const auto& [name, shape] : llama_parameters(c)) p[name] = g.parameter(name, shape, c.dtype_of(name));
   const NodeId tokens = g.input("tokens", {B, S}, DType::I32);
   const NodeId start = g.input("start", {B}, DType::I32);
   const NodeId last = g.input("last", {B}, DType::I32);

@@ -50,6 +50,10 @@ struct LlamaConfig {
   int64_t max_context = 2048;
   DType weight_dtype = DType::F32;  // parameters as stored on the device (loaders keep a checkpoint's dtype)
   DType cache_dtype = DType::F32;   // KV cache
+  // Per-parameter storage dtype where it differs from weight_dtype (a GGUF file mixes types: f32 norms,
+  // Q6_K output, Q4_1 elsewhere). Keys are parameter names; names that are not parameters are a ConfigError.
+  std::map<std::string, DType> tensor_dtypes;
+  DType dtype_of(const std::string& parameter) const;
   int64_t head_dim() const { return hidden / heads; }
   static LlamaConfig smollm2_135m();  // HuggingFaceTB/SmolLM2-135M's config.json
 };
