@@ -12,7 +12,7 @@
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/reference/interpreter.hpp"
 
-namespace meganeura::testing {
+namespace meganeura::test {
 
 struct Value {
   HostTensor t;
@@ -72,4 +72,4 @@ inline ::testing::AssertionResult near_all(const HostTensor& got, const Shape& s
   return ::testing::AssertionSuccess();
 }
 
-}  // namespace meganeura::testing
+}  // namespace meganeura::test

@@ -3,7 +3,7 @@
 // that tile and workgroup choices are exercised without a GPU.
 #include "meganeura/runtime/device.hpp"
 
-namespace meganeura::testing {
+namespace meganeura::test {
 
 inline runtime::DeviceCaps fake_caps() {
   runtime::DeviceCaps c;
@@ -16,4 +16,4 @@ inline runtime::DeviceCaps fake_caps() {
   return c;
 }
 
-}  // namespace meganeura::testing
+}  // namespace meganeura::test

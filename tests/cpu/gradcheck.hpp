@@ -20,7 +20,7 @@
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/reference/interpreter.hpp"
 
-namespace meganeura::testing {
+namespace meganeura::test {
 
 inline HostTensor random_tensor(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
   std::uniform_real_distribution<double> d(lo, hi);
@@ -130,4 +130,4 @@ inline ::testing::AssertionResult gradcheck_op(const std::string& label, const O
   return res;
 }
 
-}  // namespace meganeura::testing
+}  // namespace meganeura::test

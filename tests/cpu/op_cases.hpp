@@ -6,7 +6,7 @@
 
 #include "meganeura/ir/graph.hpp"
 
-namespace meganeura::testing {
+namespace meganeura::test {
 
 struct UnaryCase {
   const char* name;
@@ -43,4 +43,4 @@ inline std::vector<UnaryCase> unary_cases() {
   };
 }
 
-}  // namespace meganeura::testing
+}  // namespace meganeura::test

@@ -11,8 +11,8 @@
 namespace meganeura {
 namespace {
 
-using testing::gradcheck;
-using testing::random_tensor;
+using test::gradcheck;
+using test::random_tensor;
 
 TEST(Autodiff, HeadlineExampleGradcheck) {
   Graph g;

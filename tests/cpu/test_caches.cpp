@@ -23,7 +23,7 @@ std::vector<char> bytes_of(const std::string& path) {
 TEST(TuneCacheFile, EveryCorruptedByteIsDetectedDeletedAndNamed) {
   std::random_device rd;
   const fs::path dir = fs::temp_directory_path() / ("meganeura-tunecache-" + std::to_string(rd()));
-  const runtime::DeviceCaps caps = meganeura::testing::fake_caps();
+  const runtime::DeviceCaps caps = meganeura::test::fake_caps();
   const std::string path = tune_cache_path(dir.string(), caps);
   TuneCache entries;
   entries[0x0123456789abcdefull] = {KernelVariant::parse("wg=64"), "fc0", "pointwise", 2.0, 1.0};

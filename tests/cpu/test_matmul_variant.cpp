@@ -14,7 +14,7 @@ using kernels::MatmulVariant;
 namespace {
 
 runtime::DeviceCaps sm_caps(uint32_t units) {
-  runtime::DeviceCaps c = meganeura::testing::fake_caps();
+  runtime::DeviceCaps c = meganeura::test::fake_caps();
   c.compute_units = units;
   return c;
 }

@@ -9,7 +9,7 @@
 #include "meganeura/ops/dropout_hash.hpp"
 
 using namespace meganeura;
-using namespace meganeura::testing;
+using namespace meganeura::test;
 
 namespace {
 

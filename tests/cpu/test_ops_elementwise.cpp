@@ -8,11 +8,11 @@
 namespace meganeura {
 namespace {
 
-using testing::gradcheck_op;
-using testing::InputSpec;
+using test::gradcheck_op;
+using test::InputSpec;
 
 TEST(OpsGradcheck, Unary) {
-  for (const testing::UnaryCase& c : testing::unary_cases()) {
+  for (const test::UnaryCase& c : test::unary_cases()) {
     auto build = [&](Graph& g, const std::vector<NodeId>& in) { return c.f(g, in[0]); };
     EXPECT_TRUE(gradcheck_op(c.name, build, {InputSpec{{3, 4}, c.lo, c.hi}}));
   }
@@ -22,7 +22,7 @@ TEST(OpsGradcheck, GeluBackwardUsesTheForwardFormula) {
   // Same check with a tighter tolerance: a mismatched backward formula (erf vs tanh) differs by ~1e-3.
   for (bool tanh_form : {false, true}) {
     auto build = [&](Graph& g, const std::vector<NodeId>& in) { return g.gelu(in[0], tanh_form); };
-    testing::GradcheckOptions tight;
+    test::GradcheckOptions tight;
     tight.atol = 1e-8;
     tight.rtol = 1e-7;
     EXPECT_TRUE(gradcheck_op(tanh_form ? "gelu tanh" : "gelu erf", build, {InputSpec{{2, 5}, -3, 3}}, tight));
@@ -64,7 +64,7 @@ TEST(OpsGradcheck, WhereWithBroadcasting) {
   auto build = [](Graph& g, const std::vector<NodeId>& in) {
     return g.where(g.gt(in[0], g.scalar(0.0)), in[1], in[2]);
   };
-  auto cond = [](std::mt19937_64& rng) { return testing::random_tensor({3, 1}, rng); };
+  auto cond = [](std::mt19937_64& rng) { return test::random_tensor({3, 1}, rng); };
   EXPECT_TRUE(gradcheck_op("where", build,
                            {InputSpec{{3, 1}, -1, 1, false, DType::F32, cond}, InputSpec{{3, 4}}, InputSpec{{4}}}));
 }
@@ -115,7 +115,7 @@ TEST(OpsGradcheck, SoftmaxAndLogSoftmax) {
 }
 
 HostTensor probabilities(const Shape& s, std::mt19937_64& rng) {
-  HostTensor t = testing::random_tensor(s, rng, 0.1, 1.0);
+  HostTensor t = test::random_tensor(s, rng, 0.1, 1.0);
   size_t C = size_t(s.back());
   for (size_t r = 0; r < t.size() / C; ++r) {
     double sum = 0;

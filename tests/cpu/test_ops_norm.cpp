@@ -7,7 +7,7 @@
 #include "gradcheck.hpp"
 
 using namespace meganeura;
-using namespace meganeura::testing;
+using namespace meganeura::test;
 
 TEST(OpsNorm, LayerNormHandComputed) {
   // mean 2.5, variance 1.25

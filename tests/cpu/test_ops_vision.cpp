@@ -6,7 +6,7 @@
 #include "gradcheck.hpp"
 
 using namespace meganeura;
-using namespace meganeura::testing;
+using namespace meganeura::test;
 
 namespace {
 

@@ -12,7 +12,7 @@ using namespace meganeura;
 
 namespace {
 
-using meganeura::testing::fake_caps;
+using meganeura::test::fake_caps;
 
 Graph mlp() {
   Graph g;

@@ -169,7 +169,7 @@ TEST(Plan, ArenasSplitIntoPartsThatNoValueStraddles) {
     g.set_outputs({g.named(g.cross_entropy_loss_index(logits, g.input("labels", {32}, DType::I32)), "loss")});
     return g;
   };
-  runtime::DeviceCaps caps = meganeura::testing::fake_caps();
+  runtime::DeviceCaps caps = meganeura::test::fake_caps();
   caps.max_storage_buffer_range = 64 << 10;
   SessionConfig c;
   c.optimizer.kind = OptimizerKind::Adam;

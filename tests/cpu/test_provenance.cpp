@@ -15,7 +15,7 @@ using namespace meganeura;
 
 namespace {
 
-using meganeura::testing::fake_caps;
+using meganeura::test::fake_caps;
 
 Graph block() {
   Graph g;

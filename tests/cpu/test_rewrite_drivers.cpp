@@ -10,7 +10,7 @@
 namespace meganeura {
 namespace {
 
-using namespace test_rewrite;
+using namespace test;
 
 // A small training-shaped graph in which many rules fire: transposed weights, x*sigmoid(x), a bias add
 // written bias-first, a softmax cross entropy written out by hand, and a hand-set gradient.

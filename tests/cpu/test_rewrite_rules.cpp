@@ -7,7 +7,7 @@
 namespace meganeura {
 namespace {
 
-using namespace test_rewrite;
+using namespace test;
 
 class Rules : public ::testing::TestWithParam<RewriteMode> {
  protected:

@@ -13,7 +13,7 @@
 #include "meganeura/rewrite/graph_util.hpp"
 #include "meganeura/rewrite/rewrite.hpp"
 
-namespace meganeura::test_rewrite {
+namespace meganeura::test {
 
 // Values in [lo, hi] derived from the name alone, so a graph and its rewrite see the same feeds.
 inline std::vector<double> values_for(const std::string& name, int64_t n, double lo = -1.5, double hi = 1.5) {
@@ -110,4 +110,4 @@ inline std::string mode_name(RewriteMode m) {
   return m == RewriteMode::Greedy ? "greedy" : m == RewriteMode::Saturate ? "saturate" : "off";
 }
 
-}  // namespace meganeura::test_rewrite
+}  // namespace meganeura::test

@@ -9,7 +9,7 @@
 #include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
-using meganeura::testing::fake_caps;
+using meganeura::test::fake_caps;
 
 namespace {
 

@@ -133,11 +133,11 @@ inline ::testing::AssertionResult check_forward_gpu(const Graph& g, const refere
   return ::testing::AssertionSuccess();
 }
 
-inline ::testing::AssertionResult check_op_gpu(const std::string& label, const testing::OpBuilder& build_op,
-                                               const std::vector<testing::InputSpec>& specs, GpuTolerance tol = {},
+inline ::testing::AssertionResult check_op_gpu(const std::string& label, const test::OpBuilder& build_op,
+                                               const std::vector<test::InputSpec>& specs, GpuTolerance tol = {},
                                                uint64_t seed = 1, const CompileOptions& options = {}) {
   std::mt19937_64 rng(seed);
-  testing::PlacedOp placed = testing::place_op(build_op, specs, rng);
+  test::PlacedOp placed = test::place_op(build_op, specs, rng);
   Graph& g = placed.g;
   reference::Feeds& feeds = placed.feeds;
   const std::vector<NodeId>& params = placed.params;

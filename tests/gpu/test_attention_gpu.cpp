@@ -12,7 +12,7 @@
 
 using namespace meganeura;
 using namespace meganeura::test;
-using meganeura::testing::InputSpec;
+using meganeura::test::InputSpec;
 
 namespace {
 
@@ -66,7 +66,7 @@ TEST_F(AttentionGpu, ExplicitMasks) {
   InputSpec mask{{7, 9}, -2.0, 2.0};
   mask.differentiable = false;
   mask.values = [](std::mt19937_64& rng) {
-    HostTensor m = meganeura::testing::random_tensor({7, 9}, rng, -2.0, 2.0);
+    HostTensor m = meganeura::test::random_tensor({7, 9}, rng, -2.0, 2.0);
     const double ninf = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < 9; ++j) m.data[size_t(2 * 9 + j)] = ninf;
     for (size_t i = 0; i < m.data.size(); i += 5) m.data[i] = ninf;
@@ -96,9 +96,9 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
 
   std::mt19937_64 rng(3);
   reference::Feeds feeds;
-  for (NodeId n : g.inputs()) feeds[g.node(n).prov.name] = meganeura::testing::random_tensor(g.node(n).shape, rng, -1, 1);
+  for (NodeId n : g.inputs()) feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
   for (NodeId n : g.parameters())
-    feeds[g.node(n).prov.name] = meganeura::testing::random_tensor(g.node(n).shape, rng, 0.9, 1.1);
+    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.9, 1.1);
 
   SessionConfig cfg = session_config(true);
   CompileOptions fused, unfused;

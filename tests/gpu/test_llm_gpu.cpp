@@ -6,7 +6,7 @@
 #include "meganeura/nn/nn.hpp"
 
 using namespace meganeura;
-using meganeura::testing::InputSpec;
+using meganeura::test::InputSpec;
 
 namespace {
 
@@ -43,7 +43,7 @@ TEST_F(LlmGpu, AttentionBackwardDirectAndByParts) {
   for (const C& c : {C{"direct", 2, 2, 600, false}, C{"gqa parts", 3, 1, 45, true}}) {
     const std::vector<InputSpec> specs{{{1, c.hq, c.s, 8}}, {{1, c.hkv, c.s, 8}}, {{1, c.hkv, c.s, 8}}};
     std::mt19937_64 rng(1);
-    meganeura::testing::PlacedOp p = meganeura::testing::place_op(sdpa, specs, rng);
+    meganeura::test::PlacedOp p = meganeura::test::place_op(sdpa, specs, rng);
     p.g.set_outputs({p.loss});
     // Which path is taken depends on the compute units the grid must fill: decided here for 64 (lavapipe's
     // assumption); the numerical check below runs whichever path the device takes.

@@ -10,7 +10,7 @@
 #include "gpu_opcheck.hpp"
 
 using namespace meganeura;
-using meganeura::testing::InputSpec;
+using meganeura::test::InputSpec;
 
 namespace {
 
@@ -33,9 +33,9 @@ bool splits(const Graph& g) {
 }
 
 // ... for an op placed as check_op_gpu places it (its value as the output).
-bool splits(const meganeura::testing::OpBuilder& f, const std::vector<InputSpec>& specs) {
+bool splits(const meganeura::test::OpBuilder& f, const std::vector<InputSpec>& specs) {
   std::mt19937_64 rng(1);
-  meganeura::testing::PlacedOp p = meganeura::testing::place_op(f, specs, rng);
+  meganeura::test::PlacedOp p = meganeura::test::place_op(f, specs, rng);
   p.g.set_outputs({p.y});
   return splits(p.g);
 }
@@ -49,7 +49,7 @@ TEST_F(LongRowsGpu, ReductionsSoftmaxAndNorms) {
   const Shape rows{2, 9001};
   struct C {
     std::string name;
-    meganeura::testing::OpBuilder f;
+    meganeura::test::OpBuilder f;
     std::vector<InputSpec> specs;
   };
   const std::vector<C> cases{
@@ -107,9 +107,9 @@ TEST_F(LongRowsGpu, NanPropagates) {
     g.set_outputs({build(g, x, lab, w)});
     ASSERT_TRUE(splits(g)) << what;
     std::mt19937_64 rng(3);
-    reference::Feeds f{{"x", meganeura::testing::random_tensor({2, C}, rng)},
+    reference::Feeds f{{"x", meganeura::test::random_tensor({2, C}, rng)},
                        {"labels", HostTensor({2}, {5, 8000})},
-                       {"w", meganeura::testing::random_tensor({C}, rng, 0.5, 1.5)}};
+                       {"w", meganeura::test::random_tensor({C}, rng, 0.5, 1.5)}};
     f.at("x")[size_t(C + 6000)] = std::numeric_limits<double>::quiet_NaN();  // row 1, chunk 2
     test::round_to_float(f);
     Session s = test::build_gpu(g, false);

@@ -177,13 +177,13 @@ TEST_F(MatmulSplit, GradientsThroughSplitMatmuls) {
                   {{260, 300}, {20, 300}, false, true, 1}};
   for (const L& l : ls) {
     const std::string label = "matmul " + shape_str(l.a) + (l.ta ? "T" : "") + " x " + shape_str(l.b) + (l.tb ? "T" : "");
-    const meganeura::testing::OpBuilder build = [ta = l.ta, tb = l.tb](Graph& g, auto& v) {
+    const meganeura::test::OpBuilder build = [ta = l.ta, tb = l.tb](Graph& g, auto& v) {
       return g.matmul(v[0], v[1], ta, tb);
     };
-    const std::vector<meganeura::testing::InputSpec> specs = {{l.a}, {l.b}};
+    const std::vector<meganeura::test::InputSpec> specs = {{l.a}, {l.b}};
     // The rule must actually split here, or this test checks nothing new.
     std::mt19937_64 rng(1);
-    meganeura::testing::PlacedOp placed = meganeura::testing::place_op(build, specs, rng);
+    meganeura::test::PlacedOp placed = meganeura::test::place_op(build, specs, rng);
     placed.g.set_outputs({placed.loss, placed.y});
     const CompiledStep step = compile_step(placed.g, test::session_config(true), device().caps());
     size_t splits = 0;

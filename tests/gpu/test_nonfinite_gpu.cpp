@@ -66,10 +66,10 @@ HostTensor rows_with_specials(int64_t width) {
 class NonFiniteGpu : public test::GpuTest {};
 
 TEST_F(NonFiniteGpu, UnaryOps) {
-  std::vector<meganeura::testing::UnaryCase> ops = meganeura::testing::unary_cases();
+  std::vector<meganeura::test::UnaryCase> ops = meganeura::test::unary_cases();
   ops.push_back({"sign", [](Graph& g, NodeId x) { return g.sign(x); }, 0, 0});
   ops.push_back({"stop_gradient", [](Graph& g, NodeId x) { return g.stop_gradient(x); }, 0, 0});
-  for (const meganeura::testing::UnaryCase& u : ops) {
+  for (const meganeura::test::UnaryCase& u : ops) {
     Graph g;
     NodeId x = g.input("x", {int64_t(kValues.size())});
     g.set_outputs({u.f(g, x)});

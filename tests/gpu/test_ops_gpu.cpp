@@ -13,8 +13,8 @@
 #include "meganeura/ops/dropout_hash.hpp"
 
 using namespace meganeura;
-using meganeura::testing::InputSpec;
-using meganeura::testing::OpBuilder;
+using meganeura::test::InputSpec;
+using meganeura::test::OpBuilder;
 
 namespace {
 
@@ -58,14 +58,14 @@ const Shape kShapes[] = {{3, 5, 7}, {33, 65}};
 
 TEST_F(OpsGpu, Unary) {
   // Ranges keep clear of kinks and domain edges by more than the finite-difference step.
-  std::vector<meganeura::testing::UnaryCase> ops = meganeura::testing::unary_cases();
+  std::vector<meganeura::test::UnaryCase> ops = meganeura::test::unary_cases();
   ops.insert(ops.end(), {
       // no gradient flows: the value is checked, the gradient must be exactly the reference's zero
       {"sign", [](Graph& g, NodeId x) { return g.sign(x); }, -2, 2},
       {"stop_gradient", [](Graph& g, NodeId x) { return g.mul(x, g.stop_gradient(x)); }, -2, 2},
   });
   std::vector<Case> cases;
-  for (const meganeura::testing::UnaryCase& u : ops)
+  for (const meganeura::test::UnaryCase& u : ops)
     for (const Shape& s : kShapes) {
       cases.push_back({std::string(u.name) + " " + shape_str(s),
                        [f = u.f](Graph& g, auto& v) { return f(g, v[0]); }, {range(s, u.lo, u.hi)}});

@@ -10,8 +10,8 @@
 
 using namespace meganeura;
 using namespace meganeura::test;
-using meganeura::testing::InputSpec;
-using meganeura::testing::random_tensor;
+using meganeura::test::InputSpec;
+using meganeura::test::random_tensor;
 
 namespace {
 
