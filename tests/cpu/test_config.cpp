@@ -63,7 +63,7 @@ TEST_F(ConfigEnv, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(c.validation);
   EXPECT_EQ(c.rewrite, RewriteMode::Greedy);
   EXPECT_EQ(c.dump_plan, "");
-  EXPECT_EQ(c.matmul_tier, "");
+  EXPECT_FALSE(c.matmul_tier);
   EXPECT_FALSE(c.gpu_timing);
   EXPECT_EQ(c.trace_path, "");
   EXPECT_EQ(c.cache_dir, "/tmp/xdg-test/meganeura");
@@ -179,11 +179,11 @@ TEST_F(ConfigEnv, MatmulTierAndPaths) {
   setenv("MEGANEURA_DUMP_PLAN", "-", 1);
   setenv("MEGANEURA_TRACE", "/tmp/trace.json", 1);
   SessionConfig c = SessionConfig::from_env();
-  EXPECT_EQ(c.matmul_tier, "coopmat-nv");
+  EXPECT_EQ(c.matmul_tier, meganeura::MatmulTier::CoopMatNV);
   EXPECT_EQ(c.dump_plan, "-");
   EXPECT_EQ(c.trace_path, "/tmp/trace.json");
   setenv("MEGANEURA_MATMUL", "auto", 1);
-  EXPECT_EQ(SessionConfig::from_env().matmul_tier, "");
+  EXPECT_FALSE(SessionConfig::from_env().matmul_tier);
   unsetenv("MEGANEURA_MATMUL");
   const std::string msg = error_of("MEGANEURA_MATMUL", "tensorcore");
   EXPECT_NE(msg.find("MEGANEURA_MATMUL"), std::string::npos);

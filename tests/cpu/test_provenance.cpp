@@ -148,6 +148,6 @@ TEST(Provenance, DebugConfigKeepsRewriteAndPrecisionSeparate) {
   EXPECT_TRUE(d.host_visible);
   EXPECT_TRUE(d.keep_intermediates);
   EXPECT_EQ(d.rewrite, RewriteMode::Saturate);
-  EXPECT_EQ(d.matmul_tier, "scalar");
+  EXPECT_EQ(d.matmul_tier, meganeura::MatmulTier::Scalar);
   EXPECT_EQ(d.precision, SessionConfig{}.precision);
 }

@@ -38,7 +38,7 @@ SessionConfig config(bool training, Precision precision) {
   c.cache_dir = cache;
   c.training = training;
   c.dump_plan.clear();
-  c.matmul_tier.clear();
+  c.matmul_tier.reset();
   c.precision = precision;
   if (!training) c.optimizer.kind = OptimizerKind::None;
   return c;

@@ -67,10 +67,11 @@ RewriteMode parse_rewrite(const char* var, const std::string& value) {
   reject(var, value, "one of greedy, saturate, off");
 }
 
-std::string parse_matmul(const char* var, const std::string& value) {
+std::optional<MatmulTier> parse_matmul(const char* var, const std::string& value) {
   const std::string v = lower(value);
-  if (v == "auto") return "";
-  if (v == "scalar" || v == "coopmat-nv" || v == "coopmat-khr") return v;
+  if (v == "auto") return std::nullopt;
+  for (MatmulTier t : {MatmulTier::Scalar, MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR})
+    if (v == tier_name(t)) return t;
   reject(var, value, "one of auto, scalar, coopmat-nv, coopmat-khr");
 }
 
@@ -148,6 +149,22 @@ SessionConfig SessionConfig::debug() {
   c.host_visible = true;
   c.keep_intermediates = true;
   return c;
+}
+
+const char* tier_name(MatmulTier t) {
+  switch (t) {
+    case MatmulTier::Gemv: return "gemv";
+    case MatmulTier::Scalar: return "scalar";
+    case MatmulTier::CoopMatNV: return "coopmat-nv";
+    case MatmulTier::CoopMatKHR: return "coopmat-khr";
+  }
+  return "?";
+}
+
+MatmulTier parse_tier(const std::string& name) {
+  for (MatmulTier t : {MatmulTier::Gemv, MatmulTier::Scalar, MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR})
+    if (name == tier_name(t)) return t;
+  throw ConfigError("[parse_tier] expected one of gemv, scalar, coopmat-nv, coopmat-khr, got '" + name + "'");
 }
 
 }  // namespace meganeura

@@ -12,6 +12,12 @@ namespace meganeura {
 enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
 enum class Precision : uint8_t { F32, Mixed16 };
 enum class OptimizerKind : uint8_t { None, Sgd, Adam, AdamW, LaProp };
+// The matmul kernel families (kernels/matmul): GEMV for a handful of rows, the tiled scalar kernel, and the
+// cooperative-matrix kernels through NVIDIA's or Khronos's extension.
+enum class MatmulTier : uint8_t { Gemv, Scalar, CoopMatNV, CoopMatKHR };
+const char* tier_name(MatmulTier t);  // "gemv", "scalar", "coopmat-nv", "coopmat-khr"
+// Accepts tier_name()'s strings; ConfigError listing them otherwise.
+MatmulTier parse_tier(const std::string& name);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::Sgd;
@@ -47,7 +53,9 @@ struct SessionConfig {
                                         // reads 0/off/false/no as off and 1/on/true/yes as stderr)
   std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura; one that cannot
                                         // be created or written is a warning at build (the cache is off)
-  std::string matmul_tier;              // MEGANEURA_MATMUL: "", "scalar", "coopmat-nv", "coopmat-khr"
+  // MEGANEURA_MATMUL (auto, scalar, coopmat-nv, coopmat-khr): the tier every large matmul takes; unset, the
+  // start-up self-test picks the best one that passes.
+  std::optional<MatmulTier> matmul_tier;
   bool gpu_timing = false;              // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
   bool pipeline_ir = false;             // also capture the driver's internal representations (slow; Session::pipelines)
   std::string trace_path;               // MEGANEURA_TRACE; a file that cannot be written is a ConfigError at build

@@ -69,23 +69,6 @@ bool cooperative(MatmulTier t) { return t == MatmulTier::CoopMatNV || t == Matmu
 
 }  // namespace
 
-const char* tier_name(MatmulTier t) {
-  switch (t) {
-    case MatmulTier::Gemv: return "gemv";
-    case MatmulTier::Scalar: return "scalar";
-    case MatmulTier::CoopMatNV: return "coopmat-nv";
-    case MatmulTier::CoopMatKHR: return "coopmat-khr";
-  }
-  return "?";
-}
-
-MatmulTier parse_tier(const std::string& name) {
-  for (MatmulTier t : {MatmulTier::Gemv, MatmulTier::Scalar, MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR}) {
-    if (name == tier_name(t)) return t;
-  }
-  throw ConfigError("[kernels::parse_tier] expected one of gemv, scalar, coopmat-nv, coopmat-khr, got '" + name + "'");
-}
-
 uint64_t elements_a(const MatmulShape& raw) {
   const MatmulShape s = resolved(raw);
   return uint64_t(s.stride_a) * (s.batch - 1) + uint64_t(s.lda) * ((s.trans_a ? s.k : s.m) - 1) + (s.trans_a ? s.m : s.k);

@@ -30,16 +30,20 @@
 // A, B, scratch and the summing pass scratch, (unused), C, then the epilogue's buffers. Push constants:
 // MatmulPush (36 bytes).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "meganeura/config/config.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/shader/shader.hpp"
 
 namespace meganeura::kernels {
 
-enum class MatmulTier : uint8_t { Gemv, Scalar, CoopMatNV, CoopMatKHR };
+using meganeura::MatmulTier;  // config/config.hpp, with tier_name and parse_tier
+using meganeura::parse_tier;
+using meganeura::tier_name;
 // F32: f32 storage and arithmetic. F16: f16 storage (needs 16-bit storage). F32RoundF16: f32 storage, each
 // element rounded to f16 as it is loaded (SessionConfig::precision Mixed16: no f16 buffers, runs everywhere).
 // Accumulation is f32 in every case.
@@ -50,9 +54,6 @@ enum class MatmulInput : uint8_t { F32, F16, F32RoundF16 };
 // further loads of this kind (a dequantizing load per element).
 enum class MatmulLoad : uint8_t { Plain, F16, BF16 };
 
-const char* tier_name(MatmulTier t);  // "gemv", "scalar", "coopmat-nv", "coopmat-khr"
-// Accepts tier_name()'s strings; throws ConfigError otherwise.
-MatmulTier parse_tier(const std::string& name);
 
 struct MatmulShape {
   uint32_t m = 0, n = 0, k = 0;
@@ -244,9 +245,9 @@ struct MatmulTierChoice {
 // Runs each cooperative tier the device offers (only `forced` when given) on small aligned and ragged
 // problems in every transpose against matmul_reference; the best one that passes is chosen. A tier that is
 // unavailable or wrong is recorded with the reason and the choice falls back to scalar (itself probed).
-// `forced`: "" (auto) or a tier name (SessionConfig::matmul_tier).
+// `forced`: SessionConfig::matmul_tier (nullopt: every cooperative tier the device offers).
 MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::CompileOptions& options,
-                                    const std::string& forced = "");
+                                    std::optional<MatmulTier> forced = std::nullopt);
 
 // f32 <-> IEEE binary16 (round to nearest even), for f16 operands.
 uint16_t float_to_half(float f);

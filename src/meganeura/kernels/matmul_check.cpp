@@ -153,17 +153,15 @@ std::string MatmulTierChoice::to_text() const {
 }
 
 MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::CompileOptions& options,
-                                    const std::string& forced) {
+                                    std::optional<MatmulTier> forced) {
   std::vector<MatmulTier> candidates;
-  if (forced.empty()) {
+  if (!forced) {
     // KHR first: the same kernel runs faster through it on NVIDIA (docs/performance.md), and KHR is what other
     // vendors expose.
     candidates = {MatmulTier::CoopMatKHR, MatmulTier::CoopMatNV};
-  } else if (forced == "coopmat-nv" || forced == "coopmat-khr") {
-    candidates = {parse_tier(forced)};
-  } else {
-    parse_tier(forced);  // scalar or gemv: nothing cooperative to probe
-  }
+  } else if (*forced == MatmulTier::CoopMatNV || *forced == MatmulTier::CoopMatKHR) {
+    candidates = {*forced};
+  }  // scalar or gemv: nothing cooperative to probe
   candidates.push_back(MatmulTier::Scalar);
   MatmulTierChoice choice;
   bool chosen = false;

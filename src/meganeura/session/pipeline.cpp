@@ -149,7 +149,7 @@ std::vector<GeneratedKernel> pass_codegen(CompiledStep& s, const SessionConfig& 
   co.deterministic_scatter = options.deterministic_scatter;
   co.precision = config.precision;
   if (options.matmul_best) co.matmul_best = *options.matmul_best;
-  else if (!config.matmul_tier.empty()) co.matmul_best = kernels::parse_tier(config.matmul_tier);
+  else if (config.matmul_tier) co.matmul_best = *config.matmul_tier;
   s.codegen = co;
   return generate(s.graph, s.kernels, caps, co);
 }

@@ -296,12 +296,12 @@ void dump_plan(const SessionImpl& s) {
 // devices without cooperative matrices skip the probe. A forced cooperative tier that fails is an error.
 kernels::MatmulTier matmul_best(SessionImpl& s) {
   const SessionConfig& c = s.config;
-  if (c.matmul_tier == "scalar") return kernels::MatmulTier::Scalar;
+  if (c.matmul_tier == MatmulTier::Scalar) return MatmulTier::Scalar;
   const runtime::DeviceCaps& caps = s.device->caps();
-  const bool coop = c.matmul_tier.empty() ? (caps.coopmat_nv || caps.coopmat_khr) : true;
+  const bool coop = !c.matmul_tier ? (caps.coopmat_nv || caps.coopmat_khr) : true;
   if (c.precision != Precision::Mixed16 || !coop) {
-    if (!c.matmul_tier.empty())
-      throw ConfigError("[build] expected MEGANEURA_MATMUL=" + c.matmul_tier +
+    if (c.matmul_tier)
+      throw ConfigError(std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) +
                         " only with SessionConfig::precision Mixed16 (cooperative tiers take f16 inputs), got F32");
     return kernels::MatmulTier::Scalar;
   }
@@ -310,7 +310,7 @@ kernels::MatmulTier matmul_best(SessionImpl& s) {
     kernels::MatmulTierChoice choice;
   };
   static std::mutex mutex;
-  static std::map<std::pair<const runtime::Device*, std::string>, Entry> probed;
+  static std::map<std::pair<const runtime::Device*, std::optional<MatmulTier>>, Entry> probed;
   std::lock_guard<std::mutex> lock(mutex);
   Entry& e = probed[{s.device.get(), c.matmul_tier}];
   if (e.fingerprint != caps.fingerprint()) {
@@ -321,8 +321,8 @@ kernels::MatmulTier matmul_best(SessionImpl& s) {
     e.fingerprint = caps.fingerprint();
   }
   s.matmul_tiers = e.choice.to_text();
-  if (!c.matmul_tier.empty() && e.choice.best != kernels::parse_tier(c.matmul_tier))
-    throw ConfigError("[build] expected MEGANEURA_MATMUL=" + c.matmul_tier + " to pass the start-up self-test, got:\n" +
+  if (c.matmul_tier && e.choice.best != *c.matmul_tier)
+    throw ConfigError(std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) + " to pass the start-up self-test, got:\n" +
                       e.choice.to_text());
   return e.choice.best;
 }
