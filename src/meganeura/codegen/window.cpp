@@ -21,18 +21,23 @@ Pool pool_of(const std::vector<int64_t>& a, const Shape& x, const Shape& y) {
 
 // The argmax of window (oy, ox) of the plane starting at `xbase` as int by, bx: the first maximum in
 // row-major order, exactly the reference's rule (a later equal value does not replace it; NaN never does).
-std::string window_argmax(Emitter& e, NodeId x, const Pool& p) {
+// Loops over the cells (iy, ix) of window (oy, ox) that lie inside the input (padding skipped), around `body`.
+std::string window_cells(const Pool& p, const std::string& oy, const std::string& ox, const std::string& body) {
   std::string s;
-  s += "    float best = 0.0;\n    int by = -1, bx = -1;\n";
   s += "    for (int ky = 0; ky < " + i(p.kh) + "; ++ky) {\n";
-  s += "      int iy = int(oy) * " + i(p.sh) + " - " + i(p.ph) + " + ky;\n";
+  s += "      int iy = int(" + oy + ") * " + i(p.sh) + " - " + i(p.ph) + " + ky;\n";
   s += "      if (iy < 0 || iy >= " + i(p.h) + ") continue;\n";
   s += "      for (int kx = 0; kx < " + i(p.kw) + "; ++kx) {\n";
-  s += "        int ix = int(ox) * " + i(p.sw) + " - " + i(p.pw) + " + kx;\n";
+  s += "        int ix = int(" + ox + ") * " + i(p.sw) + " - " + i(p.pw) + " + kx;\n";
   s += "        if (ix < 0 || ix >= " + i(p.w) + ") continue;\n";
-  s += "        float v = " + e.load(x, "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n";
-  s += "        if (by < 0 || v > best) { best = v; by = iy; bx = ix; }\n      }\n    }\n";
-  return s;
+  return s + body + "      }\n    }\n";
+}
+
+std::string window_argmax(Emitter& e, NodeId x, const Pool& p) {
+  return "    float best = 0.0;\n    int by = -1, bx = -1;\n" +
+         window_cells(p, "oy", "ox",
+                      "        float v = " + e.load(x, "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n" +
+                          "        if (by < 0 || v > best) { best = v; by = iy; bx = ix; }\n");
 }
 
 // Loops over the windows (oy, ox) that contain input cell (c2, c3), ascending, around `body`.
@@ -77,13 +82,8 @@ std::string window_core(Emitter& e, const Node& c) {
       // Padded cells count in the divisor (torch's count_include_pad=True), as in the reference.
       const Pool p = pool_of(a, e.g.node(c.inputs[0]).shape, os);
       s += "  uint xbase = " + plane + " * " + u(p.h * p.w) + ";\n  float acc = 0.0;\n";
-      s += "  for (int ky = 0; ky < " + i(p.kh) + "; ++ky) {\n";
-      s += "    int iy = int(c2) * " + i(p.sh) + " - " + i(p.ph) + " + ky;\n";
-      s += "    if (iy < 0 || iy >= " + i(p.h) + ") continue;\n";
-      s += "    for (int kx = 0; kx < " + i(p.kw) + "; ++kx) {\n";
-      s += "      int ix = int(c3) * " + i(p.sw) + " - " + i(p.pw) + " + kx;\n";
-      s += "      if (ix < 0 || ix >= " + i(p.w) + ") continue;\n";
-      s += "      acc += " + e.load(c.inputs[0], "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n    }\n  }\n";
+      s += window_cells(p, "c2", "c3",
+                        "        acc += " + e.load(c.inputs[0], "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n");
       s += "  return acc * " + float_lit(1.0 / double(p.kh * p.kw)) + ";\n";
       break;
     }

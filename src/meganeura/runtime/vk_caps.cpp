@@ -173,29 +173,35 @@ void query_properties(Instance& inst, PhysicalInfo& p) {
   p.required_subgroup_size_stages = size_control.requiredSubgroupSizeStages;
 }
 
+// Vulkan's two-call enumeration: the count, then that many elements, each starting as `init` (its sType).
+template <class T, class Query>
+std::vector<T> two_call(const T& init, Query query) {
+  uint32_t n = 0;
+  query(&n, static_cast<T*>(nullptr));
+  std::vector<T> out(n, init);
+  query(&n, out.data());
+  out.resize(n);
+  return out;
+}
+
 void query_coopmat(Instance& inst, PhysicalInfo& p) {
   DeviceCaps& c = p.caps;
   c.coopmat_nv = p.coopmat_nv.cooperativeMatrix == VK_TRUE;
   if (c.coopmat_nv && inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
-    uint32_t n = 0;
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(p.handle, &n, nullptr);
-    std::vector<VkCooperativeMatrixPropertiesNV> shapes(n);
-    for (auto& s : shapes) s.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(p.handle, &n, shapes.data());
-    for (uint32_t i = 0; i < n; ++i) {
-      const auto& s = shapes[i];
+    VkCooperativeMatrixPropertiesNV init{};
+    init.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    for (const auto& s : two_call(init, [&](uint32_t* n, auto* out) {
+           inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(p.handle, n, out);
+         })) {
       c.coopmat_nv_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType), component_name(s.BType),
                                      component_name(s.CType), component_name(s.DType), scope_name(s.scope)});
     }
   }
   c.coopmat_khr = p.coopmat_khr.cooperativeMatrix == VK_TRUE;
   if (c.coopmat_khr && inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
-    uint32_t n = 0;
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(p.handle, &n, nullptr);
-    std::vector<CoopMatPropertiesKHR> shapes(n);
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(p.handle, &n, shapes.data());
-    for (uint32_t i = 0; i < n; ++i) {
-      const auto& s = shapes[i];
+    for (const auto& s : two_call(CoopMatPropertiesKHR{}, [&](uint32_t* n, auto* out) {
+           inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(p.handle, n, out);
+         })) {
       c.coopmat_khr_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType), component_name(s.BType),
                                       component_name(s.CType), component_name(s.ResultType), scope_name(s.scope)});
     }
@@ -204,12 +210,9 @@ void query_coopmat(Instance& inst, PhysicalInfo& p) {
                          p.coopmat2.cooperativeMatrixFlexibleDimensions == VK_TRUE;
   c.coopmat2_tensor_addressing = c.coopmat2_workgroup && p.coopmat2.cooperativeMatrixTensorAddressing == VK_TRUE;
   if (c.coopmat2_workgroup && inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
-    uint32_t n = 0;
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, &n, nullptr);
-    std::vector<CoopMatFlexiblePropertiesNV> shapes(n);
-    inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, &n, shapes.data());
-    for (uint32_t i = 0; i < n; ++i) {
-      const auto& s = shapes[i];
+    for (const auto& s : two_call(CoopMatFlexiblePropertiesNV{}, [&](uint32_t* n, auto* out) {
+           inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, n, out);
+         })) {
       CoopMatShape shape{s.MGranularity, s.NGranularity, s.KGranularity, component_name(s.AType),
                          component_name(s.BType), component_name(s.CType), component_name(s.ResultType),
                          scope_name(s.scope)};
