@@ -3,13 +3,15 @@
 // dispatches and barriers of one decode step. One JSON line per figure. The PyTorch twin is
 // scripts/device/decode_torch.py (transformers LlamaForCausalLM, same config).
 //   bench_decode [--dtype f32|f16|bf16] [--context 512] [--prompt 128] [--steps 64] [--batches 1,16]
-//   bench_decode --tiny   (a small config: the lavapipe smoke test)
+//   bench_decode --tiny   (a small config: the lavapipe smoke test); --profile adds per-family times
 // Decode steps feed a fixed token each (no sampling on the host): the figure is the step's own cost.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@ struct Args {
   int steps = 64;
   std::vector<int64_t> batches = {1, 16};
   bool tiny = false;
+  bool profile = false;  // --profile: the per-family times of one decode step
 };
 
 Args parse(int argc, char** argv) {
@@ -50,6 +53,7 @@ Args parse(int argc, char** argv) {
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) a.batches.push_back(std::stoll(t));
     } else if (k == "--tiny") a.tiny = true;
+    else if (k == "--profile") a.profile = true;
     else throw ConfigError("[bench_decode] unknown option " + k);
   }
   return a;
@@ -131,6 +135,20 @@ int main(int argc, char** argv) try {
     std::printf("{\"bench\":\"decode\",\"dtype\":\"%s\",\"batch\":%lld,\"context\":%lld,\"gpu_ms_per_step\":%.4f,"
                 "\"wall_ms_per_step\":%.4f,\"tokens_per_s\":%.1f}\n",
                 dt, (long long)B, (long long)c.max_context, gpu_ms, wall_ms, double(B) * 1000.0 / wall_ms);
+    if (a.profile) {
+      // Each dispatch of one decode step timed alone (Session::profile), summed per kernel family.
+      ProfileOptions po;
+      po.warmup = 1;
+      po.iterations = 5;
+      const nlohmann::json p = nlohmann::json::parse(decode.profile(po));
+      nlohmann::json line = {{"bench", "decode_profile"}, {"dtype", dt}, {"batch", B}};
+      nlohmann::json fam = nlohmann::json::array();
+      for (const auto& f : p["families"])
+        fam.push_back({f["family"], f["dispatches"], f["median_ns_total"].get<double>() * 1e-6});
+      line["families"] = fam;
+      line["profile_sum_ms"] = p["overhead"]["sum_of_dispatch_medians_ns"].get<double>() * 1e-6;
+      std::printf("%s\n", line.dump().c_str());
+    }
   }
   return 0;
 } catch (const std::exception& e) {

@@ -50,6 +50,16 @@ TEST_F(AttentionGpu, ShapesNotMultiplesOfTiles) {
                            qkv(1, 4, 2, 37, 37, 20, 12), tol()));
 }
 
+// Up to 8 queries take the row kernel (a workgroup per query, its 128 threads over the keys): more keys than
+// threads and not a multiple of them, grouped-query heads, an output wider than the workgroup (small head
+// sizes: the finite-difference check costs a session run per input element).
+TEST_F(AttentionGpu, FewQueriesOverManyKeys) {
+  EXPECT_TRUE(check_op_gpu("decode_s1_t150_gqa_3_1", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+                           qkv(1, 3, 1, 1, 150, 4, 4), tol()));
+  EXPECT_TRUE(check_op_gpu("s3_t130_dv136", [](Graph& g, auto& v) { return sdpa(g, v, false); },
+                           qkv(1, 1, 1, 3, 130, 2, 136), tol()));
+}
+
 TEST_F(AttentionGpu, CausalWithUnequalLengths) {
   // S < T: a query block after a cache sees every cached key; 4 query heads over 1 KV head; a given scale
   EXPECT_TRUE(check_op_gpu("decode_gqa_4_1", [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); },
