@@ -119,7 +119,7 @@ const char* kQ6_K = R"(float @(uint i) {
 // Eight consecutive elements (one sub-block of every type): the generic form, one element at a time; the
 // driver shares the block's scale loads between them.
 const char* kGroup = R"(void @_8(uint i, out float v[8]) {
-  [[unroll]] for (uint t = 0u; t < 8u; ++t) v[t] = @(i + t);
+  for (uint t = 0u; t < 8u; ++t) v[t] = @(i + t);
 }
 )";
 
