@@ -8,13 +8,19 @@
 //   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)  --no-probe
 //            --variants scalar.64,scalar.128.k2,...  (kernels::MatmulVariant strings, instead of the tiers' defaults;
 //            each line's "variant" says what ran)
+//   bench_matmul --dtype q4_1 [--mnk 1x576x576,16x1536x576]   x·Wᵀ with W [N, K] in GGUF blocks (q4_0 .. q6_k),
+//                                                  dequantized in the kernel; default shapes: SmolLM2-135M's
+//                                                  products (N x K = 576x576, 1536x576, 576x1536, 49152x576) at
+//                                                  M = 1 and 16; reports the weights' GB/s
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/kernels/matmul_check.hpp"
 #include "meganeura/runtime/device.hpp"
@@ -37,6 +43,9 @@ struct Args {
   bool mixed16 = false;  // every tier but GEMV reads f32 buffers rounded to f16 on load (Mixed16 sessions)
   bool no_rte = false;   // --no-rte: round by integer arithmetic even where the conversion could (f16_rte_conversion)
   bool tune = false;     // one-matmul session timed before and after Session::tune_with
+  std::string dtype;     // --dtype: a block-quantized weight (q4_0 .. q6_k) times f32 activations
+  std::vector<std::array<uint32_t, 3>> mnk = {{1, 576, 576},   {1, 1536, 576},   {1, 576, 1536},   {1, 49152, 576},
+                                              {16, 576, 576},  {16, 1536, 576},  {16, 576, 1536},  {16, 49152, 576}};
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -68,6 +77,18 @@ Args parse(int argc, char** argv) {
       a.warmup = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--optimize") {
       a.optimize = true;
+    } else if (arg == "--dtype" && has_value) {
+      a.dtype = argv[++i];
+    } else if (arg == "--mnk" && has_value) {
+      a.mnk.clear();
+      for (const auto& t : split(argv[++i])) {
+        std::array<uint32_t, 3> v{};
+        if (std::sscanf(t.c_str(), "%ux%ux%u", &v[0], &v[1], &v[2]) != 3) {
+          std::fprintf(stderr, "bench_matmul: --mnk expects MxNxK[,..], got %s\n", t.c_str());
+          std::exit(2);
+        }
+        a.mnk.push_back(v);
+      }
     } else if (arg == "--no-rte") {
       a.no_rte = true;
     } else if (arg == "--mixed16") {
@@ -79,7 +100,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune] [--dtype q4_1 [--mnk MxNxK,..]]\n");
       std::exit(2);
     }
   }
@@ -214,6 +235,77 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   for (const auto& b : bufs) dev.free(b);
 }
 
+// --dtype: C [M, N] = A [M, K] · Wᵀ, W [N, K] in GGUF blocks, through the tier choose_tier gives (GEMV for
+// M <= 8, else the scalar tiles); GPU time, TFLOP/s, and the GB/s of the weight's blocks.
+void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType dt, uint32_t m, uint32_t n, uint32_t k,
+               const Args& args) {
+  std::string head = "{\"bench\":\"vk_matmul_quant\",\"device\":\"" + escape(dev.caps().name) + "\",\"dtype\":\"" +
+                     dtype_name(dt) + "\",\"m\":" + std::to_string(m) + ",\"n\":" + std::to_string(n) +
+                     ",\"k\":" + std::to_string(k);
+  std::vector<runtime::Buffer> bufs;
+  try {
+    kernels::MatmulShape s;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.trans_b = true;
+    s.load_b = kernels::MatmulLoad(uint8_t(kernels::MatmulLoad::Q4_0) + (uint8_t(dt) - uint8_t(DType::Q4_0)));
+    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, kernels::choose_tier(dev.caps(), s, MatmulTier::Scalar));
+    head += ",\"variant\":\"" + kern.variant.to_string() + "\"";
+    std::vector<runtime::KernelId> ids;
+    for (const kernels::MatmulPass& pass : kern.passes) ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
+    std::vector<float> a(uint64_t(m) * k), w(uint64_t(n) * k);
+    for (uint64_t i = 0; i < a.size(); ++i) a[i] = value(i, 1);
+    for (uint64_t i = 0; i < w.size(); ++i) w[i] = value(i, 2);
+    const std::vector<std::byte> blocks = to_storage(w, dt);
+    const std::vector<float> wd = from_storage(blocks.data(), w.size(), dt);
+    bufs.push_back(dev.alloc(a.size() * 4));
+    dev.upload(bufs.back(), a.data(), a.size() * 4);
+    bufs.push_back(dev.alloc((blocks.size() + 3) / 4 * 4));
+    dev.upload(bufs.back(), blocks.data(), blocks.size());
+    bufs.push_back(dev.alloc(uint64_t(m) * n * 4));
+    if (kern.scratch_bytes > 0) bufs.push_back(dev.alloc(kern.scratch_bytes));
+    const runtime::Buffer scratch = kern.scratch_bytes > 0 ? bufs.back() : runtime::Buffer{};
+    const uint32_t total = args.warmup + args.iters;
+    auto list = dev.record(2 * total);
+    for (uint32_t i = 0; i < total; ++i) {
+      list->timestamp(2 * i);
+      kernels::record_matmul(*list, ids, kern, bufs[0], bufs[1], bufs[2], {}, scratch);
+      list->timestamp(2 * i + 1);
+      list->barrier();
+    }
+    list->finish();
+    dev.submit(*list);
+    dev.wait();
+    const std::vector<double> t = dev.timestamps(*list);
+    std::vector<double> ms;
+    for (uint32_t i = args.warmup; i < total; ++i) ms.push_back((t[2 * i + 1] - t[2 * i]) * 1e-6);
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2], best = ms.front();
+    std::vector<float> c(uint64_t(m) * n);
+    dev.download(bufs[2], c.data(), c.size() * 4);
+    double worst = 0;
+    for (uint32_t q = 0; q < 64; ++q) {
+      const uint32_t i = (q * 2654435761u) % m, j = (q * 40503u + 17u) % n;
+      double acc = 0, mag = 0;
+      for (uint32_t l = 0; l < k; ++l) {
+        acc += double(a[uint64_t(i) * k + l]) * wd[uint64_t(j) * k + l];
+        mag += std::fabs(double(a[uint64_t(i) * k + l]) * wd[uint64_t(j) * k + l]);
+      }
+      worst = std::max(worst, std::fabs(c[uint64_t(i) * n + j] - acc) / (mag + 1e-3));
+    }
+    std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.3f,"
+                "\"weight_bytes\":%zu,\"weight_gbs_median\":%.1f,\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\"}\n",
+                head.c_str(), args.iters, median, best, 2.0 * m * n * k / (median * 1e9), blocks.size(),
+                double(blocks.size()) / (median * 1e6), worst, worst < 1e-4 ? "true" : "false",
+                kern.passes.front().source.label.c_str());
+  } catch (const Error& e) {
+    std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
+  }
+  std::fflush(stdout);
+  for (const auto& b : bufs) dev.free(b);
+}
+
 // --tune: C = op(A)·op(B) as an inference session (F32, or Mixed16 with --mixed16), GPU time of its step before
 // and after Session::tune_with (winners not cached, so every run starts from the default variant).
 void tune(uint32_t n, const std::string& layout, const Args& args) {
@@ -297,6 +389,13 @@ int main(int argc, char** argv) {
       }
       std::printf("]}\n");
       std::fflush(stdout);
+    }
+    if (!args.dtype.empty()) {
+      const DType dt = parse_dtype(args.dtype);
+      if (!is_quantized(dt)) throw ConfigError("[bench_matmul] --dtype expects q4_0 .. q6_k, got " + args.dtype);
+      for (const auto& v : args.mnk) run_quant(*dev, copt, dt, v[0], v[1], v[2], args);
+      for (const std::string& msg : dev->validation_messages()) std::fprintf(stderr, "%s\n", msg.c_str());
+      return dev->validation_messages().empty() ? 0 : 1;
     }
     if (args.tune) {
       for (const std::string& layout : args.layouts)

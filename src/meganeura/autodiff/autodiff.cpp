@@ -31,7 +31,11 @@ Graph differentiate(const Graph& g, NodeId loss, const std::vector<NodeId>& wrt)
                      std::string(op_name(ln.op)) + " '" + ln.prov.name + "' " + dtype_name(ln.dtype) +
                      shape_str(ln.shape) + " at " + where(ln.prov.loc));
   std::vector<NodeId> targets = wrt.empty() ? g.parameters() : wrt;
-  for (NodeId t : targets) g.node(t);
+  for (NodeId t : targets)
+    if (is_quantized(g.node(t).dtype))
+      throw GraphError("[differentiate] expected parameters of float dtype to differentiate, got '" +
+                       g.node(t).prov.name + "' of block-quantized dtype " + dtype_name(g.node(t).dtype) +
+                       " (freeze it: leave it out of wrt / the trained parameters)");
 
   // Only nodes on a differentiable path from a target to the loss get gradients.
   size_t n = size_t(loss.v) + 1;

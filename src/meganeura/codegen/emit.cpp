@@ -7,6 +7,7 @@
 #include <map>
 
 #include "meganeura/ir/storage.hpp"
+#include "meganeura/quant/glsl.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::codegen {
@@ -73,6 +74,9 @@ Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& ke
 
 namespace {
 
+// A value's bytes as bound: whole 32-bit words (block-quantized rows are read as words; the plan rounds the same).
+uint64_t value_bytes(const Node& n) { return (storage_bytes(n.dtype, numel(n.shape)) + 3) / 4 * 4; }
+
 // The index of binding `want` (same kind, storage and moment) from index `from` on, added if new; a write widens
 // an earlier read.
 uint32_t bind(std::vector<Binding>& bindings, const Binding& want, size_t from = 0) {
@@ -92,7 +96,7 @@ uint32_t bind(std::vector<Binding>& bindings, const Binding& want, size_t from =
 uint32_t Emitter::bind_value(NodeId n, bool write) {
   NodeId s = kg.storage_of(n);
   const Node& nd = g.node(s);
-  return bind(out.bindings, {Binding::Value, s, 0, write, uint64_t(numel(nd.shape)) * dtype_size(nd.dtype)},
+  return bind(out.bindings, {Binding::Value, s, 0, write, value_bytes(nd)},
               dedup_from);
 }
 
@@ -101,7 +105,7 @@ uint32_t Emitter::bind_value_unshared(NodeId n, bool write) {
   b.kind = Binding::Value;
   b.node = kg.storage_of(n);
   b.write = write;
-  b.bytes = uint64_t(numel(g.node(b.node).shape)) * dtype_size(g.node(b.node).dtype);
+  b.bytes = value_bytes(g.node(b.node));
   out.bindings.push_back(b);
   return uint32_t(out.bindings.size() - 1);
 }
@@ -124,8 +128,14 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
   if (g.node(n).op == Op::Fill) return fill_lit(g.node(n));
   uint32_t b = bind_value(n, false);
+  const DType dt = g.node(kg.storage_of(n)).dtype;
+  if (is_quantized(dt)) {  // GGUF blocks as words, dequantized element by element (quant/glsl.hpp)
+    const std::string fn = "mnq_b" + std::to_string(b), arr = "b" + std::to_string(b) + ".d";
+    if (decls.find("float " + fn + "(uint i)") == std::string::npos) decls += quant::glsl_dequantize(quant_type(dt), arr, fn);
+    return fn + "(" + offset + ")";
+  }
   std::string e = "b" + std::to_string(b) + ".d[" + offset + "]";
-  switch (g.node(kg.storage_of(n)).dtype) {
+  switch (dt) {
     case DType::F32: return e;
     case DType::F16: return "mn_f16_value(uint(" + e + "))";
     case DType::BF16: return "uintBitsToFloat(uint(" + e + ") << 16u)";
@@ -289,7 +299,8 @@ const char* glsl_storage_type(DType t) {
     case DType::I32: return "int";
     case DType::U32: return "uint";
     case DType::F16: case DType::BF16: return "uint16_t";
-    default: return "float";
+    case DType::F32: return "float";
+    default: return is_quantized(t) ? "uint" : "float";
   }
 }
 

@@ -90,18 +90,33 @@ void emit_matmul(Emitter& e) {
     throw GraphError("[codegen] expected matmul operands of rank >= 2, got " + shape_str(as) + " and " +
                      shape_str(bs) + " at " + at);
   const bool a_fill = e.g.node(a).op == Op::Fill, b_fill = e.g.node(bnode).op == Op::Fill;
-  // f16 and bf16 operands are read through 16-bit loads (kernels::MatmulLoad) and accumulate in f32.
+  // f16 and bf16 operands are read through 16-bit loads, block-quantized ones (GGUF blocks) through
+  // dequantizing loads (kernels::MatmulLoad); both accumulate in f32.
   kernels::MatmulLoad loads[2] = {kernels::MatmulLoad::Plain, kernels::MatmulLoad::Plain};
   for (int i = 0; i < 2; ++i) {
     const NodeId x = i ? bnode : a;
     if (e.g.node(x).op == Op::Fill) continue;
     const DType t = e.g.node(e.kg.storage_of(x)).dtype;
-    if (t == DType::F16) loads[i] = kernels::MatmulLoad::F16;
-    else if (t == DType::BF16) loads[i] = kernels::MatmulLoad::BF16;
-    else if (t != DType::F32)
-      throw GraphError("[codegen] expected f32, f16 or bf16 matmul operands, got " + std::string(dtype_name(t)) +
-                       " at " + at);
+    switch (t) {
+      case DType::F32: break;
+      case DType::F16: loads[i] = kernels::MatmulLoad::F16; break;
+      case DType::BF16: loads[i] = kernels::MatmulLoad::BF16; break;
+      case DType::Q4_0: loads[i] = kernels::MatmulLoad::Q4_0; break;
+      case DType::Q4_1: loads[i] = kernels::MatmulLoad::Q4_1; break;
+      case DType::Q5_0: loads[i] = kernels::MatmulLoad::Q5_0; break;
+      case DType::Q5_1: loads[i] = kernels::MatmulLoad::Q5_1; break;
+      case DType::Q8_0: loads[i] = kernels::MatmulLoad::Q8_0; break;
+      case DType::Q4_K: loads[i] = kernels::MatmulLoad::Q4_K; break;
+      case DType::Q5_K: loads[i] = kernels::MatmulLoad::Q5_K; break;
+      case DType::Q6_K: loads[i] = kernels::MatmulLoad::Q6_K; break;
+      default:
+        throw GraphError("[codegen] expected f32, f16, bf16 or block-quantized matmul operands, got " +
+                         std::string(dtype_name(t)) + " at " + at);
+    }
   }
+  const bool plain = loads[0] == kernels::MatmulLoad::Plain && loads[1] == kernels::MatmulLoad::Plain;
+  const bool loads16 = (loads[0] != kernels::MatmulLoad::Plain && !kernels::is_block_load(loads[0])) ||
+                       (loads[1] != kernels::MatmulLoad::Plain && !kernels::is_block_load(loads[1]));
   const DType root_type = e.g.node(e.kg.storage_of(e.k.root)).dtype;
   const bool root16 = root_type == DType::F16 || root_type == DType::BF16;
   if (root16 && e.k.update.valid())
@@ -142,8 +157,7 @@ void emit_matmul(Emitter& e) {
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
   ep.decls = std::string(ops::pointwise_glsl_prelude()) + storage_glsl() + e.decls;
-  if ((e.uses_16bit() || loads[0] != kernels::MatmulLoad::Plain || loads[1] != kernels::MatmulLoad::Plain) &&
-      !e.caps.storage_16bit)
+  if ((e.uses_16bit() || loads16) && !e.caps.storage_16bit)
     throw GraphError("[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for f16/bf16 values, "
                      "got " + e.caps.name + " without it at " + at);
   ep.buffer_decls = e.buffer_decls(3);
@@ -179,7 +193,7 @@ void emit_matmul(Emitter& e) {
       return v;
     };
     kernels::MatmulVariant v;
-    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && e.caps.storage_16bit &&
+    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && plain && e.caps.storage_16bit &&
         tier != kernels::MatmulTier::Gemv && uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs &&
         b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
       used.input = kernels::MatmulInput::F16;

@@ -216,6 +216,7 @@ const char* safetensors_dtype_name(DType t) {
     case DType::BF16: return "BF16";
     case DType::I32: return "I32";
     case DType::U32: return "U32";
+    default: break;  // block-quantized dtypes have no safetensors name
   }
   return "?";
 }

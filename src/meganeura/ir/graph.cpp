@@ -168,8 +168,36 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
                          std::to_string(it->second.v) + " made at " + meganeura::where(nodes_[it->second.v].prov.loc));
     }
   }
+  // Block-quantized storage: a parameter (not a state) whose last dimension is whole blocks, read only by matmul
+  // (either operand) and by gather (the table), which dequantize as they load and produce f32.
+  auto quant_fail = [&](const std::string& expected, const std::string& got) {
+    throw GraphError("[" + std::string(name) + "] expected " + expected + ", got " + got +
+                     (prov.name.empty() ? std::string() : " for '" + prov.name + "'") + " at " +
+                     meganeura::where(prov.loc));
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& in = nodes_[inputs[i].v];
+    if (!is_quantized(in.dtype) || op == Op::MatMul || (op == Op::Gather && i == 0)) continue;
+    quant_fail("inputs of float or integer dtype (block-quantized parameters are read only by matmul and by "
+               "gather's table)",
+               "input " + std::to_string(i) + " '" + in.prov.name + "' of dtype " + dtype_name(in.dtype));
+  }
   ShapeCtx ctx{op, *this, inputs, attrs, prov};
   TypeInfo t = infer_type(ctx);
+  if (is_quantized(t.dtype)) {
+    if (op == Op::MatMul || op == Op::Gather) {
+      t.dtype = DType::F32;
+    } else if (op != Op::Parameter || attrs.flag_a) {
+      quant_fail("a float or integer dtype (block-quantized dtypes are for parameters only)",
+                 std::string(op == Op::Parameter ? "a state" : op_name(op)) + " of dtype " + dtype_name(t.dtype));
+    } else {
+      const uint32_t be = dtype_block_elems(t.dtype);
+      if (t.shape.empty() || t.shape.back() % be != 0)
+        quant_fail("a last dimension that is a multiple of " + std::to_string(be) + " (the block of " +
+                       dtype_name(t.dtype) + ")",
+                   "shape " + shape_str(t.shape));
+    }
+  }
   // Zero-size tensors have no kernel (and no use): refused where they are made, naming the line.
   for (int64_t dim : t.shape)
     if (dim < 1)

@@ -14,9 +14,20 @@
 
 namespace meganeura {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, U32 };
-const char* dtype_name(DType t);
+// Block-quantized dtypes (Q4_0 .. Q6_K: the GGUF block layouts of quant/blocks.hpp) store a parameter's rows in
+// blocks of 32 or 256 elements along the last dimension; they are read only by matmul and gather, which
+// dequantize as they load (never expanded in memory). Their size is storage_bytes, not numel × dtype_size.
+enum class DType : uint8_t { F32, F16, BF16, I32, U32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
+const char* dtype_name(DType t);  // "f32", .., "q4_0", "q4_k"
+// Bytes of one element; 0 for block-quantized dtypes (use storage_bytes).
 size_t dtype_size(DType t);
+bool is_quantized(DType t);
+uint32_t dtype_block_elems(DType t);  // 1 for plain dtypes, 32 or 256
+uint32_t dtype_block_bytes(DType t);  // dtype_size for plain dtypes
+// Bytes of `elements` values of dtype t; for block-quantized dtypes elements must be whole blocks (ShapeError).
+uint64_t storage_bytes(DType t, int64_t elements);
+// The dtype named by dtype_name's string (case-insensitive); ConfigError otherwise.
+DType parse_dtype(const std::string& name);
 
 using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);

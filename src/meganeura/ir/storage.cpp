@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "meganeura/core/error.hpp"
+#include "meganeura/quant/quant.hpp"
+
 namespace meganeura {
 
 double dtype_round(double v, DType t) {
@@ -24,6 +27,7 @@ double dtype_round(double v, DType t) {
       const double r = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);
       return std::fabs(r) > max ? std::copysign(INFINITY, v) : r;
     }
+    default: break;  // block-quantized: the value a block means is given (dequantized), not rounded here
   }
   return v;
 }
@@ -69,7 +73,30 @@ uint16_t f32_to_bf16_bits(float f) {
 
 float bf16_bits_to_f32(uint16_t h) { return from_bits(uint32_t(h) << 16); }
 
+quant::Type quant_type(DType t) {
+  switch (t) {
+    case DType::F32: return quant::Type::F32;
+    case DType::F16: return quant::Type::F16;
+    case DType::BF16: return quant::Type::BF16;
+    case DType::Q4_0: return quant::Type::Q4_0;
+    case DType::Q4_1: return quant::Type::Q4_1;
+    case DType::Q5_0: return quant::Type::Q5_0;
+    case DType::Q5_1: return quant::Type::Q5_1;
+    case DType::Q8_0: return quant::Type::Q8_0;
+    case DType::Q4_K: return quant::Type::Q4_K;
+    case DType::Q5_K: return quant::Type::Q5_K;
+    case DType::Q6_K: return quant::Type::Q6_K;
+    default: break;
+  }
+  throw ConfigError(std::string("[quant_type] expected a float or block-quantized dtype, got ") + dtype_name(t));
+}
+
 std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
+  if (is_quantized(t)) {
+    const std::vector<uint8_t> q = quant::quantize(quant_type(t), values);
+    const auto* p = reinterpret_cast<const std::byte*>(q.data());
+    return std::vector<std::byte>(p, p + q.size());
+  }
   std::vector<std::byte> out(values.size() * dtype_size(t));
   for (size_t i = 0; i < values.size(); ++i) {
     switch (t) {
@@ -89,6 +116,7 @@ std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
         std::memcpy(&out[i * 2], &v, 2);
         break;
       }
+      default: break;
     }
   }
   return out;
@@ -97,6 +125,11 @@ std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
 std::vector<float> from_storage(const void* bytes, size_t count, DType t) {
   std::vector<float> out(count);
   const auto* p = static_cast<const std::byte*>(bytes);
+  if (is_quantized(t)) {
+    quant::dequantize(quant_type(t), std::span(reinterpret_cast<const uint8_t*>(p), storage_bytes(t, int64_t(count))),
+                      out);
+    return out;
+  }
   for (size_t i = 0; i < count; ++i) {
     switch (t) {
       case DType::F32: std::memcpy(&out[i], p + i * 4, 4); break;
@@ -118,6 +151,7 @@ std::vector<float> from_storage(const void* bytes, size_t count, DType t) {
         out[i] = t == DType::F16 ? f16_bits_to_f32(v) : bf16_bits_to_f32(v);
         break;
       }
+      default: break;
     }
   }
   return out;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "meganeura/ir/graph.hpp"
+#include "meganeura/quant/blocks.hpp"
 
 namespace meganeura {
 
@@ -21,9 +22,14 @@ float f16_bits_to_f32(uint16_t h);
 uint16_t f32_to_bf16_bits(float f);
 float bf16_bits_to_f32(uint16_t h);
 
-// `values` as the bytes of dtype t (numel × dtype_size(t)); integers are taken as exact floats.
+// The GGUF storage type of a float or block-quantized dtype (quant/blocks.hpp); ConfigError for i32/u32.
+quant::Type quant_type(DType t);
+
+// `values` as the bytes of dtype t (storage_bytes(t, values.size())); integers are taken as exact floats.
+// Block-quantized dtypes are quantized on the host (quant::quantize: ggml's reference rounding for Q4_0 .. Q8_0,
+// a simple nearest-step rounding for the K types), so `values` must be whole blocks (ShapeError).
 std::vector<std::byte> to_storage(std::span<const float> values, DType t);
-// The inverse, for `count` values of dtype t at `bytes`.
+// The inverse, for `count` values of dtype t at `bytes` (block-quantized dtypes: dequantized).
 std::vector<float> from_storage(const void* bytes, size_t count, DType t);
 
 }  // namespace meganeura

@@ -8,6 +8,7 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/kernels/matmul_glsl.hpp"
+#include "meganeura/quant/glsl.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
 
 namespace meganeura::kernels {
@@ -82,11 +83,73 @@ uint64_t elements_c(const MatmulShape& raw) {
   return uint64_t(s.stride_c) * (s.batch - 1) + uint64_t(s.ldc) * (s.m - 1) + s.n;
 }
 
+bool is_block_load(MatmulLoad l) { return l >= MatmulLoad::Q4_0; }
+
+uint32_t load_block_elems(MatmulLoad l) {
+  switch (l) {
+    case MatmulLoad::Q4_K: case MatmulLoad::Q5_K: case MatmulLoad::Q6_K: return 256;
+    default: return is_block_load(l) ? 32 : 1;
+  }
+}
+
+const char* load_name(MatmulLoad l) {
+  static constexpr const char* kNames[] = {"plain", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
+                                           "q4_k", "q5_k", "q6_k"};
+  return kNames[size_t(l)];
+}
+
+namespace {
+quant::Type block_type(MatmulLoad l) {
+  switch (l) {
+    case MatmulLoad::Q4_0: return quant::Type::Q4_0;
+    case MatmulLoad::Q4_1: return quant::Type::Q4_1;
+    case MatmulLoad::Q5_0: return quant::Type::Q5_0;
+    case MatmulLoad::Q5_1: return quant::Type::Q5_1;
+    case MatmulLoad::Q8_0: return quant::Type::Q8_0;
+    case MatmulLoad::Q4_K: return quant::Type::Q4_K;
+    case MatmulLoad::Q5_K: return quant::Type::Q5_K;
+    default: return quant::Type::Q6_K;
+  }
+}
+// The dequantizing loads of block-quantized operands: mnq_a(i) / mnq_b(i) over the word arrays a / b.
+std::string block_code(const MatmulShape& s) {
+  std::string code;
+  if (is_block_load(s.load_a)) code += quant::glsl_dequantize(block_type(s.load_a), "a", "mnq_a");
+  if (is_block_load(s.load_b)) code += quant::glsl_dequantize(block_type(s.load_b), "b", "mnq_b");
+  return code;
+}
+}  // namespace
+
+uint64_t operand_bytes(MatmulLoad l, MatmulInput input, uint64_t elements) {
+  if (is_block_load(l)) {
+    const quant::TypeInfo& t = quant::info(block_type(l));
+    return (elements + t.block_elems - 1) / t.block_elems * t.block_bytes;
+  }
+  if (l != MatmulLoad::Plain || input == MatmulInput::F16) return elements * 2;
+  return elements * 4;
+}
+
 std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier) {
   const bool loads = shape.load_a != MatmulLoad::Plain || shape.load_b != MatmulLoad::Plain;
-  if ((shape.input == MatmulInput::F16 || loads) && !caps.storage_16bit) return "the device has no 16-bit storage";
+  const bool loads16 = (shape.load_a != MatmulLoad::Plain && !is_block_load(shape.load_a)) ||
+                       (shape.load_b != MatmulLoad::Plain && !is_block_load(shape.load_b));
+  if ((shape.input == MatmulInput::F16 || loads16) && !caps.storage_16bit) return "the device has no 16-bit storage";
   if (loads && tier != MatmulTier::Gemv && tier != MatmulTier::Scalar)
-    return "operands of 16-bit storage loads (f16/bf16 against another type) take the scalar and GEMV tiers";
+    return "operands of 16-bit storage or block-quantized loads (f16/bf16/q* against another type) take the scalar "
+           "and GEMV tiers";
+  // Blocks along each stored row: the contiguous extent and every row start on a block boundary.
+  for (int op = 0; op < 2; ++op) {
+    const MatmulLoad l = op ? shape.load_b : shape.load_a;
+    if (!is_block_load(l)) continue;
+    const MatmulShape s = resolved(shape);
+    const uint32_t be = load_block_elems(l);
+    const uint32_t extent = op ? (s.trans_b ? s.k : s.n) : (s.trans_a ? s.m : s.k);
+    const uint32_t ld = op ? s.ldb : s.lda, stride = op ? s.stride_b : s.stride_a;
+    if (extent % be || ld % be || stride % be)
+      return std::string(op ? "B" : "A") + " of " + load_name(l) + " blocks needs rows of whole " +
+             std::to_string(be) + "-element blocks, got rows of " + std::to_string(extent) + " (leading dimension " +
+             std::to_string(ld) + ", batch stride " + std::to_string(stride) + ")";
+  }
   switch (tier) {
     case MatmulTier::Gemv:
       if (shape.m > 8) return "GEMV handles M <= 8, got M = " + std::to_string(shape.m);
@@ -119,6 +182,7 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
 
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best) {
   if (shape.m <= 8) return MatmulTier::Gemv;
+  if (shape.load_a != MatmulLoad::Plain || shape.load_b != MatmulLoad::Plain) return MatmulTier::Scalar;
   if (shape.input == MatmulInput::F32RoundF16 &&
       uint64_t(shape.m) * shape.n * shape.k * std::max<uint32_t>(shape.batch, 1) < kMinCoopRoundedMacs) {
     return MatmulTier::Scalar;
@@ -423,15 +487,15 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
     case MatmulTier::Gemv:
-      pass.source.glsl = glsl::gemv(pe);
+      pass.source.glsl = glsl::gemv(pe, block_code(s));
       pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
       break;
     case MatmulTier::Scalar: {
       const uint32_t t = variant.tile;
       if (t == 16) {
-        pass.source.glsl = glsl::scalar_small(pe);
+        pass.source.glsl = glsl::scalar_small(pe, block_code(s));
       } else {
-        pass.source.glsl = glsl::scalar(pe);
+        pass.source.glsl = glsl::scalar(pe, block_code(s));
         pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
         // 16-byte loads of f32 operands: every row start of A and B on a 4-float boundary.
         const bool vec = s.input == MatmulInput::F32 && s.load_a == MatmulLoad::Plain &&

@@ -50,9 +50,19 @@ using meganeura::tier_name;
 enum class MatmulInput : uint8_t { F32, F16, F32RoundF16 };
 // How one operand's elements are read, on top of MatmulInput (scalar and GEMV tiers): Plain is the input's
 // element type; F16 and BF16 are 16-bit storage widened to f32 as loaded (an f16 or bf16 weight times an f32
-// activation; needs 16-bit storage), then treated as MatmulInput says. Block-quantized storage types are
-// further loads of this kind (a dequantizing load per element).
-enum class MatmulLoad : uint8_t { Plain, F16, BF16 };
+// activation; needs 16-bit storage), then treated as MatmulInput says. Q4_0 .. Q6_K are GGUF blocks
+// (quant/blocks.hpp) read as 32-bit words and dequantized as loaded (quant/glsl.hpp), never expanded in memory:
+// the operand's stored rows must be whole blocks (its contiguous extent and leading dimension multiples of the
+// block). The GEMV tier reads a transposed B (a weight [N, K] quantized along K: x·Wᵀ) eight values of a block
+// at a time; every other access (scalar tiles, an untransposed or A operand) dequantizes element by element.
+// The cooperative tiers take no loads: choose_tier sends such products to the scalar tier.
+enum class MatmulLoad : uint8_t { Plain, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
+bool is_block_load(MatmulLoad l);      // Q4_0 .. Q6_K
+uint32_t load_block_elems(MatmulLoad l);  // 1 for Plain, F16, BF16
+const char* load_name(MatmulLoad l);   // "plain", "f16", "bf16", "q4_0", ..
+// Elements of each operand counted as stored values; an operand of a block load occupies
+// elements / block_elems × block_bytes bytes (operand_bytes).
+uint64_t operand_bytes(MatmulLoad l, MatmulInput input, uint64_t elements);
 
 
 struct MatmulShape {

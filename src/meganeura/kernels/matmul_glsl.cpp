@@ -68,7 +68,8 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
 
 const char* kScalarInputs = R"(
 // A_LOAD / B_LOAD (MatmulLoad): 0 the element type ELEM; 1 f16 and 2 bf16 held as uint16_t and widened by
-// integer arithmetic (exact, subnormals kept, whatever the driver's conversions do).
+// integer arithmetic (exact, subnormals kept, whatever the driver's conversions do); 3 and above GGUF blocks held
+// as 32-bit words, element i dequantized by mnq_a(i) / mnq_b(i) (quant/glsl.hpp, defined after these buffers).
 #ifndef A_LOAD
 #define A_LOAD 0
 #endif
@@ -83,6 +84,9 @@ float mm_half_value(uint h) {
 #if A_LOAD == 0
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ELEM a[]; };
 #define A_VALUE(i) to_in(a[i])
+#elif A_LOAD >= 3
+layout(std430, set = 0, binding = 0) readonly buffer BufA { uint a[]; };
+#define A_VALUE(i) to_in(mnq_a(i))
 #else
 layout(std430, set = 0, binding = 0) readonly buffer BufA { uint16_t a[]; };
 #if A_LOAD == 1
@@ -94,6 +98,9 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { uint16_t a[]; };
 #if B_LOAD == 0
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ELEM b[]; };
 #define B_VALUE(i) to_in(b[i])
+#elif B_LOAD >= 3
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uint b[]; };
+#define B_VALUE(i) to_in(mnq_b(i))
 #else
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uint16_t b[]; };
 #if B_LOAD == 1
@@ -102,6 +109,9 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { uint16_t b[]; };
 #define B_VALUE(i) to_in(uintBitsToFloat(uint(b[i]) << 16u))
 #endif
 #endif
+)";
+
+const char* kScalarAccess = R"(
 // Elements of op(A) (M x K) and op(B) (K x N) at logical coordinates; the caller checks bounds. A_FILL / B_FILL
 // (defined by the code generator for an operand that is a constant fill, which has no storage): that value.
 #ifdef A_FILL
@@ -170,6 +180,24 @@ void main() {
   const uint abase = a_base(batch), bbase = b_base(batch);
   float acc[MMAX];
   [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+#if B_LOAD >= 3 && TRANS_B && !defined(B_FILL)
+  // A weight row of GGUF blocks (K a multiple of the block): each lane dequantizes eight values of a block at a
+  // time, lanes of a column take consecutive groups, so that a column's blocks are read once and in order.
+  if (n < p.N) {
+    const uint row = bbase + n * p.ldb;
+    for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {
+      float bv[8];
+      mnq_b_8(row + g, bv);
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) {
+        if (i < p.M) {
+          float s = 0.0;
+          [[unroll]] for (uint t = 0u; t < 8u; ++t) s += A_at(abase, i, g + t) * to_in(bv[t]);
+          acc[i] += s;
+        }
+      }
+    }
+  }
+#else
   if (n < p.N) {
     for (uint k = ks; k < p.K; k += GEMV_KS) {
       const float bv = B_at(bbase, k, n);
@@ -178,6 +206,7 @@ void main() {
       }
     }
   }
+#endif
   [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = acc[i];
   barrier();
   for (uint t = tid; t < GEMV_NT * MMAX; t += 256u) {
@@ -709,12 +738,14 @@ void main() {
 
 }  // namespace
 
-std::string gemv(const MatmulEpilogue& epilogue) { return common(epilogue, false) + kScalarInputs + kGemv; }
-std::string scalar(const MatmulEpilogue& epilogue) {
-  return common(epilogue, false) + kScalarInputs + kSplit + kScalar;
+std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + kScalarInputs + blocks + kScalarAccess + kGemv;
 }
-std::string scalar_small(const MatmulEpilogue& epilogue) {
-  return common(epilogue, false) + kScalarInputs + kSplit + kScalarSmall;
+std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + kScalarInputs + blocks + kScalarAccess + kSplit + kScalar;
+}
+std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + kScalarInputs + blocks + kScalarAccess + kSplit + kScalarSmall;
 }
 std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth, bool workgroup) {
   std::string body = kCoopmat, sets, loop;

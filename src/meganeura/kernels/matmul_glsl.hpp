@@ -9,9 +9,11 @@
 namespace meganeura::kernels::glsl {
 
 // `epilogue.expr` becomes the body of `float epilogue(float v, uint row, uint col, uint batch)`.
-std::string gemv(const MatmulEpilogue& epilogue);
-std::string scalar(const MatmulEpilogue& epilogue);        // BT x BT tile, BT = 128 or 64
-std::string scalar_small(const MatmulEpilogue& epilogue);  // 16x16 tile, one output per thread
+// `blocks`: the dequantizing loads of block-quantized operands (A_LOAD / B_LOAD >= 3): GLSL defining
+// float mnq_a(uint i) over `a`, float mnq_b(uint i) and void mnq_b_8(uint i, out float v[8]) over `b`.
+std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks = "");
+std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks = "");  // BT x BT tile, BT = 128 or 64
+std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& blocks = "");  // 16x16, one output a thread
 // BM, BN, BK, WARPS_M, WARPS_N, GROUP, STAGES and LOCAL_SIZE come as defines; the K loop is written for `stages`
 // shared stages (1 or 2) and, with two, `depth` register sets of global loads in flight (1..3); `workgroup`
 // (one stage only) takes the workgroup-scope loop, which overlaps nothing with the multiply.

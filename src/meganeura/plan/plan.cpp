@@ -27,8 +27,9 @@ const char* storage_kind_name(StorageKind k) {
 }
 
 uint64_t storage_bytes(const Node& n) {
-  uint64_t b = uint64_t(numel(n.shape)) * dtype_size(n.dtype);
-  return std::max<uint64_t>(b, 4);
+  // Whole 32-bit words: kernels read block-quantized storage (rows of 18-, 34-, 210-byte blocks ..) as words.
+  const uint64_t b = meganeura::storage_bytes(n.dtype, numel(n.shape));
+  return std::max<uint64_t>((b + 3) / 4 * 4, 4);
 }
 
 size_t MemoryPlan::slot(const KernelGraph& kg, NodeId n) const {

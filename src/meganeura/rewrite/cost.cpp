@@ -6,7 +6,9 @@ namespace meganeura::rewrite {
 
 namespace {
 
-double bytes(const Shape& s, DType t) { return static_cast<double>(numel(s)) * static_cast<double>(dtype_size(t)); }
+double bytes(const Shape& s, DType t) {
+  return static_cast<double>(numel(s)) * dtype_block_bytes(t) / dtype_block_elems(t);
+}
 
 }  // namespace
 

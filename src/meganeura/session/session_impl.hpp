@@ -157,7 +157,7 @@ class SessionImpl {
   }
   DType stored_dtype(NodeId n) const { return step.graph.node(kernels_storage(n)).dtype; }
   uint64_t stored_bytes(NodeId n) const {
-    return uint64_t(numel(step.graph.node(n).shape)) * dtype_size(stored_dtype(n));
+    return storage_bytes(stored_dtype(n), numel(step.graph.node(n).shape));
   }
   // `count` values (f32, or i32 for integer values) as n's stored dtype: f16/bf16 values are rounded to it.
   std::vector<std::byte> to_device(NodeId n, const void* data, size_t count, DType given) const {

@@ -30,6 +30,14 @@ uint8_t dtype_code(DType t) {
     case DType::BF16: return 3;
     case DType::I32: return 4;
     case DType::U32: return 5;
+    case DType::Q4_0: return 6;
+    case DType::Q4_1: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q8_0: return 10;
+    case DType::Q4_K: return 11;
+    case DType::Q5_K: return 12;
+    case DType::Q6_K: return 13;
   }
   return 0;
 }
@@ -41,6 +49,14 @@ bool dtype_from_code(uint8_t c, DType& out) {
     case 3: out = DType::BF16; return true;
     case 4: out = DType::I32; return true;
     case 5: out = DType::U32; return true;
+    case 6: out = DType::Q4_0; return true;
+    case 7: out = DType::Q4_1; return true;
+    case 8: out = DType::Q5_0; return true;
+    case 9: out = DType::Q5_1; return true;
+    case 10: out = DType::Q8_0; return true;
+    case 11: out = DType::Q4_K; return true;
+    case 12: out = DType::Q5_K; return true;
+    case 13: out = DType::Q6_K; return true;
     default: return false;
   }
 }

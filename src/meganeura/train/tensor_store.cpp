@@ -13,8 +13,14 @@ static_assert(std::endian::native == std::endian::little, "checkpoint bytes assu
 const char* role_name(TensorRole r) { return r == TensorRole::Parameter ? "parameter" : "optimizer state"; }
 
 uint64_t TensorInfo::byte_size() const {
-  uint64_t n = dtype_size(dtype);
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d < 0 ? 0 : d);
+  // Block-quantized: whole blocks of the last dimension; any other shape has no size (UINT64_MAX: never matches).
+  const uint64_t be = dtype_block_elems(dtype);
+  if (be > 1 && (shape.empty() || shape.back() < 0 || uint64_t(shape.back()) % be)) return UINT64_MAX;
+  uint64_t n = dtype_block_bytes(dtype);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    n *= static_cast<uint64_t>(d < 0 ? 0 : i + 1 == shape.size() ? d / int64_t(be) : d);
+  }
   return n;
 }
 
