@@ -67,7 +67,7 @@ GeneratorOptions options(std::vector<int64_t> buckets = {8}, int64_t batch = 1) 
   return o;
 }
 
-std::shared_ptr<runtime::Device> device() { return {&test::gpu_device(), [](runtime::Device*) {}}; }
+std::shared_ptr<runtime::Device> shared_device() { return {&test::gpu_device(), [](runtime::Device*) {}}; }
 
 // The greedy continuation by the reference: argmax (first maximum) of the logits of the whole sequence so far.
 std::vector<int32_t> reference_greedy(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& w,
@@ -106,7 +106,7 @@ GenerationOptions greedy(int64_t max_tokens) {
 TEST_F(Generate, GreedyTokensAreTheArgmaxOfReferenceLogitsAtEveryStep) {
   models::LanguageModel lm = model();
   const auto w = weights_of(lm);
-  Generator gen(std::move(lm), options({8}), device());
+  Generator gen(std::move(lm), options({8}), shared_device());
   const std::vector<int32_t> p1 = {3, 17, 1, 30, 8};
   const models::GenerationResult r1 = gen.generate(std::span<const int32_t>(p1), greedy(6));
   EXPECT_EQ(r1.tokens, reference_greedy(tiny(), w, p1, 6));
@@ -124,8 +124,8 @@ TEST_F(Generate, GreedyTokensAreTheArgmaxOfReferenceLogitsAtEveryStep) {
 
 // A batch of prompts of different lengths gives each sequence the tokens it gets alone.
 TEST_F(Generate, BatchedGenerationEqualsSingleSequences) {
-  Generator one(model(), options({4, 8}), device());
-  Generator three(model(), options({4, 8}, 3), device());
+  Generator one(model(), options({4, 8}), shared_device());
+  Generator three(model(), options({4, 8}, 3), shared_device());
   const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {30, 31, 32, 33, 34, 35, 36}, {5}};
   const std::vector<models::GenerationResult> rs = three.generate_batch(prompts, greedy(5));
   ASSERT_EQ(rs.size(), 3u);
@@ -134,7 +134,7 @@ TEST_F(Generate, BatchedGenerationEqualsSingleSequences) {
 }
 
 TEST_F(Generate, StopTokensMaxTokensAndTheCallbackEndGeneration) {
-  Generator gen(model(), options({8}), device());
+  Generator gen(model(), options({8}), shared_device());
   const std::vector<int32_t> p = {4, 4, 19};
   const std::vector<int32_t> all = gen.generate(std::span<const int32_t>(p), greedy(8)).tokens;
   ASSERT_EQ(all.size(), 8u);
@@ -150,7 +150,7 @@ TEST_F(Generate, StopTokensMaxTokensAndTheCallbackEndGeneration) {
   {
     models::LanguageModel lm = model();
     lm.eos_ids = {all[3]};
-    Generator with_eos(std::move(lm), options({8}), device());
+    Generator with_eos(std::move(lm), options({8}), shared_device());
     EXPECT_EQ(with_eos.generate(std::span<const int32_t>(p), greedy(8)).tokens, stopped.tokens);
   }
   // max_tokens
@@ -170,7 +170,7 @@ TEST_F(Generate, StopTokensMaxTokensAndTheCallbackEndGeneration) {
 }
 
 TEST_F(Generate, SameSeedSameTokensOtherSeedOtherTokens) {
-  Generator gen(model(), options({8}), device());
+  Generator gen(model(), options({8}), shared_device());
   const std::vector<int32_t> p = {7, 1};
   GenerationOptions o;
   o.max_tokens = 12;
@@ -187,7 +187,7 @@ TEST_F(Generate, SameSeedSameTokensOtherSeedOtherTokens) {
 }
 
 TEST_F(Generate, BadPromptsAndOptionsAreConfigErrors) {
-  Generator gen(model(), options({8}), device());
+  Generator gen(model(), options({8}), shared_device());
   const std::vector<int32_t> long_prompt(17, 1), empty, bad_id = {1, 37};
   EXPECT_THROW(gen.generate(std::span<const int32_t>(long_prompt)), ConfigError);
   EXPECT_THROW(gen.generate(std::span<const int32_t>(empty)), ConfigError);
@@ -198,10 +198,10 @@ TEST_F(Generate, BadPromptsAndOptionsAreConfigErrors) {
   const std::vector<int32_t> p = {1};
   EXPECT_THROW(gen.generate(std::span<const int32_t>(p), o), ConfigError);
   EXPECT_THROW(gen.generate_batch({p, p}), ConfigError);  // batch 1
-  EXPECT_THROW(Generator(model(), options({32}), device()), ConfigError);  // bucket over max_context
+  EXPECT_THROW(Generator(model(), options({32}), shared_device()), ConfigError);  // bucket over max_context
   models::LanguageModel missing = model();
   missing.weights.pop_back();
-  EXPECT_THROW(Generator(std::move(missing), options({8}), device()), ConfigError);
+  EXPECT_THROW(Generator(std::move(missing), options({8}), shared_device()), ConfigError);
   // a failed call leaves the generator usable
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p), greedy(2)).tokens.size(), 2u);
 }

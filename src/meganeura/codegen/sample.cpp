@@ -37,7 +37,7 @@ void emit_sample(Emitter& e) {
              e.load(seen, "g_base + r") + " > 0.0) l = l < 0.0 ? l * g_pen : l / g_pen;\n  return l;\n}\n";
   e.decls += "float mn_z(uint r) { return mn_raw(r) * g_inv_t; }\n";
   const std::string rng_b = "b" + std::to_string(e.bind_value(rng, false));
-  auto param = [&](int i) { return e.load(params, "o * " + uint_lit(ops::kSampleParams) + "u + " + uint_lit(i)); };
+  auto param = [&](int i) { return e.load(params, "o * " + uint_lit(ops::kSampleParams) + " + " + uint_lit(i)); };
   auto rng_at = [&](int i) { return "uint(" + rng_b + ".d[o * " + uint_lit(ops::kSampleRng) + " + " + uint_lit(i) + "])"; };
   const std::string epi = e.region_fn(e.k.root, e.k.epilogue, e.g.node(e.k.root).shape, e.k.core);
   const std::string loop = "for (uint r = t; r < " + Vs + "; r += gl_WorkGroupSize.x)";
@@ -47,7 +47,7 @@ void emit_sample(Emitter& e) {
   b += "  g_base = o * " + Vs + ";\n";
   b += "  float temperature = " + param(ops::kTemperature) + ", top_k = " + param(ops::kTopK) + ", top_p = " +
        param(ops::kTopP) + ", min_p = " + param(ops::kMinP) + ";\n";
-  b += "  g_pen = " + param(ops::kPenalty) + ";\n  g_inv_t = 1.0;\n";
+  b += "  g_pen = " + param(ops::kPenalty) + ";\n  g_inv_t = 1.0;\n  top_k = floor(top_k);\n";
   // greedy: the first maximum of the penalised logits
   b += "  if (!(temperature > 0.0)) {\n";
   b += "    float a = uintBitsToFloat(0xFF800000u);\n    uint ai = 0xFFFFFFFFu;\n";
@@ -81,7 +81,10 @@ void emit_sample(Emitter& e) {
   const uint32_t max_x = e.caps.max_workgroup_size[0] ? e.caps.max_workgroup_size[0] : 1024;
   const uint32_t max_inv = e.caps.max_workgroup_invocations ? e.caps.max_workgroup_invocations : 1024;
   // a long row (a vocabulary) is walked once per bisection step: more threads than the default workgroup
-  const uint32_t wg = e.variant.workgroup ? e.variant.workgroup : std::min({256u, max_x, max_inv});
+  // (a short row takes a smaller power of two: idle threads still wait at every barrier)
+  uint32_t fit = 32;
+  while (fit < 256 && int64_t(fit) < V) fit *= 2;
+  const uint32_t wg = e.variant.workgroup ? e.variant.workgroup : std::min({fit, max_x, max_inv});
   e.out.spec_constants = {wg};
   e.out.grid = element_grid(B, 1, e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", b);

@@ -12,7 +12,6 @@
 //   token) uniform, so P(v) = exp(z_v) / Σ exp(z) over survivors. Not differentiable.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "meganeura/ops/helpers.hpp"
 #include "meganeura/ops/sample.hpp"
@@ -62,7 +61,8 @@ HostTensor sample_ref(const Node& n, const std::vector<const HostTensor*>& in) {
     for (double& x : z) x /= temperature;
     const double m = *std::max_element(z.begin(), z.end());
     std::vector<double> sorted(z);
-    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    // NaN first (as the GPU's order-preserving keys put it), so the order is total; the token is then unspecified
+    std::sort(sorted.begin(), sorted.end(), [](double a, double b) { return a > b || (std::isnan(a) && !std::isnan(b)); });
     double t = -INFINITY;
     if (top_k >= 1.0 && top_k < double(V)) t = sorted[size_t(top_k) - 1];
     if (top_p < 1.0) {
