@@ -87,6 +87,7 @@ void emit_pointwise(Emitter& e);
 void emit_matmul(Emitter& e);
 void emit_conv(Emitter& e);      // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWeight
 void emit_reduce(Emitter& e);
+void emit_sample(Emitter& e);   // sample.cpp: Op::Sample, a RowReduce kernel of its own
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
 // window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
 // output coordinates c0..c3 of node `c`.

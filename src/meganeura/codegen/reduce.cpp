@@ -84,6 +84,10 @@ void emit_reduce(Emitter& e) {
   const Shape& xs = e.g.node(core.inputs.at(0)).shape;
   size_t rank = xs.size();
   Op op = core.op;
+  if (op == Op::Sample) {
+    emit_sample(e);
+    return;
+  }
   // Reduced axes of operand 0.
   std::vector<int64_t> red_axes;
   Shape vs = xs;  // the shape whose axes red_axes/kept name (a view of x for group norm)

@@ -671,6 +671,10 @@ NodeId Graph::write_slice(NodeId state, NodeId value, NodeId start, int64_t axis
   return make(Op::WriteSlice, {state, value, start}, std::move(a), at(loc));
 }
 
+NodeId Graph::sample(NodeId logits, NodeId seen, NodeId params, NodeId rng, Loc loc) {
+  return make(Op::Sample, {logits, seen, params, rng}, Attrs{}, at(loc));
+}
+
 NodeId Graph::dropout(NodeId x, double p, uint64_t seed, Loc loc) {
   Attrs a = with_reals({p});
   a.seed = seed;

@@ -243,6 +243,10 @@ class Graph {
   // read the state through it, never beside it.
   NodeId write_slice(NodeId state, NodeId value, NodeId start, int64_t axis, Loc loc = Loc::current());
   NodeId dropout(NodeId x, double p, uint64_t seed, Loc loc = Loc::current());
+  // One token id (i32 [B]) per row of logits [B, V]: greedy, temperature, top-k, top-p, min-p and repetition
+  // penalty by row, from params f32 [B, 5] and a seeded draw from rng i32 [B, 3] (layouts and exact rules in
+  // ops/sample.hpp and ops/sample.cpp); seen [B, V] marks the tokens the penalty applies to (> 0).
+  NodeId sample(NodeId logits, NodeId seen, NodeId params, NodeId rng, Loc loc = Loc::current());
 
   // generic construction, used by the builder methods, autodiff and rewrites: runs the op's shape rule,
   // interns the node and returns its id

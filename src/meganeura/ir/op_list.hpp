@@ -106,4 +106,6 @@
   /* fused forms made by rewrites */ \
   X(SwiGlu, "swiglu", Pointwise, 8) \
   /* state: {state, value, start}, value written into the state's storage along attrs.axes[0] from start */ \
-  X(WriteSlice, "write_slice", Copy, 1)
+  X(WriteSlice, "write_slice", Copy, 1) \
+  /* sampling: {logits, seen, params, rng} -> one token id per row (ops/sample.cpp) */ \
+  X(Sample, "sample", Reduce, 12)

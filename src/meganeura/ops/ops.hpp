@@ -82,5 +82,6 @@ void register_movement(OpTable& t);
 void register_vision(OpTable& t);
 void register_attention(OpTable& t);
 void register_state(OpTable& t);
+void register_sample(OpTable& t);
 
 }  // namespace meganeura::ops

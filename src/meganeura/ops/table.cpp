@@ -36,6 +36,7 @@ const OpTable& table() {
     register_vision(t);
     register_attention(t);
     register_state(t);
+    register_sample(t);
     return t;
   }();
   return t;

@@ -96,6 +96,7 @@ void sort_by_level(KernelGraph& kg) {
 // prologue is evaluated in that operand's index space).
 bool prologue_operand(const Graph& g, NodeId core, size_t operand) {
   const Node& c = g.node(core);
+  if (c.op == Op::Sample) return false;  // reads its rows many times (codegen/sample.cpp): operands stored
   if (c.op == Op::ArgMax || c.op == Op::CrossEntropyIndex) return operand == 0 && c.op == Op::ArgMax;
   const Node& x = g.node(c.inputs[operand]);
   return x.dtype == DType::F32 && x.shape == g.node(c.inputs[0]).shape;
