@@ -21,7 +21,7 @@ using namespace meganeura;
 
 namespace {
 
-class GgufModel : public test::GpuTest {};
+class GgufModelNumpy : public test::GpuTest {};
 
 const test::fs::path& model_dir() {
   static const test::fs::path dir = [] {
@@ -94,7 +94,7 @@ void check_case(const std::string& name) {
 
 }  // namespace
 
-TEST_F(GgufModel, LlamaWithPermutedQKAndMixedQuantTypesMatchesNumpy) {
+TEST_F(GgufModelNumpy, LlamaWithPermutedQKAndMixedQuantTypesMatchesNumpy) {
   check_case("llama_mixed");
   const models::LanguageModel m = models::load_gguf((model_dir() / "llama_mixed.gguf").string());
   ASSERT_TRUE(m.tokenizer.has_value());
@@ -105,7 +105,7 @@ TEST_F(GgufModel, LlamaWithPermutedQKAndMixedQuantTypesMatchesNumpy) {
   EXPECT_EQ(m.tokenizer->encode("a"), (std::vector<int32_t>{1, 4}));  // <s> ▁a
 }
 
-TEST_F(GgufModel, Qwen2WithQkvBiasesAndOwnOutputMatchesNumpy) {
+TEST_F(GgufModelNumpy, Qwen2WithQkvBiasesAndOwnOutputMatchesNumpy) {
   check_case("qwen2_bias");
   const models::LanguageModel m = models::load_gguf((model_dir() / "qwen2_bias.gguf").string());
   EXPECT_FALSE(m.tokenizer.has_value());

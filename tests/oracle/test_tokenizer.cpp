@@ -167,7 +167,9 @@ Tokenizer from_gguf_case(const std::string& name) {
   EXPECT_EQ(got.scores, want.scores);
   EXPECT_EQ(got.token_types, want.token_types);
   EXPECT_EQ(got.merges, want.merges);
-  if (want.model == TokenizerData::Model::Bpe) EXPECT_EQ(got.pre, want.pre);
+  if (want.model == TokenizerData::Model::Bpe) {
+    EXPECT_EQ(got.pre, want.pre);
+  }
   EXPECT_EQ(got.bos_id, want.bos_id);
   EXPECT_EQ(got.eos_id, want.eos_id);
   EXPECT_EQ(got.unk_id, want.unk_id);
