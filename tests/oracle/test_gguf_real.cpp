@@ -178,18 +178,22 @@ const char* kPrompts[] = {
     "Write one sentence about autumn.",
 };
 
-// A near-tie: the top two logits closer than this. llama.cpp quantizes activations to 8 bits for its quantized
-// matmuls and stores the KV cache in f16, where we keep f32 activations and (interim) f16-rounded weights; the
-// last-position logits differ by up to kLogitTolerance (measured, see docs/performance.md), so a gap of twice
-// that can flip either way.
-constexpr double kLogitTolerance = 0.5;
-constexpr double kNearTie = 2 * kLogitTolerance;
+// llama.cpp quantizes activations to 8 bits for its quantized matmuls and keeps the KV cache in f16; we keep f32
+// activations and cache. Measured on the first two prompts: llama.cpp's last-position logits differ from a float64
+// numpy forward of the exactly dequantized weights by up to 1.05 (rms 0.33) over the vocabulary, and ours from
+// llama.cpp's by the same amount (1.06): the difference is llama.cpp's approximation, so the tolerance is 1.5.
+// A near-tie is a top-two gap under 1.0 on either side (about twice the rms of a difference of two such logits).
+constexpr double kLogitTolerance = 1.5;
+constexpr double kNearTie = 1.0;
 }  // namespace
 
-// Greedy generation of STEPS tokens (MEGANEURA_GREEDY_STEPS, default 64) for each chat prompt, from the same
-// prompt ids on both sides (our tokenizer's; the tokenizer is compared above). Tokens must agree up to the first
-// position where either side's top two logits are within kNearTie; the median agreed length must be >= 3/4 of
-// STEPS; the prompts' last-position logits must agree within kLogitTolerance (max over the vocabulary).
+// Greedy generation of STEPS tokens (MEGANEURA_GREEDY_STEPS, default 64) for each chat prompt (MEGANEURA_GREEDY_PROMPTS,
+// default 10), from the same prompt ids on both sides (our tokenizer's; the tokenizer is compared above). Our decode
+// follows llama.cpp's tokens (teacher forcing), so every step compares the two argmaxes in the same context:
+//   - a step where they differ must be a near-tie (kNearTie on either side);
+//   - the agreed length (steps before the first difference) is reported per prompt, and its median must be at least
+//     3/4 of STEPS (48 of 64);
+//   - the prompts' last-position logits must agree within kLogitTolerance (max over the vocabulary).
 TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
   REQUIRE_REAL(path);
   REQUIRE_LLAMACPP(ll);
@@ -248,7 +252,8 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
     return std::pair{a, b};
   };
   std::vector<int> agreed;
-  double worst_logit = 0.0;
+  double worst_logit = 0.0, decode_s = 0.0;
+  int decode_steps = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t p = 0; p < prompts; ++p) {
     const auto& prompt = ids[p];
@@ -257,42 +262,49 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
     prefill.set_input("tokens", tokens);
     prefill.set_input("start", std::vector<int32_t>{0});
     prefill.set_input("last", std::vector<int32_t>{int32_t(prompt.size()) - 1});
+    const auto tp = std::chrono::steady_clock::now();
     prefill.run();
     std::vector<float> logits = prefill.read_output("logits");
+    const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
     std::vector<float> ref(logits.size());
     logits_file.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * sizeof(float)));
     double diff = 0.0;
     for (size_t i = 0; i < ref.size(); ++i) diff = std::max(diff, std::fabs(double(logits[i]) - ref[i]));
     worst_logit = std::max(worst_logit, diff);
     EXPECT_LE(diff, kLogitTolerance) << "prompt " << p << ": last-position logits differ by up to " << diff;
-    int n = 0;
-    bool tie = false;
+    int n = -1, mismatches = 0;
     for (int k = 0; k < steps; ++k) {
       const auto [a, b] = top2(logits);
       const Step& s = want[p][size_t(k)];
-      if (logits[a] - logits[b] < kNearTie || s.top1 - s.top2 < kNearTie) tie = true;
       if (int32_t(a) != s.id) {
-        EXPECT_TRUE(tie) << "prompt " << p << " step " << k << ": ours " << a << " (" << logits[a] << ", next " << logits[b]
-                         << "), llama.cpp " << s.id << " (" << s.top1 << ", next " << s.top2 << ") with no near-tie before";
-        break;
+        if (n < 0) n = k;
+        ++mismatches;
+        EXPECT_TRUE(logits[a] - logits[b] < kNearTie || s.top1 - s.top2 < kNearTie)
+            << "prompt " << p << " step " << k << ": ours " << a << " (" << logits[a] << ", next " << logits[b]
+            << "), llama.cpp " << s.id << " (" << s.top1 << ", next " << s.top2 << "): not a near-tie";
       }
-      ++n;
       if (k + 1 == steps) break;
-      decode.set_input("tokens", std::vector<int32_t>{int32_t(a)});
+      const auto td = std::chrono::steady_clock::now();
+      decode.set_input("tokens", std::vector<int32_t>{s.id});  // llama.cpp's token: both sides see the same context
       decode.set_input("start", std::vector<int32_t>{int32_t(prompt.size()) + k});
       decode.set_input("last", std::vector<int32_t>{0});
       decode.run();
       logits = decode.read_output("logits");
+      decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
+      ++decode_steps;
     }
+    if (n < 0) n = steps;
     agreed.push_back(n);
-    std::cout << "prompt " << p << " (" << prompt.size() << " tokens): agreed " << n << " of " << steps
-              << ", last-position logits max |diff| " << diff << "\n";
+    std::cout << "prompt " << p << " (" << prompt.size() << " tokens): agreed " << n << " of " << steps << ", "
+              << mismatches << " near-tie differences under teacher forcing, last-position logits max |diff| " << diff
+              << " (prefill " << prefill_s << " s)\n";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<int> sorted = agreed;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
   std::cout << "greedy vs llama.cpp: median agreed " << median << " of " << steps << ", worst last-position logit diff "
-            << worst_logit << ", " << secs << " s for " << prompts << " prompts\n";
+            << worst_logit << ", " << secs << " s for " << prompts << " prompts, decode "
+            << (decode_steps ? decode_s / decode_steps : 0.0) << " s/token\n";
   EXPECT_GE(median, 0.75 * steps);
 }
