@@ -145,6 +145,9 @@ TEST(GgufModel, MissingOrInconsistentHyperParametersNameTheKey) {
   set(c, "llama.vocab_size", Value::of_u32(6));
   expect_error(c, {"llama.vocab_size", "token_embd.weight"});
   c = tiny_llama();
+  set(c, "llama.block_count", Value::of_u64(uint64_t(1) << 39));  // fuzz find: was a 2^39-entry parameter list
+  expect_error(c, {"llama.block_count", "at most 1 blocks"});
+  c = tiny_llama();
   set(c, "llama.embedding_length", Value::of_string("8"));
   expect_error(c, {"llama.embedding_length", "string"});
 }

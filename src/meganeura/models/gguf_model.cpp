@@ -72,6 +72,10 @@ LlamaConfig gguf_llama_config(const gguf::File& f) {
   c.tensor_dtypes.clear();
   c.hidden = positive(f, a + "embedding_length");
   c.layers = positive(f, a + "block_count");
+  // Nine tensors a block: a count the file cannot back is refused before any per-layer list is made.
+  if (uint64_t(c.layers) > f.tensors().size() / 9)
+    fail(f, "key '" + a + "block_count': expected at most " + std::to_string(f.tensors().size() / 9) + " blocks for " +
+                std::to_string(f.tensors().size()) + " tensors, got " + std::to_string(c.layers));
   c.intermediate = positive(f, a + "feed_forward_length");
   c.heads = positive(f, a + "attention.head_count");
   c.kv_heads = f.find(a + "attention.head_count_kv") ? positive(f, a + "attention.head_count_kv") : c.heads;
