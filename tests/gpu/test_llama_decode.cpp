@@ -3,6 +3,7 @@
 // recomputation by the CPU reference interpreter (float64) of the whole sequence at every position.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -157,4 +158,14 @@ TEST_F(LlamaDecode, SessionsShareParametersAndStateByName) {
   prefill.reset_state();
   EXPECT_EQ(decode.read_state("blk.1.k_cache"), std::vector<float>(cache.size(), 0.0f));
   EXPECT_THROW(prefill.reset_state("no_such_cache"), SessionError);
+}
+
+// Qwen2's q/k/v biases (attn_bias): the biased projections through prefill and cached decode, against the
+// reference; the biases are drawn at 0.02 like the weights, so a dropped bias moves logits well beyond 1e-4.
+TEST_F(LlamaDecode, QkvBiasesMatchTheReference) {
+  LlamaConfig c = tiny();
+  c.attn_bias = true;
+  const auto params = models::llama_parameters(c);
+  EXPECT_TRUE(std::any_of(params.begin(), params.end(), [](const auto& p) { return p.first == "blk.1.attn_k.bias"; }));
+  run_batch(c, {3, 6}, 8, 3, 1e-4);
 }

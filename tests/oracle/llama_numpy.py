@@ -40,9 +40,11 @@ def forward(cfg, w, tokens):
     for n in range(cfg["layers"]):
         p = lambda leaf, r, c: W["blk.%d.%s" % (n, leaf)].reshape(r, c)
         a = rms_norm(x, W["blk.%d.attn_norm.weight" % n], eps)
-        q = (a @ p("attn_q.weight", heads * d, h).T).reshape(s, heads, d).transpose(1, 0, 2)
-        k = (a @ p("attn_k.weight", kv * d, h).T).reshape(s, kv, d).transpose(1, 0, 2)
-        v = (a @ p("attn_v.weight", kv * d, h).T).reshape(s, kv, d).transpose(1, 0, 2)
+        # q/k/v biases (Qwen2) where the weights have them
+        bias = lambda leaf: W.get("blk.%d.%s.bias" % (n, leaf), 0.0)
+        q = (a @ p("attn_q.weight", heads * d, h).T + bias("attn_q")).reshape(s, heads, d).transpose(1, 0, 2)
+        k = (a @ p("attn_k.weight", kv * d, h).T + bias("attn_k")).reshape(s, kv, d).transpose(1, 0, 2)
+        v = (a @ p("attn_v.weight", kv * d, h).T + bias("attn_v")).reshape(s, kv, d).transpose(1, 0, 2)
         q, k = rope(q, theta), rope(k, theta)
         rep = heads // kv
         k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)

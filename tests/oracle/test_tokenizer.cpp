@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/formats/gguf_tokenizer.hpp"
 #include "meganeura/tokenizer/tokenizer.hpp"
 #include "paths.hpp"
 
@@ -133,8 +134,56 @@ Tokenizer from_data_case(const std::string& name) {
 
 }  // namespace
 
+// The oracle's GGUF-array cases as the tokenizer.ggml.* keys of a GGUF file (our writer), read back by the
+// GGUF adapter: the same fields, then the same ids as tokenizers on the whole corpus.
+Tokenizer from_gguf_case(const std::string& name) {
+  const json j = read_json(oracle_dir() / (name + ".data.json"));
+  using gguf::Value;
+  gguf::Contents c;
+  auto& md = c.metadata;
+  md.push_back({"general.architecture", Value::of_string("llama")});
+  md.push_back({"tokenizer.ggml.model", Value::of_string(j.at("model").get<std::string>())});
+  md.push_back({"tokenizer.ggml.tokens", Value::string_array(j.at("tokens").get<std::vector<std::string>>())});
+  if (!j.at("scores").empty())
+    md.push_back({"tokenizer.ggml.scores", Value::array_of(gguf::ValueType::F32, j.at("scores").get<std::vector<float>>())});
+  if (!j.at("token_types").empty())
+    md.push_back({"tokenizer.ggml.token_type", Value::array_of(gguf::ValueType::I32, j.at("token_types").get<std::vector<int32_t>>())});
+  if (j.at("model") == "gpt2") {
+    md.push_back({"tokenizer.ggml.merges", Value::string_array(j.at("merges").get<std::vector<std::string>>())});
+    md.push_back({"tokenizer.ggml.pre", Value::of_string(j.at("pre").get<std::string>())});
+  }
+  for (const char* k : {"bos", "eos", "unk", "pad"})
+    if (j.at(std::string(k) + "_id").get<int>() >= 0)
+      md.push_back({std::string("tokenizer.ggml.") + (k == std::string("unk") ? "unknown" : k == std::string("pad") ? "padding" : k) + "_token_id",
+                    Value::of_u32(j.at(std::string(k) + "_id").get<uint32_t>())});
+  md.push_back({"tokenizer.ggml.add_bos_token", Value::of_bool(j.at("add_bos"))});
+  md.push_back({"tokenizer.ggml.add_eos_token", Value::of_bool(j.at("add_eos"))});
+  md.push_back({"tokenizer.ggml.add_space_prefix", Value::of_bool(j.at("add_space_prefix"))});
+  md.push_back({"tokenizer.chat_template", Value::of_string("{{ messages }}")});
+  const gguf::File f = gguf::File::parse(gguf::serialize(c), name + ".gguf");
+  const TokenizerData got = gguf::tokenizer_data(f), want = data_of(j);
+  EXPECT_EQ(got.model, want.model);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.scores, want.scores);
+  EXPECT_EQ(got.token_types, want.token_types);
+  EXPECT_EQ(got.merges, want.merges);
+  if (want.model == TokenizerData::Model::Bpe) {
+    EXPECT_EQ(got.pre, want.pre);
+  }
+  EXPECT_EQ(got.bos_id, want.bos_id);
+  EXPECT_EQ(got.eos_id, want.eos_id);
+  EXPECT_EQ(got.unk_id, want.unk_id);
+  EXPECT_EQ(got.pad_id, want.pad_id);
+  EXPECT_EQ(got.add_bos, want.add_bos);
+  EXPECT_EQ(got.add_eos, want.add_eos);
+  EXPECT_EQ(got.chat_template, "{{ messages }}");
+  return Tokenizer::from_data(got);
+}
+
 TEST(TokenizerOracle, SmolLM2PipelineFromTokenizerJson) { check_case("smollm2", from_json_case("smollm2")); }
 TEST(TokenizerOracle, SmolLM2PipelineFromGgufArrays) { check_case("smollm2", from_data_case("smollm2")); }
+TEST(TokenizerOracle, SmolLM2PipelineFromGgufMetadata) { check_case("smollm2", from_gguf_case("smollm2")); }
+TEST(TokenizerOracle, SentencePieceStyleFromGgufMetadata) { check_case("spm", from_gguf_case("spm")); }
 TEST(TokenizerOracle, Llama3SplitFromTokenizerJson) { check_case("llama3", from_json_case("llama3")); }
 TEST(TokenizerOracle, Llama3SplitFromGgufArrays) { check_case("llama3", from_data_case("llama3")); }
 TEST(TokenizerOracle, PrefixSpaceAndAddedTokenFlags) { check_case("gpt2", from_json_case("gpt2")); }

@@ -58,6 +58,11 @@ std::vector<std::pair<std::string, Shape>> llama_parameters(const LlamaConfig& c
     p.push_back({blk(n, "attn_q.weight"), {c.heads * d, c.hidden}});
     p.push_back({blk(n, "attn_k.weight"), {c.kv_heads * d, c.hidden}});
     p.push_back({blk(n, "attn_v.weight"), {c.kv_heads * d, c.hidden}});
+    if (c.attn_bias) {
+      p.push_back({blk(n, "attn_q.bias"), {c.heads * d}});
+      p.push_back({blk(n, "attn_k.bias"), {c.kv_heads * d}});
+      p.push_back({blk(n, "attn_v.bias"), {c.kv_heads * d}});
+    }
     p.push_back({blk(n, "attn_output.weight"), {c.hidden, c.heads * d}});
     p.push_back({blk(n, "ffn_norm.weight"), {c.hidden}});
     p.push_back({blk(n, "ffn_gate.weight"), {c.intermediate, c.hidden}});
@@ -104,6 +109,10 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
   // Activations are f32 whatever the weights' dtype: x·Wᵀ of an f16 weight reads it through a 16-bit load.
   auto f32 = [&](NodeId x) { return g.node(x).dtype == DType::F32 ? x : g.cast(x, DType::F32); };
   auto linear = [&](NodeId x, const std::string& w) { return g.matmul(x, p.at(w), false, true); };
+  auto projection = [&](NodeId x, int64_t n, const char* which) {  // attn_q/k/v, with its bias where the config has one
+    const NodeId y = linear(x, blk(n, std::string(which) + ".weight"));
+    return c.attn_bias ? g.add(y, f32(p.at(blk(n, std::string(which) + ".bias")))) : y;
+  };
   auto heads = [&](NodeId x, int64_t h) { return g.permute(g.reshape(x, {B, S, h, D}), {0, 2, 1, 3}); };
 
   // Key t of a sequence is visible to its query s when t <= start + s (0 where visible, -inf elsewhere).
@@ -118,9 +127,9 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
   NodeId x = g.named(f32(g.embedding(p.at("token_embd.weight"), tokens)), "embd");
   for (int64_t n = 0; n < c.layers; ++n) {
     const NodeId h = g.rms_norm(x, p.at(blk(n, "attn_norm.weight")), c.rms_eps);
-    const NodeId q = g.rope(heads(linear(h, blk(n, "attn_q.weight")), H), start, c.rope_theta);
-    const NodeId k = g.rope(heads(linear(h, blk(n, "attn_k.weight")), Hkv), start, c.rope_theta);
-    const NodeId v = heads(linear(h, blk(n, "attn_v.weight")), Hkv);
+    const NodeId q = g.rope(heads(projection(h, n, "attn_q"), H), start, c.rope_theta);
+    const NodeId k = g.rope(heads(projection(h, n, "attn_k"), Hkv), start, c.rope_theta);
+    const NodeId v = heads(projection(h, n, "attn_v"), Hkv);
     const NodeId kc = g.write_slice(g.state(blk(n, "k_cache"), {B, Hkv, T, D}, c.cache_dtype), k, start, 2);
     const NodeId vc = g.write_slice(g.state(blk(n, "v_cache"), {B, Hkv, T, D}, c.cache_dtype), v, start, 2);
     const NodeId a = g.scaled_dot_product_attention(q, kc, vc, false, mask);

@@ -15,6 +15,7 @@
 //   blk.N.attn_q.weight         [H·D, hidden]    model.layers.N.self_attn.q_proj.weight
 //   blk.N.attn_k.weight         [Hkv·D, hidden]  model.layers.N.self_attn.k_proj.weight
 //   blk.N.attn_v.weight         [Hkv·D, hidden]  model.layers.N.self_attn.v_proj.weight
+//   blk.N.attn_{q,k,v}.bias     [H·D], [Hkv·D]   model.layers.N.self_attn.{q,k,v}_proj.bias  (attn_bias: Qwen2)
 //   blk.N.attn_output.weight    [hidden, H·D]    model.layers.N.self_attn.o_proj.weight
 //   blk.N.ffn_norm.weight       [hidden]         model.layers.N.post_attention_layernorm.weight
 //   blk.N.ffn_gate.weight       [inter, hidden]  model.layers.N.mlp.gate_proj.weight
@@ -47,6 +48,7 @@ struct LlamaConfig {
   int64_t vocab = 49152, hidden = 576, layers = 30, heads = 9, kv_heads = 3, intermediate = 1536;
   double rope_theta = 100000.0, rms_eps = 1e-5;
   bool tied_embeddings = true;
+  bool attn_bias = false;  // q, k and v projections add a bias (Qwen2)
   int64_t max_context = 2048;
   DType weight_dtype = DType::F32;  // parameters as stored on the device (loaders keep a checkpoint's dtype)
   DType cache_dtype = DType::F32;   // KV cache
