@@ -105,6 +105,14 @@ std::optional<std::string> token_field(const json& j, const char* key, const std
   fail(origin, key, std::string("expected a string or {\"content\": string}, got ") + v->type_name());
 }
 
+// A block's tensors: Hugging Face leaf -> ours (the table in llama.hpp).
+constexpr std::pair<const char*, const char*> kLeaves[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"}};
+
 std::string blk(const std::string& n, const char* leaf) { return "blk." + n + "." + leaf; }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -199,14 +207,8 @@ std::string hf_to_llama_name(const std::string& hf, const LlamaConfig& c) {
   if (!std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) || (n.size() > 1 && n[0] == '0'))
     return "";
   if (std::stoll(n) >= c.layers) return "";
-  static const std::pair<const char*, const char*> leaves[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},   {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},     {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"}};
   const std::string leaf = hf.substr(dot + 1);
-  for (const auto& [from, to] : leaves)
+  for (const auto& [from, to] : kLeaves)
     if (leaf == from) return blk(n, to);
   return "";
 }
@@ -246,9 +248,14 @@ LanguageModel load_folder(const fs::path& dir, const std::string& source, const 
   for (const auto& [ours, shape] : params) {
     const auto it = hf_of.find(ours);
     if (it == hf_of.end()) {
-      fail(st_origin, "", "expected the tensor of parameter " + ours + " (Hugging Face name in models/llama.hpp)" +
-                              (ours == "output.weight" ? " lm_head.weight, as tie_word_embeddings is false" : "") +
-                              ", got none");
+      std::string hf_name;  // the name that maps to `ours`
+      for (const auto& [from, to] : kLeaves)
+        if (ours.size() > std::string(to).size() && ends_with(ours, std::string(".") + to))
+          hf_name = "model.layers." + ours.substr(4, ours.size() - 5 - std::string(to).size()) + "." + from;
+      if (ours == "token_embd.weight") hf_name = "model.embed_tokens.weight";
+      if (ours == "output_norm.weight") hf_name = "model.norm.weight";
+      if (ours == "output.weight") hf_name = "lm_head.weight (tie_word_embeddings is false)";
+      fail(st_origin, "", "expected tensor " + hf_name + " (parameter " + ours + "), got none");
     }
     const SafetensorsEntry& e = st.entry(it->second);
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
