@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "hub/hub_fixture.hpp"
 #include "meganeura/core/error.hpp"
 #include "meganeura/formats/safetensors.hpp"
 #include "meganeura/models/hf.hpp"
@@ -307,4 +308,80 @@ TEST(HfSource, NeitherFolderNorRepoId) {
     EXPECT_EQ(e.kind(), HubError::Kind::Offline) << e.what();
   }
   fs::remove_all(o.hub->home);
+}
+
+// A repository id goes through the hub into the Hugging Face cache (tests/hub/hub_server.py stands in for
+// the hub): config.json, tokenizer.json, the weights, tokenizer_config.json and generation_config.json of one
+// commit; the model loads from the snapshot, and again offline from the cache alone.
+class HfHub : public test::HubTest {};
+
+TEST_F(HfHub, RepoIdDownloadsIntoTheCacheAndLoads) {
+  const std::string repo = "HuggingFaceTB/SmolLM2-135M-Instruct";
+  const fs::path snap = root_ / "HuggingFaceTB" / "SmolLM2-135M-Instruct" / test::kCommitB;
+  fs::create_directories(snap);
+  test::put(snap / "config.json", base_config().dump());
+  test::put(snap / "tokenizer.json", kTokenizer);
+  test::put(snap / "tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "<|im_end|>", "chat_template": "C"})");
+  test::put(snap / "generation_config.json", R"({"eos_token_id": 1})");
+  std::vector<float> values;
+  std::deque<std::vector<float>> bufs;
+  std::vector<SafetensorsTensor> ts;
+  for (const auto& [name, shape] : hf_tensors(true)) {
+    bufs.emplace_back(size_t(numel(shape)));
+    for (float& x : bufs.back()) x = float(values.size() % 97) / 8.0f, values.push_back(x);
+    ts.push_back({name, DType::F32, shape, std::as_bytes(std::span<const float>(bufs.back()))});
+  }
+  write_safetensors((snap / "model.safetensors").string(), ts);
+  const std::string served = test::slurp(snap / "model.safetensors");
+  test::put(root_ / "HuggingFaceTB" / "SmolLM2-135M-Instruct" / "refs" / "main", test::kCommitB);
+  start();
+
+  models::HfOptions o;
+  o.hub = config_;
+  o.download = options_;
+  models::LanguageModel m = models::load_hf(repo, o);
+  const fs::path cached = repo_dir(repo) / "snapshots" / test::kCommitB;
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "tokenizer_config.json", "generation_config.json"})
+    EXPECT_EQ(test::slurp(cached / f), test::slurp(snap / f)) << f;
+  EXPECT_EQ(m.source, repo + "@" + test::kCommitB);
+  EXPECT_EQ(m.bos_id, 0);
+  EXPECT_EQ(m.eos_ids, (std::vector<int32_t>{1, 5}));
+  EXPECT_EQ(m.chat_template, "C");
+  ASSERT_TRUE(m.tokenizer);
+  // The views hold the bytes the server sent, tensor by tensor.
+  const SafetensorsFile file((cached / "model.safetensors").string());
+  const auto embed = file.tensor("model.embed_tokens.weight");
+  ASSERT_EQ(m.weights[0].bytes.size(), embed.bytes.size());
+  EXPECT_TRUE(std::equal(embed.bytes.begin(), embed.bytes.end(), m.weights[0].bytes.begin()));
+  const auto down = file.tensor("model.layers.1.mlp.down_proj.weight");
+  const auto it = std::find_if(m.weights.begin(), m.weights.end(), [](const auto& w) { return w.name == "blk.1.ffn_down.weight"; });
+  ASSERT_NE(it, m.weights.end());
+  EXPECT_TRUE(std::equal(down.bytes.begin(), down.bytes.end(), it->bytes.begin(), it->bytes.end()));
+  EXPECT_EQ(test::slurp(cached / "model.safetensors"), served);
+
+  // Offline, from the cache alone.
+  stop();
+  o.hub->offline = true;
+  m = models::load_hf(repo, o);
+  EXPECT_EQ(m.weights.size(), models::llama_parameters(m.config).size());
+  EXPECT_EQ(m.eos_ids, (std::vector<int32_t>{1, 5}));
+}
+
+// A repository without tokenizer_config.json / generation_config.json loads (they are optional); a
+// malformed config.json in the snapshot is a FormatError naming it, not a hub error.
+TEST_F(HfHub, OptionalFilesMayBeAbsentAndBadConfigIsAFormatError) {
+  start();
+  models::HfOptions o;
+  o.hub = config_;
+  o.download = options_;
+  try {
+    models::load_hf("org/tiny", o);  // the fixture's repo: config.json {"hidden_size": 8}
+    ADD_FAILURE() << "expected a FormatError";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model_type"), std::string::npos) << e.what();
+  }
+  bool asked = false;
+  for (const std::string& l : requests()) asked |= test::contains(l, "generation_config.json");
+  EXPECT_TRUE(asked);
 }
