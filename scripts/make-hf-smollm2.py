@@ -100,7 +100,7 @@ def main():
         f.write(tokenizer_json(tok))
     tokens = tok["tokens"]
     with open(os.path.join(a.out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"add_prefix_space": False, "bos_token": tokens[tok["bos_id"]], "eos_token": tokens[tok["eos_id"]],
+        json.dump({"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False, "bos_token": tokens[tok["bos_id"]], "eos_token": tokens[tok["eos_id"]],
                    "add_bos_token": tok["add_bos"], "chat_template": tok["chat_template"],
                    "model_max_length": config["max_position_embeddings"]}, f, ensure_ascii=False, indent=2)
     with open(os.path.join(a.out, "generation_config.json"), "w") as f:

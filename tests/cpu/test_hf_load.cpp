@@ -264,6 +264,9 @@ TEST_F(HfLoad, WrongOrMissingTensorsAreNamed) {
   put("config.json", base_config().dump());
   write_weights(hf_tensors(true), "F32", [](std::vector<SafetensorsTensor>& ts) { ts[1].dtype = DType::I32; });
   expect_error({"model.norm.weight", "F32, F16 or BF16", "I32"});
+
+  fs::remove(dir_ / "model.safetensors");
+  expect_error({"model.safetensors", "got neither"});
 }
 
 TEST_F(HfLoad, MalformedTokenizerFilesAreNamed) {

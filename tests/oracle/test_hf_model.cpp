@@ -132,9 +132,16 @@ TEST_F(HfModel, RealSmolLM2LogitsAndGreedyTokensMatchNumpy) {
   const std::string tag = std::to_string(::getpid());
   const fs::path prompt_file = dir / ("hf_real_prompt." + tag + ".txt"), out = dir / ("hf_real." + tag);
   std::ofstream(prompt_file, std::ios::binary) << prompt;
-  const std::string cmd = "python3 '" + test::source_path("tests/oracle/hf_llama_oracle.py").string() + "' '" +
-                          folder.string() + "' '" + prompt_file.string() + "' " + std::to_string(kSteps) + " '" +
-                          out.string() + "'";
+  // MEGANEURA_HF_TRANSFORMERS_PYTHON: a Python with torch and transformers; the oracle is then transformers'
+  // LlamaForCausalLM (tests/oracle/hf_transformers_oracle.py) instead of the numpy forward.
+  const char* tf = std::getenv("MEGANEURA_HF_TRANSFORMERS_PYTHON");
+  const bool transformers = tf && *tf;
+  const std::string cmd = (transformers ? "'" + std::string(tf) + "' '" : std::string("python3 '")) +
+                          test::source_path(transformers ? "tests/oracle/hf_transformers_oracle.py"
+                                                         : "tests/oracle/hf_llama_oracle.py").string() +
+                          "' '" + folder.string() + "' '" + prompt_file.string() + "' " + std::to_string(kSteps) +
+                          " '" + out.string() + "'";
+  std::cout << "oracle: " << (transformers ? "transformers" : "numpy") << "\n";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json want;
   std::ifstream(out.string() + ".json") >> want;
