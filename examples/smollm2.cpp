@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     }
     const auto t3 = std::chrono::steady_clock::now();
     const auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    std::printf("\n\n[%s: load+build %.2f s, prefill %lld tokens %.1f ms, %zu tokens at %.1f tokens/s]\n",
+    std::printf("\n\n[%s: load+build %.2f s, prefill %lld tokens %.1f ms, %zu tokens at %.3g tokens/s]\n",
                 m.source.c_str(), s(t0, t1), static_cast<long long>(P), 1e3 * s(t1, t2), out.size(),
                 out.size() > 1 ? double(out.size() - 1) / s(t2, t3) : 0.0);
   } catch (const Error& e) {
