@@ -2,6 +2,7 @@
 // what cannot be lowered.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/formats/mmap.hpp"
@@ -18,6 +19,8 @@ const ConverterTable& converters() {
     add_elementwise_ops(t);
     add_tensor_ops(t);
     add_nn_ops(t);
+    add_attention_ops(t);
+    add_resize_ops(t);
     return t;
   }();
   return table;
@@ -209,6 +212,21 @@ namespace {
 
 using namespace onnx;
 
+// Whether x depends on an input or a parameter.
+bool reaches_leaf(const Graph& g, NodeId x) {
+  std::vector<NodeId> stack{x};
+  std::set<uint32_t> seen;
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n.v).second) continue;
+    const Node& node = g.node(n);
+    if (node.op == Op::Input || node.op == Op::Parameter) return true;
+    for (NodeId i : node.inputs) stack.push_back(i);
+  }
+  return false;
+}
+
 std::string node_label(const NodeProto& n) {
   if (!n.name.empty()) return n.name;
   return n.output.empty() ? "(unnamed)" : n.output[0];
@@ -281,6 +299,12 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
                               "', which OnnxOptions::dims does not bind",
                           {{"(graph)", "dims", in.name, "unbound symbolic dimension '" + d.param + "'"}});
       shape.push_back(it->second);
+    }
+    if (numel(shape) == 0) {  // nothing to feed: a known empty value (CastLike's "like", an empty Concat part)
+      v.known = HostTensor(shape);
+      v.shape = shape;
+      L.values[in.name] = std::move(v);
+      continue;
     }
     const bool is_float = is_float_type(in.elem_type);
     const DType dt = is_float ? DType::F32 : DType::I32;
@@ -376,6 +400,14 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
                            : g.constant(std::vector<float>(v.known->data.begin(), v.known->data.end()), v.shape);
       if (v.parameter)
         model.parameters.emplace_back(o.name, std::vector<float>(v.known->data.begin(), v.known->data.end()));
+    }
+    if (!reaches_leaf(g, v.node)) {
+      // computed from constants alone: a Graph output must depend on an input or parameter, so the value
+      // (evaluated now) becomes a parameter of its own
+      HostTensor value = reference::evaluate(g, feeds, v.node);
+      const std::string pname = "onnx_constant/" + o.name;
+      v.node = g.parameter(pname, v.shape);
+      model.parameters.emplace_back(pname, std::vector<float>(value.data.begin(), value.data.end()));
     }
     outs.push_back(v.node);
     model.outputs.push_back({o.name, v.shape, v.type, DType::F32});

@@ -92,6 +92,8 @@ const ConverterTable& converters();
 void add_elementwise_ops(ConverterTable& t);
 void add_tensor_ops(ConverterTable& t);
 void add_nn_ops(ConverterTable& t);
+void add_attention_ops(ConverterTable& t);
+void add_resize_ops(ConverterTable& t);
 
 // numpy-style helpers on load-time values
 HostTensor host_ints(const std::vector<int64_t>& v);

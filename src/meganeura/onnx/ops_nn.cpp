@@ -205,7 +205,8 @@ std::vector<int64_t> reduce_axes(Lowering& L, bool sum, bool& noop) {
   } else {
     axes = L.attr_ints("axes");
   }
-  noop = axes.empty() && L.attr_i("noop_with_empty_axes", 0) != 0;
+  const bool noop_attr = L.attr_i("noop_with_empty_axes", 0) != 0;
+  noop = axes.empty() && noop_attr;
   for (auto& a : axes) a = L.axis(a, L.shape(0).size());
   return axes;
 }
@@ -251,10 +252,18 @@ void softmax(Lowering& L, bool log) {
 void arg(Lowering& L, bool max) {
   const int64_t axis = L.axis(L.attr_i("axis", 0), L.shape(0).size());
   const bool keep = L.attr_i("keepdims", 1) != 0;
-  if (L.attr_i("select_last_index", 0) != 0) L.unsupported("select_last_index", "expected 0");
+  const bool last = L.attr_i("select_last_index", 0) != 0;
   NodeId x = L.in(0);
   if (!max) x = L.g.neg(x);
-  L.out(0, L.g.cast(L.g.argmax(x, axis, keep), DType::F32), kInt64);
+  const int64_t dim = L.shape(0)[size_t(axis)];
+  if (last) {  // the first maximum of the reversed axis is the last one
+    std::vector<int64_t> rev;
+    for (int64_t i = dim - 1; i >= 0; --i) rev.push_back(i);
+    x = L.take(x, axis, host_ints(rev));
+  }
+  NodeId idx = L.g.cast(L.g.argmax(x, axis, keep), DType::F32);
+  if (last) idx = L.g.sub(L.g.scalar(double(dim - 1)), idx);
+  L.out(0, idx, kInt64);
 }
 
 }  // namespace
@@ -320,14 +329,18 @@ void add_nn_ops(ConverterTable& t) {
     L.out(0, L.g.add(L.g.mul(y, channel(L, L.in(1), r)), channel(L, L.in(2), r)));
   };
   t["LayerNormalization"] = [](Lowering& L) {
-    if (L.has_output(1) || L.has_output(2)) L.unsupported("", "expected no Mean or InvStdDev output");
     L.attr_i("stash_type", 1);
     const size_t r = L.shape(0).size();
     const int64_t axis = L.axis(L.attr_i("axis", -1), r);
     std::vector<int64_t> axes;
     for (int64_t i = axis; i < int64_t(r); ++i) axes.push_back(i);
-    NodeId y = L.g.mul(normalize(L, L.in(0), axes, L.attr_f("epsilon", 1e-5)), L.in(1));
+    const double eps = L.attr_f("epsilon", 1e-5);
+    NodeId x = L.in(0);
+    NodeId y = L.g.mul(normalize(L, x, axes, eps), L.in(1));
     L.out(0, L.has_input(2) ? L.g.add(y, L.in(2)) : y);
+    // Mean and InvStdDev, with the reduced axes kept as 1
+    if (L.has_output(1)) L.out(1, L.g.mean(x, axes, true));
+    if (L.has_output(2)) L.out(2, L.g.rsqrt(L.g.add(L.g.variance(x, axes, true), L.g.scalar(eps))));
   };
   t["RMSNormalization"] = [](Lowering& L) {
     L.attr_i("stash_type", 1);

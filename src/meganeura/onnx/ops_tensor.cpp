@@ -153,7 +153,9 @@ void add_tensor_ops(ConverterTable& t) {
   };
   t["Flatten"] = [](Lowering& L) {
     const Shape in = L.shape(0);
-    const int64_t axis = L.axis(L.attr_i("axis", 1), in.size() + 1);
+    int64_t axis = L.attr_i("axis", 1);
+    if (axis < 0) axis += int64_t(in.size());
+    if (axis < 0 || axis > int64_t(in.size())) L.unsupported("axis", "expected an axis in [-rank, rank]");
     int64_t a = 1, b = 1;
     for (size_t i = 0; i < in.size(); ++i) (int64_t(i) < axis ? a : b) *= in[i];
     L.out(0, L.g.reshape(L.in(0), {a, b}));
