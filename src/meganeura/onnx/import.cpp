@@ -21,6 +21,8 @@ const ConverterTable& converters() {
     add_nn_ops(t);
     add_attention_ops(t);
     add_resize_ops(t);
+    add_loss_ops(t);
+    add_index_ops(t);
     return t;
   }();
   return table;

@@ -26,8 +26,7 @@ void attention(Lowering& L) {
   const double softcap = L.attr_f("softcap", 0.0);
   L.attr_i("softmax_precision", 0);  // every softmax here runs in f32
   const AttributeProto* scale_attr = L.attr("scale");
-  if (L.has("left_window_size") && L.attr_i("left_window_size", -1) >= 0) L.unsupported("left_window_size", "expected -1");
-  if (L.has("right_window_size") && L.attr_i("right_window_size", -1) >= 0) L.unsupported("right_window_size", "expected -1");
+  const int64_t left = L.attr_i("left_window_size", -1), right = L.attr_i("right_window_size", -1);
   Graph& g = L.g;
   NodeId q = L.in(0), k = L.in(1), v = L.in(2);
   if (rank == 3) {
@@ -95,6 +94,20 @@ void attention(Lowering& L) {
           if (j > i + past_len) c.data[size_t(i * T + j)] = kMasked;
       add_bias(L.constant(c));
     }
+  }
+  if (left >= 0 || right >= 0) {
+    // key j visible to query i iff -right <= (i + offset) - j <= left; offset as for the causal mask
+    const bool per_batch = nonpad && !past;
+    HostTensor w(Shape{per_batch ? B : 1, 1, S, T}, 0.0);
+    for (int64_t b = 0; b < (per_batch ? B : 1); ++b)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          const double offset = per_batch ? L.known(6).data.at(size_t(b)) - double(S) : double(past_len);
+          const double diff = double(i) + offset - double(j);
+          if ((left >= 0 && diff > double(left)) || (right >= 0 && -diff > double(right)))
+            w.data[size_t((b * S + i) * T + j)] = kMasked;
+        }
+    add_bias(L.constant(w));
   }
   if (nonpad) {
     const HostTensor& len = L.known(6);

@@ -145,7 +145,6 @@ void add_elementwise_ops(ConverterTable& t) {
   t["Mod"] = [](Lowering& L) {
     NodeId a = L.in(0), b = L.in(1);
     const bool fmod = L.attr_i("fmod", 0) != 0;
-    if (!fmod && is_float_type(L.type(0))) L.unsupported("fmod", "expected fmod=1 for floating-point inputs");
     NodeId q = L.g.div(a, b);
     NodeId k = fmod ? trunc_node(L.g, q) : floor_node(L.g, q);
     L.out(0, L.g.sub(a, L.g.mul(k, b)));

@@ -392,6 +392,16 @@ void add_nn_ops(ConverterTable& t) {
     NodeId r = L.g.add(L.g.log(L.g.sum(L.g.exp(L.g.sub(x, m)), a, true)), m);
     return k ? r : L.g.reshape(r, L.g.node(L.g.sum(x, a, false)).shape);
   });
+  t["ReduceProd"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
+    // |Π x| = exp(Σ log|x|); the sign from the parity of the negative count; any zero gives 0
+    Graph& g = L.g;
+    NodeId magnitude = g.exp(g.sum(g.log(g.abs(x)), a, k));
+    NodeId negatives = g.sum(g.lt(x, g.scalar(0)), a, k);
+    NodeId half = g.cast(g.cast(g.mul(negatives, g.scalar(0.5)), DType::I32), DType::F32);
+    NodeId sign = g.sub(g.scalar(1), g.mul(g.sub(negatives, g.mul(half, g.scalar(2))), g.scalar(2)));
+    NodeId zero = g.max(g.eq(x, g.scalar(0)), a, k);
+    return g.where(zero, g.scalar(0), g.mul(magnitude, sign));
+  });
   t["ArgMax"] = [](Lowering& L) { arg(L, true); };
   t["ArgMin"] = [](Lowering& L) { arg(L, false); };
   t["Dropout"] = [](Lowering& L) {

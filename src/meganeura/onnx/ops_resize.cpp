@@ -27,7 +27,10 @@ NodeId resample_axis(Lowering& L, NodeId x, int64_t axis, int64_t out, double sc
     double src;
     if (transform == "half_pixel") src = (double(o) + 0.5) / scale - 0.5;
     else if (transform == "pytorch_half_pixel") src = out > 1 ? (double(o) + 0.5) / scale - 0.5 : 0.0;
-    else if (transform == "align_corners") src = out == 1 ? 0.0 : double(o) * double(in - 1) / double(out - 1);
+    else if (transform == "align_corners") {
+      const double resized = double(in) * scale;  // the unrounded length, as the reference divides by
+      src = resized <= 1 ? 0.0 : double(o) * double(in - 1) / (resized - 1);
+    }
     else if (transform == "asymmetric") src = double(o) / scale;
     else if (transform == "half_pixel_symmetric") {
       const double adjustment = double(out) / (scale * double(in));

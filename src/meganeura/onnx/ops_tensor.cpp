@@ -26,6 +26,9 @@ HostTensor tensor_attr(Lowering& L, const AttributeProto& a) {
   return decode_tensor(a.t[0], "attribute '" + a.name + "'", "");
 }
 
+// A slice with no elements: the result is a known empty value.
+struct EmptySlice {};
+
 void slice_axis(Lowering& L, NodeId& x, int64_t axis, int64_t start, int64_t end, int64_t step) {
   const int64_t dim = L.g.node(x).shape[size_t(axis)];
   if (step == 0) L.unsupported("", "expected a non-zero step, got 0");
@@ -35,7 +38,7 @@ void slice_axis(Lowering& L, NodeId& x, int64_t axis, int64_t start, int64_t end
   if (step > 0) {
     start = clampi(start, 0, dim);
     end = clampi(end, 0, dim);
-    if (start >= end) L.unsupported("", "expected a non-empty slice, got an empty one");
+    if (start >= end) throw EmptySlice{};
     if (start == 0 && end == dim && step == 1) return;
     x = L.g.slice(x, axis, start, end, step);
     return;
@@ -44,7 +47,7 @@ void slice_axis(Lowering& L, NodeId& x, int64_t axis, int64_t start, int64_t end
   end = clampi(end, -1, dim - 1);
   std::vector<int64_t> idx;
   for (int64_t i = start; i > end; i += step) idx.push_back(i);
-  if (idx.empty()) L.unsupported("", "expected a non-empty slice, got an empty one");
+  if (idx.empty()) throw EmptySlice{};
   x = L.take(x, axis, host_ints(idx));
 }
 
@@ -234,7 +237,13 @@ void add_tensor_ops(ConverterTable& t) {
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
       L.unsupported("", "expected starts, ends, axes and steps of one length");
     NodeId x = L.in(0);
-    for (size_t i = 0; i < starts.size(); ++i) slice_axis(L, x, L.axis(axes[i], in.size()), starts[i], ends[i], steps[i]);
+    try {
+      for (size_t i = 0; i < starts.size(); ++i) slice_axis(L, x, L.axis(axes[i], in.size()), starts[i], ends[i], steps[i]);
+    } catch (const EmptySlice&) {
+      Shape s = in;
+      s[size_t(L.axis(axes[0], in.size()))] = 0;
+      return L.out_known(0, HostTensor(s), L.type(0));
+    }
     L.out(0, x == L.in(0) ? fresh(L, x) : x);
   };
   t["Gather"] = [](Lowering& L) {
