@@ -131,8 +131,11 @@ struct Tally {
 };
 
 // Floors recorded from the last full run (docs/onnx.md); the test fails below them.
-constexpr double kSupportedRateFloor = 0.0;
-constexpr int kPassFloor = 0;
+// Measured 2026-12-04 (lavapipe): 1203 / 1884 overall; 1160 / 1392 cases of supported ops; 1160 / 1240 of
+// those whose test data uses types load_onnx reads (not float8, 4-bit, string, sequences).
+constexpr int kPassFloor = 1200;
+constexpr double kSupportedRateFloor = 0.83;
+constexpr double kReadableRateFloor = 0.93;
 
 TEST(OnnxConformance, NodeSuite) {
   const fs::path dir = node_cases();
@@ -148,7 +151,7 @@ TEST(OnnxConformance, NodeSuite) {
   const char* filter = std::getenv("MEGANEURA_ONNX_CASES");  // substring of case names, for debugging
   std::map<std::string, Tally> per_op;
   std::map<std::string, std::vector<std::string>> failures;  // op → "case: detail"
-  Tally all, in_supported;
+  Tally all, in_supported, readable;  // readable: cases of supported ops whose data types load_onnx reads
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& [name, op] : cases) {
     if (filter && name.find(filter) == std::string::npos) continue;
@@ -158,14 +161,20 @@ TEST(OnnxConformance, NodeSuite) {
     ++t.run, ++all.run;
     t.pass += pass, all.pass += pass;
     if (supported.count(op)) ++in_supported.run, in_supported.pass += pass;
+    const bool unreadable = r.outcome == Outcome::Unsupported &&
+                            (r.detail.rfind("test data:", 0) == 0 || r.detail.rfind("no tensor data", 0) == 0);
+    if (supported.count(op) && !unreadable) ++readable.run, readable.pass += pass;
     if (!pass) failures[op].push_back(name + ": " + r.detail);
     if (std::getenv("MEGANEURA_ONNX_VERBOSE"))
       std::printf("%s %s %s\n", pass ? "PASS" : "FAIL", name.c_str(), r.detail.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double rate = in_supported.run ? double(in_supported.pass) / in_supported.run : 0.0;
-  std::printf("[onnx] %d / %d cases pass (%.1f %%); ops load_onnx supports: %d / %d (%.1f %%); %.0f s\n", all.pass,
-              all.run, 100.0 * all.pass / std::max(1, all.run), in_supported.pass, in_supported.run, 100.0 * rate, seconds);
+  const double readable_rate = readable.run ? double(readable.pass) / readable.run : 0.0;
+  std::printf("[onnx] %d / %d cases pass (%.1f %%); ops load_onnx supports: %d / %d (%.1f %%), of which with readable "
+              "data types %d / %d (%.1f %%); %.0f s\n", all.pass, all.run, 100.0 * all.pass / std::max(1, all.run),
+              in_supported.pass, in_supported.run, 100.0 * rate, readable.pass, readable.run, 100.0 * readable_rate,
+              seconds);
   if (const char* path = std::getenv("MEGANEURA_ONNX_TABLE")) {
     std::ofstream out(path);
     out << "| op | supported | passed / run | first failure |\n|---|---|---|---|\n";
@@ -178,11 +187,13 @@ TEST(OnnxConformance, NodeSuite) {
           << first << " |\n";
     }
     out << "\nOverall: " << all.pass << " / " << all.run << "; cases of supported ops: " << in_supported.pass << " / "
-        << in_supported.run << "\n";
+        << in_supported.run << "; of these, cases whose data types load_onnx reads: " << readable.pass << " / "
+        << readable.run << "\n";
   }
   if (filter) return;
-  EXPECT_GE(rate, kSupportedRateFloor);
   EXPECT_GE(all.pass, kPassFloor);
+  EXPECT_GE(rate, kSupportedRateFloor);
+  EXPECT_GE(readable_rate, kReadableRateFloor);
 }
 
 }  // namespace
