@@ -151,6 +151,21 @@ TEST(Onnx, EveryUnsupportedOpAndAttributeIsReportedAtOnce) {
   }
 }
 
+// Fuzz find: a Conv whose weight has no rank read its kernel size past the end of an empty shape.
+TEST(Onnx, ConvWithARankZeroWeightIsAnImportError) {
+  std::string w0 = tensor_f32("W", {}, {1.0f});
+  const std::string bytes = model({node("Conv", {"x", "W"}, {"y"}, "conv")}, {w0}, {value_info("x", 1, {"1", "1", "4", "4"})},
+                                  {value_info("y", 1, {"1", "1", "4", "4"})});
+  try {
+    load_onnx_bytes(as_bytes(bytes), "m", {});
+    FAIL() << "expected ImportError";
+  } catch (const ImportError& e) {
+    ASSERT_EQ(e.items().size(), 1u) << e.what();
+    EXPECT_EQ(e.items()[0].op, "Conv");
+    EXPECT_NE(e.items()[0].reason.find("weight of one rank"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Onnx, MalformedBytesAreFormatErrorsNamingTheField) {
   const std::string good = model({node("Relu", {"x"}, {"y"}, "act")}, {}, {value_info("x", 1, {"2"})},
                                  {value_info("y", 1, {"2"})});

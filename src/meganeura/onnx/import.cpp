@@ -289,6 +289,10 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
                        std::string("expected a numeric input, got ") + elem_type_name(in.elem_type)});
       continue;
     }
+    if (!in.has_shape) {
+      items.push_back({"(graph)", "input", in.name, "expected a declared shape, got none"});
+      continue;
+    }
     Shape shape;
     for (const Dim& d : in.dims) {
       if (d.has_value && d.value >= 0) {

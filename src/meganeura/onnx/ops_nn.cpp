@@ -23,7 +23,7 @@ struct Window {
 
 Window window_attrs(Lowering& L, const Shape& x, std::vector<int64_t> kernel, bool pooling) {
   Window w;
-  w.dims = x.size() - 2;
+  w.dims = x.size() < 3 ? 0 : x.size() - 2;
   if (w.dims != 1 && w.dims != 2)
     L.unsupported("", "expected a 1-D or 2-D window (input rank 3 or 4), got input " + shape_str(x));
   if (kernel.empty()) kernel = L.attr_ints("kernel_shape");
@@ -96,6 +96,8 @@ NodeId explicit_pad(Lowering& L, NodeId x, Window& w, double fill, bool always) 
 
 void conv(Lowering& L) {
   const Shape xs = L.shape(0), ws = L.shape(1);
+  if (ws.size() != xs.size() || xs.size() < 3)
+    L.unsupported("", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
   Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
   const int64_t groups = L.attr_i("group", 1);
   NodeId x = to_2d(L, L.in(0), w.dims), weight = to_2d(L, L.in(1), w.dims);
@@ -107,6 +109,8 @@ void conv(Lowering& L) {
 
 void conv_transpose(Lowering& L) {
   const Shape xs = L.shape(0), ws = L.shape(1);
+  if (ws.size() != xs.size() || xs.size() < 3)
+    L.unsupported("", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
   Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
   const int64_t groups = L.attr_i("group", 1);
   std::vector<int64_t> out_pad = L.attr_ints("output_padding", std::vector<int64_t>(w.dims, 0));
