@@ -373,6 +373,26 @@ void add_nn_ops(ConverterTable& t) {
     }
     L.out(0, L.g.add(L.g.mul(y, channel(L, scale, s.size())), channel(L, bias, s.size())));
   };
+  t["LRN"] = [](Lowering& L) {  // x / (bias + alpha/size · Σ x² over a window of channels)^beta
+    const Shape s = L.shape(0);
+    const int64_t size = L.attr_i("size", 0);
+    const double alpha = L.attr_f("alpha", 1e-4), beta = L.attr_f("beta", 0.75), bias = L.attr_f("bias", 1.0);
+    if (s.size() < 3 || size < 1) L.unsupported("size", "expected size >= 1 and an input [N, C, ...]");
+    Graph& g = L.g;
+    NodeId x = L.in(0);
+    NodeId sq = g.square(x);
+    const int64_t before = (size - 1) / 2, after = size - 1 - before, C = s[1];
+    std::vector<int64_t> b(s.size(), 0), a(s.size(), 0);
+    b[1] = before, a[1] = after;
+    NodeId padded = g.pad(sq, b, a, 0.0);
+    std::optional<NodeId> sum;
+    for (int64_t k = 0; k < size; ++k) {
+      NodeId part = g.slice(padded, 1, k, k + C);
+      sum = sum ? g.add(*sum, part) : part;
+    }
+    NodeId base = g.add(g.mul(*sum, g.scalar(alpha / double(size))), g.scalar(bias));
+    L.out(0, g.div(x, g.pow(base, g.scalar(beta))));
+  };
   t["Softmax"] = [](Lowering& L) { softmax(L, false); };
   t["LogSoftmax"] = [](Lowering& L) { softmax(L, true); };
   t["ReduceSum"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.sum(x, a, k); }, true);
