@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kStageOrder = {
     "core",    "quant",   "tokenizer", "hub",   "ir",      "formats", "config",  "ops",   "reference",
     "autodiff", "rewrite", "schedule", "plan",   "runtime", "shader",  "kernels", "codegen", "session",
-    "eager",   "nn",      "data",      "train",   "models",
+    "eager",   "nn",      "data",      "train",   "models",  "onnx",
 };
 
 // The top folder under src/meganeura of a path relative to it ("" for a file at the top, meganeura.hpp).

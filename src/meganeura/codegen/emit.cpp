@@ -19,6 +19,9 @@ std::string fill_lit(const Node& fill) { return float_lit(dtype_round(fill.attrs
 std::string round_to(DType t, const std::string& v) {
   if (t == DType::F16) return "mn_round_f16(" + v + ")";
   if (t == DType::BF16) return "mn_round_bf16(" + v + ")";
+  // an i32 value computed in registers is whole, as the interpreter (dtype_round) and an i32 store make it:
+  // cast(cast(x, i32), f32) truncates inside a fused kernel too
+  if (t == DType::I32) return "trunc(" + v + ")";
   return v;
 }
 
