@@ -119,6 +119,7 @@ int run(const Options& o) {
   const NodeId flat = g.reshape(logits, {B * S, V});
   g.set_outputs({g.named(g.cross_entropy_loss_index(flat, g.input("labels", {B * S}, DType::I32)), "loss")});
   Session session = build(g, cfg);
+  for (const auto& [name, w] : ctx.weights()) session.set_parameter(name, w);
   session.broadcast_parameters(0);
 
   // Window starts of global batch `step`: the same generator on every rank; rank r takes windows [rB, (r+1)B).
