@@ -1,5 +1,7 @@
 // Trains the README's two-layer MLP (784-128-10, batch 32) — or a small CNN with --model cnn — on
 // Fashion-MNIST and reports test accuracy. `--json` ends the output with one JSON line.
+// `mpirun -np N mnist --distributed ...` trains data-parallel: --batch is each rank's, the global batch N times it
+// (docs/distributed.md); rank 0 prints and saves.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +37,7 @@ struct Options {
   int64_t limit = 0;  // use only the first N training images (quick runs)
   bool json = false;
   std::string history, save;
+  bool distributed = false;
 };
 
 void usage() {
@@ -42,7 +45,7 @@ void usage() {
                "usage: mnist [--epochs N] [--batch N] [--optimizer sgd|adam|adamw|laprop] [--lr X] [--momentum X]\n"
                "             [--weight-decay X] [--schedule constant|step|cosine] [--warmup N] [--clip X]\n"
                "             [--accum N] [--model mlp|cnn] [--data DIR] [--seed N] [--limit N]\n"
-               "             [--history FILE.json|.csv|.svg] [--save FILE.ckpt] [--json]\n");
+               "             [--history FILE.json|.csv|.svg] [--save FILE.ckpt] [--json] [--distributed]\n");
 }
 
 Options parse(int argc, char** argv) {
@@ -70,6 +73,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--history") o.history = value();
     else if (a == "--save") o.save = value();
     else if (a == "--json") o.json = true;
+    else if (a == "--distributed") o.distributed = true;
     else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
@@ -104,7 +108,11 @@ int run(const Options& o) {
   }
   auto train_data = std::make_shared<TensorDataset>(to_dataset(train_set, LabelEncoding::OneHot));
   auto test_data = std::make_shared<TensorDataset>(to_dataset(test_set, LabelEncoding::OneHot));
-  DataLoader train_loader(train_data, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = true});
+  SessionConfig cfg = SessionConfig::from_env();
+  if (o.distributed && !cfg.distributed.comm) cfg.distributed.comm = dist::Communicator::world();
+  const int rank = cfg.distributed.rank(), world = cfg.distributed.size();
+  DataLoader train_loader(train_data, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = true,
+                                       .rank = rank, .world = world});
   DataLoader test_loader(test_data, {.batch_size = o.batch, .shuffle = false, .seed = 0, .drop_last = false});
 
   Graph g;
@@ -121,7 +129,6 @@ int run(const Options& o) {
   opt.weight_decay = o.weight_decay;
   opt.clip_grad_norm = o.clip;
   opt.grad_accumulation = o.accum;
-  SessionConfig cfg = SessionConfig::from_env();
   cfg.training = true;
   cfg.optimizer = opt;
 
@@ -137,8 +144,11 @@ int run(const Options& o) {
   const std::string device = session.caps().name;
   Trainer trainer(std::move(session), tc);
   trainer.init_parameters();
-  Session eval = build_inference_session(eval_graph);
   auto& train_session = static_cast<SessionTarget&>(trainer.target()).session();
+  SessionConfig eval_cfg = cfg;  // on the training session's device (a rank's own GPU)
+  eval_cfg.training = false;
+  eval_cfg.optimizer.kind = OptimizerKind::None;
+  Session eval = build(eval_graph, eval_cfg, train_session);
   EvalResult last;
   trainer.set_evaluator([&] {
     for (const TensorInfo& p : parameter_infos(eval.graph())) eval.set_parameter(p.name, train_session.read_parameter(p.name));
@@ -146,8 +156,9 @@ int run(const Options& o) {
     return last;
   });
   const History& h = trainer.train(train_loader, o.epochs);
+  if (!o.save.empty()) trainer.save(o.save);  // rank 0 writes, the others wait for it
+  if (rank != 0) return 0;  // every rank trained and evaluated; rank 0 reports
   if (!o.history.empty()) h.save(o.history);
-  if (!o.save.empty()) trainer.save(o.save);
   int64_t steps = 0;
   double seconds = 0;
   for (const EpochRecord& e : h.epochs) {
@@ -157,11 +168,14 @@ int run(const Options& o) {
   const double steps_per_s = seconds > 0 ? static_cast<double>(steps) / seconds : 0.0;
   if (o.json) {
     nlohmann::json j = {{"test_accuracy", last.accuracy}, {"epochs", static_cast<int>(h.epochs.size())},
-                        {"steps_per_s", steps_per_s}, {"device", device}};
+                        {"steps_per_s", steps_per_s}, {"device", device}, {"ranks", world}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s on %s: test accuracy %.4f, test loss %.4f after %zu epoch(s), %.1f steps/s\n", o.model.c_str(),
                 device.c_str(), last.accuracy, last.loss, h.epochs.size(), steps_per_s);
+    if (world > 1)
+      std::printf("%d ranks, global batch %lld; %s\n", world, static_cast<long long>(o.batch * world),
+                  train_session.distributed_stats().to_text().c_str());
   }
   return 0;
 }

@@ -8,6 +8,7 @@ packages=(
   libshaderc-dev glslang-dev glslang-tools spirv-tools spirv-headers
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
   libcurl4-openssl-dev  # header only at build time; hub/ dlopens libcurl.so.4 (libcurl4) at run time
+  libopenmpi-dev openmpi-bin  # header only at build time; distributed/ dlopens libmpi.so.40; mpirun for tests
   clang-16 libclang-rt-16-dev clang-format-16
   dataset-fashion-mnist python3 python3-torch python3-onnx python3-numpy
 )

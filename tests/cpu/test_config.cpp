@@ -19,7 +19,9 @@ using meganeura::SessionConfig;
 const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
                        "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
                        "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT", "HF_HOME",
-                       "HF_HUB_CACHE",        "HF_ENDPOINT",          "HF_TOKEN",             "HF_HUB_OFFLINE"};
+                       "HF_HUB_CACHE",        "HF_ENDPOINT",          "HF_TOKEN",             "HF_HUB_OFFLINE",
+                       "MEGANEURA_DISTRIBUTED", "MEGANEURA_REDUCE_ORDER", "MEGANEURA_BUCKET_BYTES",
+                       "MEGANEURA_DIST_TIMEOUT"};
 
 // Each test starts from a clean environment and restores what the process had.
 class ConfigEnv : public ::testing::Test {
@@ -267,3 +269,26 @@ TEST_F(ConfigEnv, AValueInitialisedConfigIgnoresTheEnvironment) {
 }
 
 }  // namespace
+
+// Distributed settings parse without joining an MPI job (MEGANEURA_DISTRIBUTED stays unset: no communicator).
+TEST_F(ConfigEnv, DistributedSettings) {
+  SessionConfig d = SessionConfig::from_env();
+  EXPECT_FALSE(d.distributed.enabled());
+  EXPECT_EQ(d.distributed.order, meganeura::dist::ReduceOrder::Ranked);
+  EXPECT_EQ(d.distributed.bucket_bytes, 25ull << 20);
+  setenv("MEGANEURA_REDUCE_ORDER", "MPI", 1);
+  setenv("MEGANEURA_BUCKET_BYTES", "4096", 1);
+  setenv("MEGANEURA_DISTRIBUTED", "0", 1);
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_EQ(c.distributed.order, meganeura::dist::ReduceOrder::Mpi);
+  EXPECT_EQ(c.distributed.bucket_bytes, 4096u);
+  EXPECT_FALSE(c.distributed.comm);
+  unsetenv("MEGANEURA_REDUCE_ORDER");
+  unsetenv("MEGANEURA_BUCKET_BYTES");
+  unsetenv("MEGANEURA_DISTRIBUTED");
+  EXPECT_NE(error_of("MEGANEURA_REDUCE_ORDER", "ring").find("one of ranked, mpi"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_BUCKET_BYTES", "2").find("MEGANEURA_BUCKET_BYTES"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_BUCKET_BYTES", "12k").find("a byte count"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_DIST_TIMEOUT", "-1").find("seconds above 0"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_DISTRIBUTED", "maybe").find("MEGANEURA_DISTRIBUTED"), std::string::npos);
+}

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 // Lowest first. A folder may include itself and the folders before it, nothing after it.
 const std::vector<std::string> kStageOrder = {
-    "core",    "quant",   "tokenizer", "hub",   "ir",      "formats", "config",  "ops",   "reference",
+    "core",    "quant",   "tokenizer", "hub",   "distributed", "ir",      "formats", "config",  "ops",   "reference",
     "autodiff", "rewrite", "schedule", "plan",   "runtime", "shader",  "kernels", "codegen", "session",
     "eager",   "nn",      "data",      "train",   "models",  "onnx",
 };

@@ -416,6 +416,18 @@ TEST(DeviceSelect, PreferenceOrderAndIds) {
   EXPECT_THROW(runtime::choose_device({}, std::nullopt), DeviceError);
 }
 
+// One process per GPU: local rank r takes the r-th (mod count) of the equal candidates, identical GPUs included.
+TEST(DeviceSelect, SlotPicksAmongEqualCandidates) {
+  std::vector<runtime::DeviceCaps> d = {fake("llvmpipe", "cpu", 0), fake("H200", "discrete", 0x2335),
+                                        fake("igpu", "integrated", 0x46a6), fake("H200", "discrete", 0x2335)};
+  EXPECT_EQ(runtime::choose_device(d, std::nullopt, 0u), 1u);
+  EXPECT_EQ(runtime::choose_device(d, std::nullopt, 1u), 3u);
+  EXPECT_EQ(runtime::choose_device(d, std::nullopt, 2u), 1u);
+  EXPECT_EQ(runtime::choose_device(d, 0x2335u, 1u), 3u);  // MEGANEURA_DEVICE_ID first, then the slot among matches
+  EXPECT_EQ(runtime::choose_device(d, 0x46a6u, 1u), 2u);
+  EXPECT_EQ(runtime::choose_device(d, 0u, 5u), 0u);
+}
+
 TEST(DeviceBlocks, LiveHeapUsageGrowsWithBlocks) {
   DeviceOptions o = gpu_options();
   o.block_bytes = 4 << 20;

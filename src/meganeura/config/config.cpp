@@ -140,6 +140,31 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
   if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT")) c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
   c.hub = hub_from_env();
+  if (auto v = env("MEGANEURA_REDUCE_ORDER")) {
+    const std::string o = lower(*v);
+    if (o == "ranked") c.distributed.order = dist::ReduceOrder::Ranked;
+    else if (o == "mpi") c.distributed.order = dist::ReduceOrder::Mpi;
+    else reject("MEGANEURA_REDUCE_ORDER", *v, "one of ranked, mpi");
+  }
+  if (auto v = env("MEGANEURA_BUCKET_BYTES")) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long b = std::strtoull(v->c_str(), &end, 10);
+    if (errno || end == v->c_str() || *end != '\0' || b < 4 || b > (1ull << 31))
+      reject("MEGANEURA_BUCKET_BYTES", *v, "a byte count from 4 to 2^31");
+    c.distributed.bucket_bytes = b;
+  }
+  double timeout = 300;
+  if (auto v = env("MEGANEURA_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    timeout = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(timeout > 0) || timeout > 1e6)
+      reject("MEGANEURA_DIST_TIMEOUT", *v, "a number of seconds above 0");
+  }
+  if (auto v = env("MEGANEURA_DISTRIBUTED"); v && parse_bool("MEGANEURA_DISTRIBUTED", *v)) {
+    c.distributed.comm = dist::Communicator::world();
+    c.distributed.comm->set_timeout(timeout);
+  }
   return c;
 }
 

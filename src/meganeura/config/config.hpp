@@ -1,10 +1,11 @@
 #pragma once
 // How a graph is compiled and run: SessionConfig and the enums it is made of. Low in the stage order
-// (docs/architecture.md): every stage above it may read it; it depends on hub/ (HubConfig) only.
+// (docs/architecture.md): every stage above it may read it; it depends on hub/ (HubConfig) and distributed/ (DistributedConfig) only.
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "meganeura/distributed/mpi.hpp"
 #include "meganeura/hub/hub.hpp"
 
 namespace meganeura {
@@ -68,6 +69,10 @@ struct SessionConfig {
   // Hugging Face hub downloads: HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN (else the file $HF_HOME/token,
   // as huggingface_hub writes it), HF_HUB_OFFLINE.
   hf::HubConfig hub;
+  // Data-parallel training over MPI (docs/distributed.md): one process per GPU, each on the device of its local
+  // rank (MEGANEURA_DEVICE_ID still wins), gradients averaged across ranks inside step(). MEGANEURA_DISTRIBUTED=1
+  // joins the job mpirun started; MEGANEURA_DIST_TIMEOUT (seconds) bounds every collective.
+  dist::DistributedConfig distributed;
 
   // A SessionConfig{} holds the defaults and never looks at the environment: only from_env() (and debug(),
   // which starts from it) reads MEGANEURA_* variables.

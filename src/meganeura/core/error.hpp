@@ -42,6 +42,9 @@ class DataError : public Error { using Error::Error; };
 // A model or tensor file (safetensors, GGUF, an index, a hub download) is malformed or unreadable; the
 // message names the file and the tensor or field at fault.
 class FormatError : public Error { using Error::Error; };
+// A distributed (MPI) run failed: no libmpi, a collective that did not complete within its timeout (a rank
+// died or hangs), ranks that disagree about the model. The message names the rank and the operation.
+class DistributedError : public Error { using Error::Error; };
 // A model hub download failed. kind() says how: an HTTP status (status() holds it: 401, 403, 404, ...), the
 // network (no connection, a dropped transfer: what was fetched is kept for a resume), offline mode with the
 // file absent from the cache, a checksum that does not match, a cache folder that cannot be written, or no

@@ -24,15 +24,23 @@ DataLoader::DataLoader(std::shared_ptr<const TensorDataset> data, LoaderOptions 
     throw DataError("[DataLoader] expected batch_size > 0, got " + std::to_string(options_.batch_size));
   if (options_.prefetch < 0)
     throw DataError("[DataLoader] expected prefetch >= 0, got " + std::to_string(options_.prefetch));
-  if (options_.drop_last && data_->size() < options_.batch_size)
+  if (options_.world < 1 || options_.rank < 0 || options_.rank >= options_.world)
+    throw DataError("[DataLoader] expected 0 <= rank < world, got rank " + std::to_string(options_.rank) + " of world " +
+                    std::to_string(options_.world));
+  if (options_.world > 1 && !options_.drop_last)
+    throw DataError("[DataLoader] expected drop_last with world " + std::to_string(options_.world) +
+                    " (every rank needs a full batch each step), got drop_last off");
+  const int64_t global = options_.batch_size * options_.world;
+  if (options_.drop_last && data_->size() < global)
     throw DataError("[DataLoader] expected at least batch_size=" + std::to_string(options_.batch_size) +
+                    (options_.world > 1 ? " x world=" + std::to_string(options_.world) : std::string()) +
                     " rows with drop_last, got " + std::to_string(data_->size()));
 }
 
 DataLoader::~DataLoader() { stop_producer(); }
 
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = data_->size(), b = options_.batch_size;
+  const int64_t n = data_->size(), b = options_.batch_size * options_.world;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -74,6 +82,13 @@ void DataLoader::start_epoch(std::optional<uint64_t> epoch) {
   epoch_ = epoch ? *epoch : (started_ ? epoch_ + 1 : 0);
   started_ = true;
   order_ = epoch_order(epoch_);
+  if (options_.world > 1) {  // this rank's slice of every global batch, in batch order
+    const size_t b = size_t(options_.batch_size), w = size_t(options_.world), r = size_t(options_.rank);
+    std::vector<int64_t> mine;
+    for (size_t g = 0; g < size_t(batches_per_epoch()); ++g)
+      mine.insert(mine.end(), order_.begin() + long((g * w + r) * b), order_.begin() + long((g * w + r + 1) * b));
+    order_ = std::move(mine);
+  }
   cursor_ = 0;
   emitted_ = 0;
   if (options_.prefetch > 0) worker_ = std::thread([this] { produce(); });

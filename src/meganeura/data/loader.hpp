@@ -20,6 +20,11 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool drop_last = true;  // a compiled session has fixed shapes: a short last batch cannot be trained on
   int prefetch = 2;       // batches prepared ahead; 0 gathers on the caller's thread
+  // Data-parallel training: `world` processes share one epoch order (same seed); global batch i is rows
+  // [i·batch_size·world, (i+1)·batch_size·world) of it and rank r trains on its r-th slice of batch_size rows,
+  // so the ranks' batches together are the batch one process with batch_size·world would see. Needs drop_last.
+  int rank = 0;
+  int world = 1;
 };
 
 class DataLoader {
@@ -39,7 +44,7 @@ class DataLoader {
   const LoaderOptions& options() const { return options_; }
   const TensorDataset& dataset() const { return *data_; }
   uint64_t epoch() const { return epoch_; }
-  // Row order of an epoch (identity when shuffle is off).
+  // Row order of an epoch (identity when shuffle is off), before sharding by rank.
   std::vector<int64_t> epoch_order(uint64_t epoch) const;
 
  private:

@@ -87,6 +87,9 @@ struct DeviceCaps {
 
 struct DeviceOptions {
   std::optional<uint32_t> device_id;  // MEGANEURA_DEVICE_ID, parsed by SessionConfig::from_env
+  // One process per GPU (distributed training: the local rank): the slot-th (mod count) of the devices that
+  // device_id, or else the best device type, selects, in enumeration order.
+  std::optional<uint32_t> slot;
   bool validation = false;            // MEGANEURA_VALIDATION
   bool host_visible = false;          // debugging: every buffer mappable
   uint64_t block_bytes = 0;           // sub-allocation block size; 0: 256 MiB capped by the device's limits
@@ -209,6 +212,9 @@ class Device {
   // Blocks until submission `id` (and every earlier one) finished; 0 returns at once. DeviceError for an id
   // not yet handed out.
   virtual void wait(uint64_t id) = 0;
+  // Whether submission `id` (and every earlier one) finished, without blocking (a host loop that overlaps other
+  // work with the GPU's, such as the distributed step's all-reduces). DeviceError as wait(id).
+  virtual bool finished(uint64_t id) = 0;
   // Timestamps of the last completed submission of `list`, in nanoseconds, one per query of the list's
   // timestamp_capacity; queries the list never wrote are NaN. Waits for the submission to finish.
   virtual std::vector<double> timestamps(CommandList& list) = 0;
@@ -229,7 +235,9 @@ class Device {
 std::vector<DeviceCaps> enumerate_devices(bool validation = false);
 // The index open_device would pick: the device whose device_id matches, else the first discrete,
 // integrated, virtual, CPU device. An id that matches nothing throws DeviceError listing the devices present.
-size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id);
+// With a slot (a local rank), the slot-th (mod count) of the devices with that id, or of the best type.
+size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id,
+                     std::optional<uint32_t> slot = std::nullopt);
 // Opens the device chosen by choose_device(options.device_id).
 std::unique_ptr<Device> open_device(const DeviceOptions& options);
 

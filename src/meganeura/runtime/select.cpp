@@ -42,26 +42,33 @@ std::vector<DeviceCaps> enumerate_devices(bool validation) {
   return out;
 }
 
-size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id) {
+size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id,
+                     std::optional<uint32_t> slot) {
   if (devices.empty()) {
     throw DeviceError(std::string("[open_device] expected at least one Vulkan device, got none: ") + kInstallDriver);
   }
+  // The candidates: every device with the ID asked for, else every device of the best type. One process per GPU
+  // (distributed training) takes the slot-th of them, so identical GPUs (same ID) are told apart by order.
+  std::vector<size_t> candidates;
   if (device_id) {
     for (size_t i = 0; i < devices.size(); ++i) {
-      if (devices[i].device_id == *device_id) return i;
+      if (devices[i].device_id == *device_id) candidates.push_back(i);
     }
-    std::string present;
-    for (const auto& d : devices) {
-      present += "\n  " + hex(d.device_id) + "  " + d.name + " (" + d.device_type + ", vendor " + hex(d.vendor_id) + ")";
+    if (candidates.empty()) {
+      std::string present;
+      for (const auto& d : devices) {
+        present += "\n  " + hex(d.device_id) + "  " + d.name + " (" + d.device_type + ", vendor " + hex(d.vendor_id) + ")";
+      }
+      throw DeviceError("[open_device] expected a device with ID " + hex(*device_id) +
+                        " (MEGANEURA_DEVICE_ID), got only these devices:" + present);
     }
-    throw DeviceError("[open_device] expected a device with ID " + hex(*device_id) +
-                      " (MEGANEURA_DEVICE_ID), got only these devices:" + present);
+  } else {
+    int best = INT32_MAX;
+    for (const auto& d : devices) best = std::min(best, type_rank(d.device_type));
+    for (size_t i = 0; i < devices.size(); ++i)
+      if (type_rank(devices[i].device_type) == best) candidates.push_back(i);
   }
-  size_t chosen = 0;
-  for (size_t i = 1; i < devices.size(); ++i) {
-    if (type_rank(devices[i].device_type) < type_rank(devices[chosen].device_type)) chosen = i;
-  }
-  return chosen;
+  return candidates[slot ? *slot % candidates.size() : 0];
 }
 
 std::unique_ptr<Device> open_device(const DeviceOptions& options) {
@@ -69,7 +76,7 @@ std::unique_ptr<Device> open_device(const DeviceOptions& options) {
   std::vector<vk::PhysicalInfo> devices = devices_or_throw(*inst, "open_device");
   std::vector<DeviceCaps> caps;
   for (const auto& d : devices) caps.push_back(d.caps);
-  const size_t chosen = choose_device(caps, options.device_id);
+  const size_t chosen = choose_device(caps, options.device_id, options.slot);
   return std::make_unique<vk::VulkanDevice>(inst, std::move(devices[chosen]), options);
 }
 

@@ -145,6 +145,7 @@ using PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
   X(vkDestroyFence)                  \
   X(vkWaitForFences)                 \
   X(vkResetFences)                   \
+  X(vkGetFenceStatus)                \
   X(vkGetPipelineExecutablePropertiesKHR) \
   X(vkGetPipelineExecutableStatisticsKHR) \
   X(vkGetPipelineExecutableInternalRepresentationsKHR)

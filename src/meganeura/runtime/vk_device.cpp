@@ -506,6 +506,21 @@ void VulkanDevice::wait() { wait_until(submitted_, "Device::wait"); }
 
 void VulkanDevice::wait(uint64_t id) { wait_until(id, "Device::wait"); }
 
+bool VulkanDevice::finished(uint64_t id) {
+  if (id > submitted_) wait_until(id, "Device::finished");  // throws the id error
+  if (id <= completed_) return true;
+  // The queue completes in submission order, so submission id's own fence covers every earlier one.
+  for (const InFlight& e : in_flight_) {
+    if (e.id != id) continue;
+    const VkResult r = f_.vkGetFenceStatus(device_, e.fence);
+    if (r == VK_NOT_READY) return false;
+    check(r, "Device::finished", "vkGetFenceStatus");
+    wait_until(id, "Device::finished");  // returns at once; recycles the fences
+    return true;
+  }
+  return false;
+}
+
 std::vector<double> VulkanDevice::timestamps(CommandList& list) {
   VulkanCommandList& vl = as_vulkan(list, "Device::timestamps");
   if (vl.last == 0) throw DeviceError("[Device::timestamps] expected a list submitted at least once, got none");

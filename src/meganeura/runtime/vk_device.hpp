@@ -45,6 +45,7 @@ class VulkanDevice final : public Device {
   uint64_t submit(CommandList& list) override;
   void wait() override;
   void wait(uint64_t id) override;
+  bool finished(uint64_t id) override;
   std::vector<double> timestamps(CommandList& list) override;
   std::vector<std::string> validation_messages() const override;
   size_t validation_known_limits() const override;

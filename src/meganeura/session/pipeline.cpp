@@ -111,7 +111,8 @@ void pass_optimizer(CompiledStep& s, const SessionConfig& config, const CompileO
   const OptimizerConfig& o = config.optimizer;
   append_optimizer(s.kernels, s.graph, s.param_grads,
                    {.needs_step = needs_step(o), .clip = o.clip_grad_norm > 0, .accumulate = o.grad_accumulation > 1,
-                    .fuse = options.fuse && !config.keep_gradients && !config.keep_intermediates});
+                    .fuse = options.fuse && !config.keep_gradients && !config.keep_intermediates &&
+                            !config.distributed.enabled()});  // distributed: gradients are averaged before updates
 }
 
 uint32_t norm_partials(const CompiledStep& s, const CodegenOptions& co) {

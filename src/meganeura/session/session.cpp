@@ -177,33 +177,6 @@ runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k) 
   return d;
 }
 
-namespace {
-
-void compile_kernels(SessionImpl& s, KernelCache* shared) {
-  KernelCache local;
-  KernelCache& cache = shared ? *shared : local;
-  if (!cache.device) cache.device = s.device.get();
-  if (cache.device != s.device.get())
-    throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
-  std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
-  const uint64_t salt = uint64_t(pipeline_capture(s.config)) * 0x9E3779B97F4A7C15ull;  // a capture is another pipeline
-  for (const GeneratedKernel& k : s.step.code) {
-    const uint64_t key = k.hash ^ salt;
-    auto it = by_hash.find(key);
-    if (it != by_hash.end()) {
-      s.kernel_of.push_back(it->second);
-      continue;
-    }
-    runtime::KernelId id = s.device->create_kernel(kernel_desc(s, k));
-    by_hash[key] = id;
-    s.kernel_of.push_back(id);
-  }
-}
-
-bool timing(const SessionImpl& s) {
-  return (s.config.gpu_timing || s.trace) && s.device->caps().timestamps && !s.step.code.empty();
-}
-
 void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel) {
   const GeneratedKernel& k = s.step.code[kernel];
   std::vector<runtime::Buffer> bufs;
@@ -230,6 +203,33 @@ void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::Comman
     if (bytes && s.readback_offset[i] != UINT64_MAX)
       list.copy(s.buffer_of(o), runtime::slice(f.readback, s.readback_offset[i], bytes), bytes);
   }
+}
+
+namespace {
+
+void compile_kernels(SessionImpl& s, KernelCache* shared) {
+  KernelCache local;
+  KernelCache& cache = shared ? *shared : local;
+  if (!cache.device) cache.device = s.device.get();
+  if (cache.device != s.device.get())
+    throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
+  std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
+  const uint64_t salt = uint64_t(pipeline_capture(s.config)) * 0x9E3779B97F4A7C15ull;  // a capture is another pipeline
+  for (const GeneratedKernel& k : s.step.code) {
+    const uint64_t key = k.hash ^ salt;
+    auto it = by_hash.find(key);
+    if (it != by_hash.end()) {
+      s.kernel_of.push_back(it->second);
+      continue;
+    }
+    runtime::KernelId id = s.device->create_kernel(kernel_desc(s, k));
+    by_hash[key] = id;
+    s.kernel_of.push_back(id);
+  }
+}
+
+bool timing(const SessionImpl& s) {
+  return (s.config.gpu_timing || s.trace) && s.device->caps().timestamps && !s.step.code.empty();
 }
 
 // With `timestamps`, query 0 before the first command and 1 after the last (the grouped step's GPU time).
@@ -259,6 +259,7 @@ void record(SessionImpl& s) {
   for (SessionImpl::Frame& f : s.frames) {
     f.list = record_list(s, f, s.timed_kernels, timing(s));
     if (accumulates(s.step)) f.accumulate_list = record_list(s, f, step_kernels(s.step, false), false);
+    if (s.distributed()) record_segments(s, f);
     if (!timing(s)) continue;
     // The timed list: the updating step with every dispatch alone between two timestamps, so each one's time
     // is its own.
@@ -365,6 +366,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   if (!device) {
     runtime::DeviceOptions o;
     o.device_id = config.device_id;
+    if (config.distributed.comm) o.slot = uint32_t(config.distributed.comm->local_rank());  // a GPU per local rank
     o.validation = config.validation;
     o.host_visible = config.host_visible;
     device = runtime::open_device(o);
@@ -381,6 +383,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
     Trace::Scope t(impl->trace, "allocate", "build");
     allocate(*impl, options.share ? options.share->impl_.get() : nullptr);
     allocate_frames(*impl);
+    setup_distributed(*impl);
   }
   {
     Trace::Scope t(impl->trace, "compile shaders", "build");
@@ -666,6 +669,12 @@ uint64_t Session::step() {
   SessionImpl& s = *impl_;
   const bool update = !s.frames[0].accumulate_list || s.phase + 1 >= s.config.optimizer.grad_accumulation;
   using Kind = SessionImpl::ListKind;
+  if (s.distributed()) {  // no accumulation (refused at build): every step updates
+    Trace::Scope t(s.trace, "distributed step", "step");
+    s.submit_distributed();
+    ++s.steps;
+    return s.last_step;
+  }
   {
     Trace::Scope t(s.trace, "submit", "step");
     s.submit_frame(!update ? Kind::Accumulate : s.trace && s.timed() ? Kind::Timed : Kind::Update);

@@ -108,6 +108,19 @@ struct PipelineReport {
   std::vector<runtime::PipelineExecutable> executables;
 };
 
+// What the distributed step (SessionConfig::distributed) spent, summed over the steps since the session was built.
+struct DistributedStats {
+  uint64_t steps = 0;            // updating steps with all-reduces
+  size_t buckets = 0;            // gradient buckets per step
+  uint64_t bytes = 0;            // gradient bytes reduced per step
+  double step_s = 0;             // host time inside step(): first submission to the update's submission
+  double backward_s = 0;         // from the first submission until the GPU finished the last bucket
+  double reduce_s = 0;           // time at least one bucket's all-reduce was in flight
+  double exposed_s = 0;          // time step() waited for all-reduces after the GPU finished the last bucket
+  double hidden_fraction() const { return reduce_s > 0 ? 1.0 - exposed_s / reduce_s : 0.0; }
+  std::string to_text() const;
+};
+
 class SessionImpl;
 class Session;
 struct CompileOptions;
@@ -191,6 +204,11 @@ class Session {
   // internal representations (pipeline_ir), on devices with VK_KHR_pipeline_executable_properties; otherwise
   // the executables are empty.
   std::vector<PipelineReport> pipelines() const;
+
+  // Distributed training (SessionConfig::distributed): rank `root`'s parameters copied to every rank (call it on
+  // every rank after initialising or loading them; a collective). A session without distribution returns at once.
+  void broadcast_parameters(int root = 0);
+  DistributedStats distributed_stats() const;
 
   MemorySummary memory_summary() const;
   const OptimizeReport& report() const;

@@ -79,6 +79,10 @@ class SessionImpl {
     std::unique_ptr<runtime::CommandList> list, accumulate_list, timed_list;
     uint64_t step = 0, submission = 0;  // the frame's latest step and its device submission; 0: none
     double traced_us = -1;              // trace clock at a traced submission whose GPU spans are not collected
+    // Distributed training: the updating step cut after each gradient bucket's last producer (each segment ends
+    // by copying its bucket to host memory), then the last segment (averaged gradients copied back, updates,
+    // outputs). distributed.cpp.
+    std::vector<std::unique_ptr<runtime::CommandList>> segments;
   };
   std::vector<Staged> staged;
   std::vector<uint64_t> readback_offset;  // per output, in every frame's readback
@@ -89,6 +93,26 @@ class SessionImpl {
   // Waits for the next frame's previous step, brings its staging up to date, submits its list of `kind` and
   // returns that list (session.cpp). Step bookkeeping (phase, optimizer steps) is the caller's.
   runtime::CommandList& submit_frame(ListKind kind);
+
+  // Distributed training (SessionConfig::distributed with more than one rank; distributed.cpp).
+  struct GradientCopy {
+    runtime::Buffer grad;      // the gradient's device buffer
+    uint64_t offset = 0;       // bytes into the host buckets
+    uint64_t bytes = 0;
+  };
+  struct Bucket {
+    std::vector<GradientCopy> grads;
+    uint64_t offset = 0, bytes = 0;  // its range of the host buckets
+    size_t end = 0;                  // dispatches of the step (timed_kernels) before its cut
+    std::string names;               // the parameters, for errors
+  };
+  std::vector<Bucket> buckets;       // in the order backward completes them
+  runtime::Buffer bucket_host;       // host-visible: every bucket, back to back (f32)
+  float* bucket_map = nullptr;
+  std::vector<float> gather_scratch; // ReduceOrder::Ranked: every rank's copy of the buckets
+  DistributedStats dist_stats;
+  bool distributed() const { return !buckets.empty(); }
+  void submit_distributed();         // the updating step with its all-reduces; returns once the update is queued
 
   // GPU timing (SessionConfig::gpu_timing, or a trace): a second recording of the step with a barrier and two
   // timestamps around every dispatch (query 2i before dispatch i, 2i+1 after it); the normal list then carries
@@ -192,6 +216,13 @@ class SessionImpl {
 // Device-half helpers of session.cpp that the tuner (tune.cpp) reuses.
 runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b);
 runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k);  // compiled through the cache
+void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel);
+// A frame's inputs and learning rate copied in from its staging, then a barrier (also ordering the list after
+// earlier submissions); the outputs copied to its readback.
+void copy_in(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list);
+void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list);
+void setup_distributed(SessionImpl& s);   // distributed.cpp: buckets and host memory (nothing without distribution)
+void record_segments(SessionImpl& s, SessionImpl::Frame& f);  // distributed.cpp
 void record(SessionImpl& s);  // (re-)records every list of the step from s.step.code and s.kernel_of
 TuneReport tune(SessionImpl& s, const TuneOptions& options);  // Session::tune_with (tune.cpp)
 

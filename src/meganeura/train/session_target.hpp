@@ -32,6 +32,10 @@ class SessionTarget : public TrainTarget {
   uint64_t optimizer_step() const override { return session_.optimizer_step(); }
   void set_optimizer_step(uint64_t step) override { session_.set_optimizer_step(step); }
   std::string device_name() const override;
+  dist::DistributedConfig distributed() const override {
+    return session_.config().training ? session_.config().distributed : dist::DistributedConfig{};
+  }
+  void broadcast_parameters() override { session_.broadcast_parameters(0); }
 
  private:
   Session session_;

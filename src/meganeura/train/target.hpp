@@ -37,6 +37,10 @@ class TrainTarget {
   virtual uint64_t optimizer_step() const = 0;
   virtual void set_optimizer_step(uint64_t step) = 0;
   virtual std::string device_name() const { return "host"; }
+  // Data-parallel training (docs/distributed.md): the job this target averages its gradients over (a job of one
+  // by default), and rank 0's parameters copied to every rank (a collective).
+  virtual dist::DistributedConfig distributed() const { return {}; }
+  virtual void broadcast_parameters() {}
 };
 
 }  // namespace meganeura

@@ -92,7 +92,15 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
   if (loader.batch_size() != config_.batch_size)
     throw ConfigError("[Trainer::train] expected a loader with TrainConfig.batch_size=" +
                       std::to_string(config_.batch_size) + ", got batch size " + std::to_string(loader.batch_size()));
-  const int64_t full_batches = loader.dataset().size() / loader.batch_size();
+  const dist::DistributedConfig dist = target_->distributed();
+  if (dist.enabled() && loader.options().world != dist.size())
+    throw ConfigError("[Trainer::train] expected a loader sharded over the " + std::to_string(dist.size()) +
+                      " ranks (LoaderOptions::world, rank), got world " + std::to_string(loader.options().world));
+  if (dist.enabled() && !synced_) {
+    target_->broadcast_parameters();
+    synced_ = true;
+  }
+  const int64_t full_batches = loader.dataset().size() / (loader.batch_size() * loader.options().world);
   const int accumulation = optimizer_.grad_accumulation;
   if (full_batches < accumulation)
     throw ConfigError("[Trainer::train] expected at least one update per epoch, got " + std::to_string(full_batches) +
@@ -100,7 +108,7 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
   // The schedule spans the planned run (config.epochs), so that a run resumed from a checkpoint follows
   // the same learning rates as one that was never interrupted. Accumulation carries over epoch ends.
   const int64_t total_updates = full_batches * std::max(config_.epochs, epochs_done_ + epochs) / accumulation;
-  Progress progress(out_, config_.progress, config_.log_interval);
+  Progress progress(out_, dist.rank() == 0 ? config_.progress : ProgressMode::Off, config_.log_interval);
   stop_ = false;
   double applied_lr = -1;
   // Steps submitted but not yet accounted for, oldest first: the target runs up to steps_in_flight() of them
@@ -124,7 +132,8 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
     auto finish_oldest = [&] {
       const Submitted sub = in_flight.front();
       in_flight.pop_front();
-      const double loss = target_->step_loss(sub.id);
+      double loss = target_->step_loss(sub.id);
+      if (dist.enabled()) loss = dist.comm->mean(loss, "the step's loss");
       ++steps;
       ++interval_steps;
       epoch_loss += loss;
@@ -177,7 +186,11 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
                   epoch + 1, rec.train_loss, static_cast<long long>(steps), rec.seconds, rec.steps_per_s);
     std::string line = summary;
     if (evaluator_) {
-      const EvalResult r = evaluator_();
+      EvalResult r = evaluator_();
+      if (dist.enabled()) {
+        r.loss = dist.comm->mean(r.loss, "the evaluation loss");
+        r.accuracy = dist.comm->mean(r.accuracy, "the evaluation accuracy");
+      }
       rec.test_loss = r.loss;
       rec.test_accuracy = r.accuracy;
       std::snprintf(summary, sizeof summary, ", test loss %.4f, test accuracy %.4f", r.loss, r.accuracy);
@@ -189,6 +202,12 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
     for (auto& cb : epoch_callbacks_) cb(rec);
   }
   return history_;
+}
+
+void Trainer::save(const std::string& path, const SaveOptions& options) {
+  const dist::DistributedConfig dist = target_->distributed();
+  if (dist.rank() == 0) save_checkpoint(path, *this, options);
+  if (dist.enabled()) dist.comm->barrier("after rank 0 wrote the checkpoint");
 }
 
 std::vector<TensorInfo> Trainer::tensors() const {

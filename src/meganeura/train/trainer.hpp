@@ -8,6 +8,10 @@
 // for it, so a step callback for step k runs after later steps were submitted (with their inputs and learning
 // rates already fixed), and update_step() / last_learning_rate() are those of the latest submitted step. The
 // queue drains at every epoch end, before the summary and evaluation.
+//
+// Distributed (the target's distributed(), docs/distributed.md): the first train() copies rank 0's parameters to
+// every rank; losses and evaluation results are averaged over the ranks; only rank 0 prints progress and writes
+// checkpoints. Every rank must call train() and save() alike (they are collectives).
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -61,7 +65,8 @@ class Trainer : public TensorStore {
   int64_t update_step() const { return update_step_; }  // updates applied (micro-batches / accumulation)
   double last_learning_rate() const { return lr_; }
 
-  void save(const std::string& path, const SaveOptions& options = {}) { save_checkpoint(path, *this, options); }
+  // Distributed training: rank 0 writes (the others wait for it), every rank reads the same file.
+  void save(const std::string& path, const SaveOptions& options = {});
   RestoreReport restore(const std::string& path) { return restore_checkpoint(path, *this); }
 
   // TensorStore: parameters plus the optimizer's state.
@@ -83,6 +88,7 @@ class Trainer : public TensorStore {
   int epochs_done_ = 0;
   double lr_ = 0;
   bool stop_ = false;
+  bool synced_ = false;        // parameters broadcast from rank 0 (distributed)
   std::FILE* out_ = stderr;
   std::function<EvalResult()> evaluator_;
   std::vector<std::function<void(const StepEvent&)>> step_callbacks_;
