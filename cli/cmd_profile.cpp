@@ -18,7 +18,7 @@ int profile_main(int argc, char** argv) {
   int64_t batch = 32;
   ProfileOptions po;
   bool json = false;
-  Precision precision = SessionConfig::from_env().precision;
+  Precision precision = Precision::F32;
   Flags f(argv[0],
           "Times every dispatch of one training step (Adam, seeded random data) with GPU timestamps and prints the\n"
           "kernel families' shares; OUT receives the whole profile as JSON.");

@@ -173,7 +173,6 @@ int train(const Options& o) {
 
 int train_main(int argc, char** argv) {
   Options o;
-  o.precision = SessionConfig::from_env().precision;
   Flags f(argv[0],
           "Trains the README's two-layer MLP (784-128-10) or a small CNN on Fashion-MNIST and reports the test\n"
           "accuracy after every epoch. Progress (steps/s, ETA) is a bar on a terminal and plain lines otherwise.");

@@ -77,6 +77,11 @@ void Flags::flag(const std::string& name, bool& out, const std::string& help) {
   add({name, help, "", "", true, [&out](const std::string&) { out = true; }});
 }
 void Flags::precision(Precision& out) {
+  try {
+    out = SessionConfig::from_env().precision;
+  } catch (const ConfigError& e) {
+    environment_error_ = e.what();
+  }
   add({"--precision", "f32 storage and arithmetic, or f16 matmul inputs with f32 accumulation (cooperative-matrix "
                       "tiers where the device has them); default from MEGANEURA_PRECISION",
        "f32|mixed16", precision_name(out), false, [&out, this](const std::string& v) {
@@ -183,6 +188,10 @@ int run(Flags& flags, int argc, char** argv, const std::function<int()>& body) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n\n%s", e.what(), flags.usage().c_str());
     return 2;
+  }
+  if (!flags.environment_error().empty()) {
+    std::fprintf(stderr, "%s: %s\n", flags.program().c_str(), flags.environment_error().c_str());
+    return 1;
   }
   try {
     return body();

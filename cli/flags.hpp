@@ -39,7 +39,8 @@ class Flags {
   void option(const std::string& name, double& out, const std::string& help, const std::string& metavar = "X");
   void choice(const std::string& name, std::string& out, std::vector<std::string> choices, const std::string& help);
   void flag(const std::string& name, bool& out, const std::string& help);
-  // --precision f32|mixed16 (SessionConfig::precision; MEGANEURA_PRECISION gives the default).
+  // --precision f32|mixed16 (SessionConfig::precision). Sets `out` to the environment's default first
+  // (MEGANEURA_PRECISION); a malformed environment fails run() with exit 1 after parsing (--help still works).
   void precision(Precision& out);
   // A value that a setter turns into something else; the setter throws UsageError (or ConfigError) for bad text.
   void custom(const std::string& name, std::function<void(const std::string&)> set, const std::string& help,
@@ -52,6 +53,7 @@ class Flags {
   std::string usage() const;
   const std::string& program() const { return program_; }
   std::vector<std::string> option_names() const;
+  const std::string& environment_error() const { return environment_error_; }
 
  private:
   struct Option {
@@ -68,6 +70,7 @@ class Flags {
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string program_, summary_, epilog_;
+  std::string environment_error_;  // from SessionConfig::from_env in precision()
   std::vector<Option> options_;
   std::vector<Positional> positionals_;
 };

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -86,5 +87,10 @@ int main(int argc, char** argv) {
   std::vector<char*> args{program.data()};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
-  return c->main(static_cast<int>(args.size()) - 1, args.data());
+  try {
+    return c->main(static_cast<int>(args.size()) - 1, args.data());
+  } catch (const std::exception& e) {  // commands report their own errors (cli::run); this is the backstop
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    return 1;
+  }
 }

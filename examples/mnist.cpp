@@ -151,7 +151,6 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  o.precision = SessionConfig::from_env().precision;
   cli::Flags f("mnist", "Trains the README's MLP (or a small CNN) on Fashion-MNIST and reports the test accuracy.");
   add_flags(f, o);
   return cli::run(f, argc, argv, [&] { return run(o); });
