@@ -65,7 +65,8 @@ TEST_F(Defaults, ProductSnippetLearnsAsWritten) {
   const double first = history.epochs.front().train_loss, last = history.epochs.back().train_loss;
   // All-zero parameters give exactly ln 10 for every step and never move (the bug this guards against).
   EXPECT_GT(std::fabs(first - std::log(10.0)), 1e-6) << "the first epoch's loss is that of all-zero parameters";
-  EXPECT_LT(last, 0.5 * first) << "first epoch " << first << ", last " << last;
+  // SGD at 0.01 over 100 steps: a float64 numpy model of this run goes from 2.27 to 1.32.
+  EXPECT_LT(last, 0.8 * first) << "first epoch " << first << ", last " << last;
 }
 
 TEST_F(Defaults, LayerRulesSeedsAndZerosOnRequest) {
