@@ -82,8 +82,7 @@ void Flags::precision(Precision& out) {
   } catch (const ConfigError& e) {
     environment_error_ = e.what();
   }
-  add({"--precision", "f32 storage and arithmetic, or f16 matmul inputs with f32 accumulation (cooperative-matrix "
-                      "tiers where the device has them); default from MEGANEURA_PRECISION",
+  add({"--precision", "f32, or mixed16: f16 matmul inputs, f32 accumulation (MEGANEURA_PRECISION sets the default)",
        "f32|mixed16", precision_name(out), false, [&out, this](const std::string& v) {
          try {
            out = parse_precision(v, "--precision");
