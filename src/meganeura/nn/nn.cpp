@@ -57,8 +57,8 @@ Linear::Linear(Context& c, const std::string& name, int64_t in_, int64_t out_, b
   check_positive("nn::Linear", name_, {in, out});
   weight = c.parameter(join(name, "weight"), {in, out}, init, in, out);
   if (with_bias) {
-    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)), i.e. Kaiming-uniform with fan_in 3*in
-    bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 3 * in, out);
+    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)): Kaiming-uniform sqrt(6/fan_in) with fan_in 6*in
+    bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 6 * in, out);
   }
 }
 
@@ -111,7 +111,7 @@ Conv2d::Conv2d(Context& c, const std::string& name, int64_t cin, int64_t cout, i
   const int64_t fan_out = cout / groups * kernel * kernel;
   weight = c.parameter(join(name, "weight"), {cout, cin / groups, kernel, kernel}, Init::KaimingUniform, fan_in,
                        fan_out);
-  if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 3 * fan_in, fan_out);
+  if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 6 * fan_in, fan_out);
 }
 
 NodeId Conv2d::operator()(NodeId x) const {
