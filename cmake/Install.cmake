@@ -21,7 +21,7 @@ install(FILES ${CMAKE_BINARY_DIR}/meganeuraConfig.cmake ${CMAKE_BINARY_DIR}/mega
 # pkg-config: `pkg-config --cflags --libs meganeura` links the shared library; `--static` the archive with the
 # shader toolchain and zlib archives it needs (absolute paths, as found at build time).
 set(MEGANEURA_PC_STATIC "")
-foreach(lib ${_mn_static_paths})
+foreach(lib ${_mn_static_paths} ${MN_LIB_z_static})
   string(APPEND MEGANEURA_PC_STATIC " ${lib}")
 endforeach()
 file(RELATIVE_PATH MEGANEURA_PC_LIB_TO_INCLUDE /p/${CMAKE_INSTALL_LIBDIR} /p/${CMAKE_INSTALL_INCLUDEDIR})
