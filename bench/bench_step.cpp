@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "flags.hpp"
 #include "meganeura/core/error.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
@@ -52,8 +53,6 @@ TuneOptions tune_options() {
   o.cache = false;
   return o;
 }
-
-const char* precision_name(Precision p) { return p == Precision::F32 ? "f32" : "mixed16"; }
 
 void mlp(const Args& args, OptimizerKind kind, Precision precision) {
   Graph g;
@@ -169,40 +168,28 @@ void pointwise(const Args& args, uint64_t mib) {
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; i += 2) {
-    if (std::string(argv[i]) == "--tune") {
-      args.tune = true;
-      --i;
-      continue;
+  cli::Flags f("bench_step", "The README MLP's training step (SGD and Adam, F32 and Mixed16): wall and GPU time per "
+                             "step, and\nthe fused pointwise kernels' bandwidth over --mib buffers; JSON lines.");
+  f.option("--steps", args.steps, "timed steps (wall clock)");
+  f.option("--gpu-steps", args.gpu_steps, "timed steps (GPU timestamps)");
+  f.option("--warmup", args.warmup, "untimed steps first");
+  f.custom("--mib", [&](const std::string& v) {
+    args.mib.clear();
+    for (size_t p = 0; p <= v.size();) {
+      size_t q = v.find(',', p);
+      if (q == std::string::npos) q = v.size();
+      const std::string item = v.substr(p, q - p);
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+        throw cli::UsageError("[bench_step] expected --mib as comma-separated whole numbers, got '" + v + "'");
+      args.mib.push_back(std::stoull(item));
+      p = q + 1;
     }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "bench_step: %s needs a value\n", argv[i]);
-      return 2;
-    }
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--steps") args.steps = std::stoi(v);
-    else if (a == "--gpu-steps") args.gpu_steps = std::stoi(v);
-    else if (a == "--warmup") args.warmup = std::stoi(v);
-    else if (a == "--mib") {
-      args.mib.clear();
-      for (size_t p = 0; p <= v.size();) {
-        size_t q = v.find(',', p);
-        if (q == std::string::npos) q = v.size();
-        args.mib.push_back(std::stoull(v.substr(p, q - p)));
-        p = q + 1;
-      }
-    } else {
-      std::fprintf(stderr, "usage: bench_step [--steps N] [--gpu-steps N] [--warmup N] [--mib 256,1024] [--tune]\n");
-      return 2;
-    }
-  }
-  try {
+  }, "pointwise buffer sizes in MiB, comma-separated", "LIST");
+  f.flag("--tune", args.tune, "also time the step after Session::tune_with");
+  return cli::run(f, argc, argv, [&] {
     for (Precision p : {Precision::F32, Precision::Mixed16})
       for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::Adam}) mlp(args, k, p);
     for (uint64_t mib : args.mib) pointwise(args, mib);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "bench_step: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -10,6 +10,7 @@
 
 #include "meganeura/eager/eager.hpp"
 #include "meganeura/meganeura.hpp"
+#include "flags.hpp"
 #include "meganeura/nn/nn.hpp"
 
 using namespace meganeura;
@@ -24,7 +25,15 @@ void print(const char* what, const std::vector<float>& v, size_t n = 4) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  cli::Flags flags("debug_tour", "A guided tour of the debugging tools on a tiny model: names, a debug session's "
+                                 "reads,\nstep_debug's NaN report and eager evaluation (docs/debugging.md).");
+  try {
+    if (!flags.parse(argc, argv)) return 0;
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "%s\n\n%s", e.what(), flags.usage().c_str());
+    return 2;
+  }
   try {
     Graph g;
     nn::Context ctx(g, 3);

@@ -14,6 +14,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
+#include "flags.hpp"
 #include "models.hpp"
 
 using namespace meganeura;
@@ -38,52 +39,31 @@ struct Options {
   bool json = false;
   std::string history, save;
   bool distributed = false;
+  Precision precision = Precision::F32;
 };
 
-void usage() {
-  std::fprintf(stderr,
-               "usage: mnist [--epochs N] [--batch N] [--optimizer sgd|adam|adamw|laprop] [--lr X] [--momentum X]\n"
-               "             [--weight-decay X] [--schedule constant|step|cosine] [--warmup N] [--clip X]\n"
-               "             [--accum N] [--model mlp|cnn] [--data DIR] [--seed N] [--limit N]\n"
-               "             [--history FILE.json|.csv|.svg] [--save FILE.ckpt] [--json] [--distributed]\n");
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError("[mnist] expected a value after " + a + ", got none");
-      return argv[++i];
-    };
-    if (a == "--epochs") o.epochs = std::stoi(value());
-    else if (a == "--batch") o.batch = std::stoll(value());
-    else if (a == "--optimizer") o.optimizer = value();
-    else if (a == "--lr") o.lr = std::stod(value());
-    else if (a == "--momentum") o.momentum = std::stod(value());
-    else if (a == "--weight-decay") o.weight_decay = std::stod(value());
-    else if (a == "--schedule") o.schedule = value();
-    else if (a == "--warmup") o.warmup = std::stoll(value());
-    else if (a == "--clip") o.clip = std::stod(value());
-    else if (a == "--accum") o.accum = std::stoi(value());
-    else if (a == "--model") o.model = value();
-    else if (a == "--data") o.data = value();
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else if (a == "--limit") o.limit = std::stoll(value());
-    else if (a == "--history") o.history = value();
-    else if (a == "--save") o.save = value();
-    else if (a == "--json") o.json = true;
-    else if (a == "--distributed") o.distributed = true;
-    else if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else {
-      usage();
-      throw ConfigError("[mnist] expected a known option, got '" + a + "'");
-    }
-  }
-  if (o.model != "mlp" && o.model != "cnn") throw ConfigError("[mnist] expected --model mlp or cnn, got " + o.model);
-  return o;
+// Fills `o` from the command line; false when --help was asked.
+void add_flags(cli::Flags& f, Options& o) {
+  f.option("--epochs", o.epochs, "epochs to train");
+  f.option("--batch", o.batch, "batch size");
+  f.choice("--optimizer", o.optimizer, {"sgd", "adam", "adamw", "laprop"}, "update rule");
+  f.option("--lr", o.lr, "learning rate (0: 0.1 for sgd, 2e-3 for the Adam family)");
+  f.option("--momentum", o.momentum, "SGD momentum");
+  f.option("--weight-decay", o.weight_decay, "weight decay");
+  f.choice("--schedule", o.schedule, {"constant", "step", "cosine"}, "learning-rate schedule");
+  f.option("--warmup", o.warmup, "linear warm-up steps");
+  f.option("--clip", o.clip, "clip gradients by global norm (0: off)");
+  f.option("--accum", o.accum, "micro-batches per update");
+  f.choice("--model", o.model, {"mlp", "cnn"}, "the model");
+  f.precision(o.precision);
+  f.option("--data", o.data, "folder with the IDX files", "DIR");
+  f.option("--seed", o.seed, "initialisation and shuffling seed");
+  f.option("--limit", o.limit, "train on the first N images only (0: all)");
+  f.option("--history", o.history, "loss history (.json, .csv or .svg)", "FILE");
+  f.option("--save", o.save, "checkpoint at the end", "FILE");
+  f.flag("--json", o.json, "end with one JSON line");
+  f.flag("--distributed", o.distributed, "data-parallel under mpirun (docs/distributed.md)");
+  f.epilog("`meganeura train` runs the same recipes with --resume and JSON events.");
 }
 
 // Returns the logits; the parameters are named so that checkpoints and the eval graph agree.
@@ -131,6 +111,7 @@ int run(const Options& o) {
   opt.grad_accumulation = o.accum;
   cfg.training = true;
   cfg.optimizer = opt;
+  cfg.precision = o.precision;
 
   TrainConfig tc;
   tc.epochs = o.epochs;
@@ -183,10 +164,8 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mnist: %s\n", e.what());
-    return 1;
-  }
+  Options o;
+  cli::Flags f("mnist", "Trains the README's MLP (or a small CNN) on Fashion-MNIST and reports the test accuracy.");
+  add_flags(f, o);
+  return cli::run(f, argc, argv, [&] { return run(o); });
 }

@@ -29,6 +29,7 @@
 #include "meganeura/runtime/elf_scan.hpp"
 #include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "flags.hpp"
 #include "models.hpp"
 
 using namespace meganeura;
@@ -180,34 +181,35 @@ std::vector<Pipeline> session_pipelines(std::shared_ptr<runtime::Device> dev, Se
   return out;
 }
 
-int usage(int code) {
-  std::fprintf(stderr,
-               "usage: pipeline_stats --out DIR (--matmul N|MxNxK[,...] [--tier scalar,coopmat-nv,coopmat-khr] "
-               "[--layout nn] [--tile 128x128x32/2x4] [--mixed16] | --model mlp|cnn|transformer [--batch N]) "
-               "[--no-ir] [--cache]\n");
-  return code;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has = i + 1 < argc;
-    if (arg == "--out" && has) a.out = argv[++i];
-    else if (arg == "--matmul" && has) a.sizes = split(argv[++i]);
-    else if (arg == "--tier" && has) a.tiers = split(argv[++i]);
-    else if (arg == "--layout" && has) a.layout = argv[++i];
-    else if (arg == "--tile" && has) a.tile = argv[++i];
-    else if (arg == "--model" && has) a.model = argv[++i];
-    else if (arg == "--batch" && has) a.batch = std::stoll(argv[++i]);
-    else if (arg == "--mixed16") a.mixed16 = true;
-    else if (arg == "--no-ir") a.ir = false;
-    else if (arg == "--cache") a.cache = true;
-    else return usage(arg == "--help" || arg == "-h" ? 0 : 2);
+  bool no_ir = false;
+  cli::Flags f("pipeline_stats", "The driver's statistics and internal representations of the matmul kernels "
+                                 "(--matmul) or of a\nmodel's training step (--model), one file per pipeline.");
+  f.option("--out", a.out, "output folder (required)", "DIR");
+  f.custom("--matmul", [&](const std::string& v) { a.sizes = split(v); }, "products to compile: N or MxNxK, comma-separated",
+           "SIZES");
+  f.custom("--tier", [&](const std::string& v) { a.tiers = split(v); }, "matmul tiers, comma-separated",
+           "scalar,coopmat-nv,coopmat-khr", "coopmat-nv");
+  f.option("--layout", a.layout, "operand layout (nn, nt, tn, tt)");
+  f.option("--tile", a.tile, "cooperative tile (128x128x32/2x4)", "TILE");
+  f.flag("--mixed16", a.mixed16, "f32 buffers rounded to f16 on load");
+  f.choice("--model", a.model, {"mlp", "cnn", "transformer"}, "a model's training step instead of --matmul");
+  f.option("--batch", a.batch, "the model's batch size");
+  f.flag("--no-ir", no_ir, "statistics only, no internal representations");
+  f.flag("--cache", a.cache, "also write the pipeline cache and the ELF images in it");
+  try {
+    if (!f.parse(argc, argv)) return 0;
+    a.ir = !no_ir;
+    if (a.out.empty()) throw cli::UsageError("[pipeline_stats] expected --out DIR, got none");
+    if (a.sizes.empty() == a.model.empty())
+      throw cli::UsageError("[pipeline_stats] expected exactly one of --matmul and --model");
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "%s\n\n%s", e.what(), f.usage().c_str());
+    return 2;
   }
-  if (a.out.empty() || a.sizes.empty() == a.model.empty()) return usage(2);
   try {
     const SessionConfig config = SessionConfig::from_env();
     runtime::DeviceOptions o;

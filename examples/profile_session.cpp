@@ -12,6 +12,7 @@
 #include <string>
 
 #include "meganeura/meganeura.hpp"
+#include "flags.hpp"
 #include "models.hpp"
 
 using namespace meganeura;
@@ -20,31 +21,17 @@ int main(int argc, char** argv) {
   std::string out, model = "mlp";
   int64_t batch = 32;
   ProfileOptions po;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError("[profile_session] expected a value after " + a + ", got none");
-      return argv[++i];
-    };
-    if (a == "--model") model = value();
-    else if (a == "--batch") batch = std::stoll(value());
-    else if (a == "--iterations") po.iterations = std::stoi(value());
-    else if (a == "--warmup") po.warmup = std::stoi(value());
-    else if (a == "--help" || a == "-h" || (!a.empty() && a[0] == '-')) {
-      std::fprintf(stderr, "usage: MEGANEURA_GPU_TIMING=1 profile_session OUT.json [--model mlp|cnn|transformer] [--batch N] "
-                           "[--iterations N] [--warmup N]\n");
-      return a == "--help" || a == "-h" ? 0 : 2;
-    } else out = a;
-  }
-  if (out.empty()) {
-    std::fprintf(stderr, "profile_session: expected an output path (OUT.json)\n");
-    return 2;
-  }
-  try {
+  cli::Flags f("profile_session", "Per-dispatch GPU timing profile of one training step, written as JSON "
+                                  "(MEGANEURA_GPU_TIMING=1 required;\n`meganeura profile` turns it on itself).");
+  f.positional("OUT", out, "the profile's JSON file");
+  f.choice("--model", model, {"mlp", "cnn", "transformer"}, "the model (examples/models.hpp)");
+  f.option("--batch", batch, "batch size");
+  f.option("--iterations", po.iterations, "timed steps");
+  f.option("--warmup", po.warmup, "untimed steps first");
+  return cli::run(f, argc, argv, [&]() -> int {
     SessionConfig config = SessionConfig::from_env();
     if (!config.gpu_timing) {
-      std::fprintf(stderr, "profile_session: set MEGANEURA_GPU_TIMING=1 (the session must record timestamps)\n");
-      return 2;
+      throw cli::UsageError("[profile_session] expected MEGANEURA_GPU_TIMING=1 (the session must record timestamps)");
     }
     config.optimizer.kind = OptimizerKind::Adam;
     config.optimizer.learning_rate = 1e-3;
@@ -55,9 +42,9 @@ int main(int argc, char** argv) {
     for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
     examples::feed_random(s);
     const std::string json = s.profile(po);
-    std::ofstream f(out);
-    if (!f) throw ConfigError("[profile_session] expected a writable output path, got '" + out + "'");
-    f << json << "\n";
+    std::ofstream file(out);
+    if (!file) throw ConfigError("[profile_session] expected a writable output path, got '" + out + "'");
+    file << json << "\n";
     nlohmann::json doc = nlohmann::json::parse(json);
     std::printf("%s: %zu dispatches; grouped step %.1f us, instrumented %.1f us (ratio %.2f)\n", doc["device"]["name"].get<std::string>().c_str(),
                 doc["dispatches"].size(), doc["overhead"]["grouped_gpu"]["median_ns"].get<double>() / 1e3,
@@ -68,9 +55,6 @@ int main(int argc, char** argv) {
                   fam["dispatches"].get<int>(), fam["median_ns_total"].get<double>() / 1e3,
                   100.0 * fam["share"].get<double>());
     std::printf("wrote %s\n", out.c_str());
-  } catch (const Error& e) {
-    std::fprintf(stderr, "profile_session: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -9,6 +9,7 @@
 #include "meganeura/data/loader.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
+#include "flags.hpp"
 
 using namespace meganeura;
 
@@ -37,18 +38,7 @@ std::vector<float> all_logits(Session& s, DataLoader& test) {
   return out;
 }
 
-int run(int argc, char** argv) {
-  std::string data = kDefaultMnistDir, path;
-  int epochs = 1;
-  int64_t limit = 0;  // only the first N training images (quick runs)
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--data") data = argv[i + 1];
-    else if (a == "--epochs") epochs = std::stoi(argv[i + 1]);
-    else if (a == "--checkpoint") path = argv[i + 1];
-    else if (a == "--limit") limit = std::stoll(argv[i + 1]);
-    else throw ConfigError("[train_deploy] expected --data DIR, --epochs N, --limit N or --checkpoint FILE, got '" + a + "'");
-  }
+int run(std::string data, std::string path, int epochs, int64_t limit) {
   if (path.empty()) path = (std::filesystem::temp_directory_path() / "meganeura-train-deploy.ckpt").string();
 
   ImageSet train_set = load_mnist(data, Split::Train);
@@ -112,10 +102,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_deploy: %s\n", e.what());
-    return 1;
-  }
+  std::string data = kDefaultMnistDir, path;
+  int epochs = 1;
+  int64_t limit = 0;
+  cli::Flags f("train_deploy", "Trains the MLP with Adam, saves a checkpoint, reloads it into a fresh inference session\n"
+                               "and checks that its predictions are identical.");
+  f.option("--data", data, "folder with the Fashion-MNIST IDX files", "DIR");
+  f.option("--epochs", epochs, "epochs to train");
+  f.option("--limit", limit, "train on the first N images only (0: all)");
+  f.option("--checkpoint", path, "where to save (default: a file in the temporary folder)", "FILE");
+  return cli::run(f, argc, argv, [&] { return run(data, path, epochs, limit); });
 }

@@ -14,6 +14,11 @@ for line in open("scripts/requirements-oracle.txt"):
     name, want = line.split("==")
     if version(name) != want:
         sys.exit(1)
+if version("cffconvert") != "2.0.0":
+    sys.exit(1)
 PYEOF
 echo "install-oracles: installing scripts/requirements-oracle.txt"
 "$PY" -m pip install -q --disable-pip-version-check -r scripts/requirements-oracle.txt
+# Only for the CFF 1.2.0 schema file it ships (scripts/check-citation.py validates with jsonschema 4): its own
+# pin of jsonschema < 4 would downgrade the one above, so it comes without dependencies.
+"$PY" -m pip install -q --disable-pip-version-check --no-deps cffconvert==2.0.0

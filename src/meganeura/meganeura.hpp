@@ -2,6 +2,7 @@
 // The public API in one include.
 #include "meganeura/core/error.hpp"
 #include "meganeura/ir/graph.hpp"
+#include "meganeura/ir/init.hpp"
 #include "meganeura/session/session.hpp"
 #include "meganeura/data/dataset.hpp"
 #include "meganeura/data/loader.hpp"

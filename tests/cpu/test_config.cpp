@@ -18,7 +18,7 @@ using meganeura::SessionConfig;
 
 const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
                        "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
-                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT", "HF_HOME",
+                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT", "MEGANEURA_PRECISION", "MEGANEURA_SEED", "HF_HOME",
                        "HF_HUB_CACHE",        "HF_ENDPOINT",          "HF_TOKEN",             "HF_HUB_OFFLINE",
                        "MEGANEURA_DISTRIBUTED", "MEGANEURA_REDUCE_ORDER", "MEGANEURA_BUCKET_BYTES",
                        "MEGANEURA_DIST_TIMEOUT"};
@@ -242,6 +242,26 @@ TEST(ConfigRule, OnlyConfigCppCallsGetenv) {
 }  // namespace
 
 namespace {
+
+TEST_F(ConfigEnv, PrecisionAndSeed) {
+  SessionConfig c = SessionConfig::from_env();
+  EXPECT_EQ(c.precision, meganeura::Precision::F32);
+  EXPECT_EQ(c.seed, 0u);
+  EXPECT_EQ(c.init, meganeura::ParameterInit::Seeded);
+  setenv("MEGANEURA_PRECISION", "Mixed16", 1);
+  setenv("MEGANEURA_SEED", "18446744073709551615", 1);
+  c = SessionConfig::from_env();
+  EXPECT_EQ(c.precision, meganeura::Precision::Mixed16);
+  EXPECT_EQ(c.seed, UINT64_MAX);
+  unsetenv("MEGANEURA_SEED");
+  const std::string bad = error_of("MEGANEURA_PRECISION", "fp8");
+  EXPECT_NE(bad.find("expected MEGANEURA_PRECISION to be one of f32, mixed16"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("'fp8'"), std::string::npos) << bad;
+  EXPECT_NE(error_of("MEGANEURA_SEED", "18446744073709551616").find("MEGANEURA_SEED"), std::string::npos);
+  EXPECT_NE(error_of("MEGANEURA_SEED", "-1").find("a whole number"), std::string::npos);
+  EXPECT_EQ(meganeura::parse_precision("F32"), meganeura::Precision::F32);
+  EXPECT_STREQ(meganeura::precision_name(meganeura::Precision::Mixed16), "mixed16");
+}
 
 TEST_F(ConfigEnv, DumpPlanReadsOffWordsAsOffAndOnWordsAsStderr) {
   for (const char* off : {"0", "off", "OFF", "false", "no"}) {

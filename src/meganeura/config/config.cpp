@@ -124,7 +124,31 @@ hf::HubConfig hub_from_env() {
   return h;
 }
 
+uint64_t parse_seed(const char* var, const std::string& value) {
+  const char* accepted = "a whole number that fits 64 bits";
+  if (value.empty() || value.size() > 20) reject(var, value, accepted);
+  uint64_t n = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') reject(var, value, accepted);
+    const uint64_t d = uint64_t(c - '0');
+    if (n > (UINT64_MAX - d) / 10) reject(var, value, accepted);
+    n = n * 10 + d;
+  }
+  return n;
+}
+
 }  // namespace
+
+Precision parse_precision(const std::string& value, const std::string& what) {
+  const std::string v = lower(value);
+  if (v == "f32") return Precision::F32;
+  if (v == "mixed16") return Precision::Mixed16;
+  throw ConfigError("[parse_precision] expected " + what +
+                    " to be one of f32, mixed16 (f32 storage; mixed16: f16 matmul inputs on cooperative-matrix "
+                    "tiers, f32 accumulation), got '" + value + "'");
+}
+
+const char* precision_name(Precision p) { return p == Precision::Mixed16 ? "mixed16" : "f32"; }
 
 SessionConfig SessionConfig::from_env() {
   SessionConfig c;
@@ -138,6 +162,8 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_GPU_TIMING")) c.gpu_timing = parse_bool("MEGANEURA_GPU_TIMING", *v);
   if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
   if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
+  if (auto v = env("MEGANEURA_PRECISION")) c.precision = parse_precision(*v, "MEGANEURA_PRECISION");
+  if (auto v = env("MEGANEURA_SEED")) c.seed = parse_seed("MEGANEURA_SEED", *v);
   if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT")) c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
   c.hub = hub_from_env();
   if (auto v = env("MEGANEURA_REDUCE_ORDER")) {

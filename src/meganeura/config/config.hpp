@@ -12,6 +12,15 @@ namespace meganeura {
 
 enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
 enum class Precision : uint8_t { F32, Mixed16 };
+// "f32" / "mixed16" (any case) as on command lines (--precision) and in MEGANEURA_PRECISION; ConfigError naming
+// `what` and the accepted words otherwise.
+Precision parse_precision(const std::string& value, const std::string& what = "precision");
+const char* precision_name(Precision p);
+// Where parameters start when a session is built: the rule their layer recorded (Graph::set_init; Init::Default
+// for a bare Graph::parameter), seeded by SessionConfig::seed unless the layer has its own seed; or zeros
+// (a caller that uploads every weight itself, a loader, or a checkpoint restore, skips the work). Parameters
+// bound to a session this one shares with keep that session's values.
+enum class ParameterInit : uint8_t { Seeded, Zeros };
 enum class OptimizerKind : uint8_t { None, Sgd, Adam, AdamW, LaProp };
 // The matmul kernel families (kernels/matmul): GEMV for a handful of rows, the tiled scalar kernel, and the
 // cooperative-matrix kernels through NVIDIA's or Khronos's extension.
@@ -40,7 +49,9 @@ struct SessionConfig {
   bool training = true;                 // autodiff + optimizer update in the step
   OptimizerConfig optimizer;            // kind None: forward+backward only, no update, no moments
   RewriteMode rewrite = RewriteMode::Greedy;
-  Precision precision = Precision::F32;
+  Precision precision = Precision::F32;  // MEGANEURA_PRECISION: f32 or mixed16
+  ParameterInit init = ParameterInit::Seeded;
+  uint64_t seed = 0;                     // MEGANEURA_SEED: parameter initialisation (ParameterInit::Seeded)
   bool alias_memory = true;             // liveness-based aliasing of intermediates
   bool host_visible = false;            // debug: every buffer host-readable
   bool keep_intermediates = false;      // debug: every node materialised and readable by name

@@ -113,8 +113,10 @@ std::vector<float> Eager::eval(const Graph& g, NodeId node) {
     sub.set_outputs({node});
     CompileOptions co;
     co.cache = &s_->kernels;
+    SessionConfig config = s_->config;
+    config.init = ParameterInit::Zeros;  // every parameter is set from the caller's values below
     try {
-      session = std::make_unique<Session>(build_with(sub, s_->config, s_->device, co));
+      session = std::make_unique<Session>(build_with(sub, config, s_->device, co));
     } catch (...) {
       s_->sessions.erase(content_hash(key, {}));
       throw;

@@ -249,6 +249,20 @@ NodeId Graph::state(const std::string& name, Shape shape, DType dtype, Loc loc) 
   return make(Op::Parameter, {}, std::move(a), at(loc, name));
 }
 
+void Graph::set_init(NodeId p, ParamInit init) {
+  const Node& n = node(p);
+  if (n.op != Op::Parameter || n.attrs.flag_a)
+    throw GraphError("[Graph::set_init] expected a parameter, got " + std::string(op_name(n.op)) + " '" + n.prov.name +
+                     "'" + (n.attrs.flag_a ? " (a state)" : ""));
+  inits_[p.v] = init;
+}
+
+ParamInit Graph::init_of(NodeId p) const {
+  node(p);
+  auto it = inits_.find(p.v);
+  return it == inits_.end() ? ParamInit{} : it->second;
+}
+
 NodeId Graph::constant(std::vector<float> data, Shape shape, Loc loc) {
   for (int64_t d : shape)
     if (d < 1) builder_fail("constant", "every dimension >= 1", shape_str(shape), loc);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/ir/init.hpp"
 #include "meganeura/ir/op_list.hpp"
 
 namespace meganeura {
@@ -119,6 +120,10 @@ class Graph {
   // build, kept between steps, shared by name between sessions), never differentiated. A Parameter node with
   // attrs.flag_a set; listed by states(), not parameters().
   NodeId state(const std::string& name, Shape shape, DType dtype = DType::F32, Loc loc = Loc::current());
+  // The rule that gives parameter `p` its first values when a session is built (ir/init.hpp); a parameter
+  // without one gets Init::Default. nn layers set theirs. GraphError for a node that is not a parameter.
+  void set_init(NodeId p, ParamInit init);
+  ParamInit init_of(NodeId p) const;
   NodeId constant(std::vector<float> data, Shape shape, Loc loc = Loc::current());
   NodeId scalar(double value, Loc loc = Loc::current());  // shape {} and broadcast by every binary op
   NodeId fill(double value, Shape shape, Loc loc = Loc::current());
@@ -281,6 +286,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_, parameters_, inputs_, states_;
   std::map<NodeId, NodeId> gradients_;
+  std::unordered_map<uint32_t, ParamInit> inits_;  // by node index
   std::unordered_map<uint32_t, std::vector<float>> constants_;
   std::unordered_map<uint64_t, std::vector<NodeId>> intern_;  // structural hash -> candidates
   std::unordered_map<std::string, NodeId> names_;

@@ -7,30 +7,6 @@ namespace meganeura::nn {
 
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ULL;
-  return h;
-}
-
-// Our own generator and transforms rather than <random> distributions, whose output differs between
-// standard libraries: a checkpoint made here must be reproducible anywhere.
-struct Rng {
-  uint64_t state;
-  double uniform() { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }  // [0, 1)
-  double normal() {
-    double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2.0 * std::numbers::pi * u2);
-  }
-};
-
 std::string join(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;
@@ -46,30 +22,6 @@ void check_positive(const char* where, const std::string& name, std::initializer
 
 }  // namespace
 
-std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std, uint64_t seed,
-                              const std::string& name) {
-  std::vector<float> out(count);
-  Rng rng{seed ^ fnv1a(name)};
-  const double fi = static_cast<double>(std::max<int64_t>(fan_in, 1));
-  const double fo = static_cast<double>(std::max<int64_t>(fan_out, 1));
-  auto fill_uniform = [&](double bound) {
-    for (auto& v : out) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-  };
-  auto fill_normal = [&](double s) {
-    for (auto& v : out) v = static_cast<float>(rng.normal() * s);
-  };
-  switch (init) {
-    case Init::Zeros: break;
-    case Init::Ones: std::fill(out.begin(), out.end(), 1.0f); break;
-    case Init::KaimingUniform: fill_uniform(std::sqrt(6.0 / fi)); break;
-    case Init::KaimingNormal: fill_normal(std::sqrt(2.0 / fi)); break;
-    case Init::XavierUniform: fill_uniform(std::sqrt(6.0 / (fi + fo))); break;
-    case Init::XavierNormal: fill_normal(std::sqrt(2.0 / (fi + fo))); break;
-    case Init::Normal: fill_normal(std); break;
-  }
-  return out;
-}
-
 std::string Context::qualify(const std::string& leaf) const {
   std::string prefix;
   for (const auto& s : stack_) prefix = join(prefix, s);
@@ -82,7 +34,9 @@ NodeId Context::parameter(const std::string& leaf, Shape shape, Init init, int64
   if (weights_.count(name) || buffers_.count(name))
     throw GraphError("[nn::Context::parameter] expected a new parameter name, got '" + name + "' twice");
   weights_[name] = initialise(init, static_cast<size_t>(numel(shape)), fan_in, fan_out, std, seed_, name);
-  return g_.parameter(name, std::move(shape));
+  const NodeId p = g_.parameter(name, std::move(shape));
+  g_.set_init(p, ParamInit{init, fan_in, fan_out, std, seed_});
+  return p;
 }
 
 NodeId Context::buffer(const std::string& leaf, Shape shape, float value) {
@@ -103,8 +57,8 @@ Linear::Linear(Context& c, const std::string& name, int64_t in_, int64_t out_, b
   check_positive("nn::Linear", name_, {in, out});
   weight = c.parameter(join(name, "weight"), {in, out}, init, in, out);
   if (with_bias) {
-    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)), i.e. Kaiming-uniform with fan_in 3*in
-    bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 3 * in, out);
+    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)): Kaiming-uniform sqrt(6/fan_in) with fan_in 6*in
+    bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 6 * in, out);
   }
 }
 
@@ -157,7 +111,7 @@ Conv2d::Conv2d(Context& c, const std::string& name, int64_t cin, int64_t cout, i
   const int64_t fan_out = cout / groups * kernel * kernel;
   weight = c.parameter(join(name, "weight"), {cout, cin / groups, kernel, kernel}, Init::KaimingUniform, fan_in,
                        fan_out);
-  if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 3 * fan_in, fan_out);
+  if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 6 * fan_in, fan_out);
 }
 
 NodeId Conv2d::operator()(NodeId x) const {

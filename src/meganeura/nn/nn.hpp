@@ -16,19 +16,9 @@
 
 namespace meganeura::nn {
 
-enum class Init {
-  Zeros,
-  Ones,
-  KaimingUniform,  // U(-b, b), b = sqrt(6 / fan_in): for layers followed by ReLU
-  KaimingNormal,   // N(0, 2 / fan_in)
-  XavierUniform,   // U(-b, b), b = sqrt(6 / (fan_in + fan_out))
-  XavierNormal,    // N(0, 2 / (fan_in + fan_out))
-  Normal,          // N(0, std^2)
-};
-
-// Host values for `count` elements; deterministic in (seed, name).
-std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std, uint64_t seed,
-                              const std::string& name);
+// The initialisation rules and their generator live in ir/init.hpp (a session applies them at build).
+using meganeura::Init;
+using meganeura::initialise;
 
 class Context {
  public:
@@ -55,7 +45,8 @@ class Context {
   // "blk3.attn" + "." + leaf; an empty leaf gives the prefix alone.
   std::string qualify(const std::string& leaf) const;
 
-  // A trainable parameter with seeded initial values recorded under its qualified name.
+  // A trainable parameter with seeded initial values recorded under its qualified name, and its rule recorded
+  // in the graph (Graph::set_init), so that a session built from the graph starts from the same values.
   NodeId parameter(const std::string& leaf, Shape shape, Init init, int64_t fan_in = 1, int64_t fan_out = 1,
                    double std = 1.0);
   // A non-trainable state tensor (running statistics): a graph input with initial host values.

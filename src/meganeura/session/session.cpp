@@ -355,6 +355,24 @@ bool cache_dir_usable(const std::string& dir) {
   return known[dir] = why.empty();
 }
 
+// SessionConfig::init: each parameter of the user's graph the step stores gets its layer's rule (Graph::init_of),
+// except those bound to the buffers of the session `share` (they hold that session's values already).
+void initialise_parameters(SessionImpl& s, const Graph& g, const SessionImpl* share) {
+  if (s.config.init != ParameterInit::Seeded) return;
+  std::unordered_map<std::string, NodeId> user;
+  for (NodeId p : g.parameters()) user.emplace(g.node(p).prov.name, p);
+  for (NodeId n : s.step.graph.parameters()) {
+    const Node& nd = s.step.graph.node(n);
+    if (s.step.graph.is_state(n) || (share && share->shared.count(nd.prov.name))) continue;
+    if (nd.dtype == DType::I32 || nd.dtype == DType::U32) continue;  // integer parameters start at zero
+    if (!s.step.plan.slot_of.count(s.kernels_storage(n))) continue;  // not read by the step
+    auto it = user.find(nd.prov.name);
+    const ParamInit rule = it == user.end() ? ParamInit{} : g.init_of(it->second);
+    const std::vector<float> v = initial_values(nd.prov.name, nd.shape, rule, s.config.seed);
+    s.upload_value("build", n, v.data(), v.size(), DType::F32);
+  }
+}
+
 }  // namespace
 
 Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
@@ -384,6 +402,10 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
     allocate(*impl, options.share ? options.share->impl_.get() : nullptr);
     allocate_frames(*impl);
     setup_distributed(*impl);
+  }
+  {
+    Trace::Scope t(impl->trace, "initialise parameters", "build");
+    initialise_parameters(*impl, g, options.share ? options.share->impl_.get() : nullptr);
   }
   {
     Trace::Scope t(impl->trace, "compile shaders", "build");

@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/ir/init.hpp"
 #include "meganeura/train/progress.hpp"
 
 namespace meganeura {
@@ -13,24 +14,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t name_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and platforms
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-bool looks_like_norm_scale(const std::string& name) {
-  for (const char* key : {"norm", "gamma", "scale", "ln"})
-    if (name.find(key) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace
@@ -50,28 +33,8 @@ Trainer::Trainer(std::unique_ptr<TrainTarget> target, TrainConfig config)
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
-  for (const TensorInfo& p : target_->parameters()) {
-    const size_t n = static_cast<size_t>(p.byte_size() / sizeof(float));
-    std::vector<float> v(n, 0.0f);
-    if (p.shape.size() <= 1) {
-      if (looks_like_norm_scale(p.name)) std::fill(v.begin(), v.end(), 1.0f);
-    } else {
-      // x @ w with w [in, out]: fan-in is the first axis; conv weights [out, in, kh, kw]: all but the first.
-      int64_t fan_in = p.shape[0];
-      if (p.shape.size() > 2) {
-        fan_in = 1;
-        for (size_t i = 1; i < p.shape.size(); ++i) fan_in *= p.shape[i];
-      }
-      const double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, fan_in)));
-      uint64_t state = config_.seed ^ name_hash(p.name);
-      for (float& x : v) {
-        state += 0x9E3779B97F4A7C15ull;
-        const double u = static_cast<double>(mix(state) >> 11) * 0x1.0p-53;  // [0, 1)
-        x = static_cast<float>((2.0 * u - 1.0) * bound);
-      }
-    }
-    target_->set_parameter(p.name, v);
-  }
+  for (const TensorInfo& p : target_->parameters())
+    target_->set_parameter(p.name, initial_values(p.name, p.shape, ParamInit{}, config_.seed));
 }
 
 void Trainer::check_batch(const Batch& b) const {

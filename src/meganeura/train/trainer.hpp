@@ -47,8 +47,9 @@ class Trainer : public TensorStore {
   // Trains `epochs` epochs (config.epochs when <= 0). Successive calls continue the epoch count; the
   // schedule's horizon is max(config.epochs, epochs trained so far + epochs).
   const History& train(DataLoader& loader, int epochs = 0);
-  // Uniform(+-1/sqrt(fan_in)) weights as torch.nn.Linear, zero biases, ones for norm scales; seeded by
-  // config.seed and the parameter's name.
+  // Every parameter by Init::Default (ir/init.hpp: uniform(+-1/sqrt(fan_in)) weights as torch.nn.Linear, zero
+  // biases, ones for norm scales), whatever rule its layer chose; seeded by config.seed and the parameter's
+  // name. Sessions start from their layers' rules already (SessionConfig::init); this re-draws them.
   void init_parameters();
 
   void set_evaluator(std::function<EvalResult()> evaluator) { evaluator_ = std::move(evaluator); }
