@@ -54,7 +54,17 @@ DType plain_dtype(quant::Type t, bool* quantized) {
     case quant::Type::F32: return DType::F32;
     case quant::Type::F16: return DType::F16;
     case quant::Type::BF16: return DType::BF16;
-    default: *quantized = true; return DType::F16;  // INTERIM: dequantized on the host (see gguf_model.hpp)
+    // Block types the kernels read as they are (kept quantized on the device).
+    case quant::Type::Q4_0: return DType::Q4_0;
+    case quant::Type::Q4_1: return DType::Q4_1;
+    case quant::Type::Q5_0: return DType::Q5_0;
+    case quant::Type::Q5_1: return DType::Q5_1;
+    case quant::Type::Q8_0: return DType::Q8_0;
+    case quant::Type::Q4_K: return DType::Q4_K;
+    case quant::Type::Q5_K: return DType::Q5_K;
+    case quant::Type::Q6_K: return DType::Q6_K;
+    // Others the CPU can dequantize but no kernel reads: F16 on the host (see gguf_model.hpp).
+    default: *quantized = true; return DType::F16;
   }
 }
 
@@ -158,7 +168,7 @@ LanguageModel load_gguf(gguf::File file) {
     bool quantized = false;
     const DType dt = plain_dtype(t.type, &quantized);
     if (quantized) {
-      // INTERIM (until the session stores block types): host dequantization to F16.
+      // A block type no kernel reads: dequantized to F16 on the host.
       const std::vector<float> v = quant::dequantize(t.type, bytes);
       std::vector<uint8_t> half(v.size() * 2);
       for (size_t i = 0; i < v.size(); ++i) {

@@ -8,9 +8,10 @@
 // (llama.hpp). `qwen2` files are written unpermuted (llama.cpp runs them with NeoX-style RoPE, which is
 // rotate-halves), so their rows are taken as they are.
 //
-// Weights: F32, F16 and BF16 tensors are views into the file's mapping (no copy) unless permuted. Block-quantized
-// tensors (Q4_0 … Q6_K) are, for now, dequantized on the host to F16 in a buffer `storage` owns: INTERIM until
-// the session stores GGUF block types, when they stay quantized and WeightView::dtype names the block type.
+// Weights: F32, F16, BF16 and the block types the kernels read (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+// are views into the file's mapping (no copy) unless permuted (whole rows of blocks move), and stay in that type
+// on the device (WeightView::dtype names it). Other block types are dequantized on the host to F16 in a buffer
+// `storage` owns.
 #include <string>
 
 #include "meganeura/formats/gguf.hpp"
