@@ -83,7 +83,8 @@ void run_size(runtime::Device& dev, runtime::KernelId kernel, uint64_t bytes, co
   }
   dev.fill_zero(src);
   const uint32_t n = static_cast<uint32_t>(vec4s);
-  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>((vec4s + 255) / 256, caps.max_workgroup_count[0]));
+  const uint32_t groups =
+      static_cast<uint32_t>(std::min<uint64_t>((vec4s + 255) / 256, caps.max_workgroup_count[0]));
   const uint32_t total = a.warmup + a.iters;
   auto list = dev.record(2 * total);
   runtime::Buffer bufs[2] = {src, dst};
@@ -102,9 +103,10 @@ void run_size(runtime::Device& dev, runtime::KernelId kernel, uint64_t bytes, co
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2], best = ms.front();
   const double moved = 2.0 * static_cast<double>(bytes);  // read + write
-  std::printf("%s,\"iters\":%u,\"workgroups\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"gbps_median\":%.1f,"
-              "\"gbps_best\":%.1f}\n",
-              head.c_str(), a.iters, groups, median, best, moved / (median * 1e6), moved / (best * 1e6));
+  std::printf(
+      "%s,\"iters\":%u,\"workgroups\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"gbps_median\":%.1f,"
+      "\"gbps_best\":%.1f}\n",
+      head.c_str(), a.iters, groups, median, best, moved / (median * 1e6), moved / (best * 1e6));
   std::fflush(stdout);
   dev.free(src);
   dev.free(dst);

@@ -5,15 +5,15 @@
 //                                allocation + recording, with an empty on-disk SPIR-V cache every iteration
 //   BM_BuildSession/<graph>/warm  the same with the cache filled by an earlier build (pipelines are still
 //                                created: the driver's JIT is not cached)
-// Graphs: the README MLP (784-128-10, batch 32) and 12 nn::TransformerBlock layers (seq 64, width 128, 4 heads,
-// SwiGLU FFN 512, RMSNorm, RoPE, causal flash attention), the blocks a model is built from. Training sessions
-// (autodiff + Adam).
+// Graphs: the README MLP (784-128-10, batch 32) and 12 nn::TransformerBlock layers (seq 64, width 128, 4
+// heads, SwiGLU FFN 512, RMSNorm, RoPE, causal flash attention), the blocks a model is built from. Training
+// sessions (autodiff + Adam).
 //   bench_build --benchmark_min_time=0.5   (Google Benchmark 1.7: seconds)
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/runtime/device.hpp"
@@ -67,7 +67,8 @@ std::shared_ptr<runtime::Device> device() {
 }
 
 std::string temp_cache(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() / ("meganeura-bench-build-" + std::to_string(::getpid()) + "-" + tag))
+  return (std::filesystem::temp_directory_path() /
+          ("meganeura-bench-build-" + std::to_string(::getpid()) + "-" + tag))
       .string();
 }
 
@@ -105,12 +106,16 @@ void BM_BuildSession(benchmark::State& state, Graph (*make)(), bool warm) {
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_CompileStep, mlp, &mlp)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CompileStep, transformer12, +[] { return transformer(); })->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(
+    BM_CompileStep, transformer12, +[] { return transformer(); })
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_BuildSession, mlp_cold, &mlp, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_BuildSession, mlp_warm, &mlp, true)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_BuildSession, transformer12_cold, +[] { return transformer(); }, false)
+BENCHMARK_CAPTURE(
+    BM_BuildSession, transformer12_cold, +[] { return transformer(); }, false)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_BuildSession, transformer12_warm, +[] { return transformer(); }, true)
+BENCHMARK_CAPTURE(
+    BM_BuildSession, transformer12_warm, +[] { return transformer(); }, true)
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

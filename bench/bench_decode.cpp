@@ -43,24 +43,34 @@ Args parse(int argc, char** argv) {
     };
     if (k == "--dtype") {
       const std::string v = next();
-      a.dtype = v == "f16" ? DType::F16 : v == "bf16" ? DType::BF16 : v == "f32" ? DType::F32
-              : throw ConfigError("[bench_decode] expected --dtype f32, f16 or bf16, got " + v);
-    } else if (k == "--context") a.context = std::stoll(next());
-    else if (k == "--prompt") a.prompt = std::stoll(next());
-    else if (k == "--steps") a.steps = std::stoi(next());
+      a.dtype = v == "f16"    ? DType::F16
+                : v == "bf16" ? DType::BF16
+                : v == "f32"
+                    ? DType::F32
+                    : throw ConfigError("[bench_decode] expected --dtype f32, f16 or bf16, got " + v);
+    } else if (k == "--context")
+      a.context = std::stoll(next());
+    else if (k == "--prompt")
+      a.prompt = std::stoll(next());
+    else if (k == "--steps")
+      a.steps = std::stoi(next());
     else if (k == "--batches") {
       a.batches.clear();
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) a.batches.push_back(std::stoll(t));
-    } else if (k == "--tiny") a.tiny = true;
-    else if (k == "--profile") a.profile = true;
-    else throw ConfigError("[bench_decode] unknown option " + k);
+    } else if (k == "--tiny")
+      a.tiny = true;
+    else if (k == "--profile")
+      a.profile = true;
+    else
+      throw ConfigError("[bench_decode] unknown option " + k);
   }
   return a;
 }
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -97,12 +107,14 @@ int main(int argc, char** argv) try {
       const std::vector<bool> bar = plan_barriers(st, ks);
       size_t barriers = 0;
       for (bool b : bar) barriers += b;
-      std::printf("{\"bench\":\"decode_plan\",\"dtype\":\"%s\",\"batch\":%lld,\"dispatches\":%zu,\"barriers\":%zu,"
-                  "\"layers\":%lld,\"weights_bytes\":%llu}\n",
-                  dt, (long long)B, ks.size(), barriers, (long long)c.layers,
-                  (unsigned long long)prefill.memory_summary().parameters);
+      std::printf(
+          "{\"bench\":\"decode_plan\",\"dtype\":\"%s\",\"batch\":%lld,\"dispatches\":%zu,\"barriers\":%zu,"
+          "\"layers\":%lld,\"weights_bytes\":%llu}\n",
+          dt, (long long)B, ks.size(), barriers, (long long)c.layers,
+          (unsigned long long)prefill.memory_summary().parameters);
     }
-    std::vector<int32_t> tokens(static_cast<size_t>(B * prompt)), start(size_t(B), 0), last(size_t(B), int32_t(prompt - 1));
+    std::vector<int32_t> tokens(static_cast<size_t>(B * prompt)), start(size_t(B), 0),
+        last(size_t(B), int32_t(prompt - 1));
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919) % size_t(c.vocab));
     prefill.set_input("tokens", tokens);
     prefill.set_input("start", start);
@@ -117,8 +129,10 @@ int main(int argc, char** argv) try {
     }
     std::sort(gpu.begin(), gpu.end());
     std::sort(wall.begin(), wall.end());
-    std::printf("{\"bench\":\"prefill\",\"dtype\":\"%s\",\"batch\":%lld,\"tokens\":%lld,\"gpu_ms\":%.4f,\"wall_ms\":%.4f}\n",
-                dt, (long long)B, (long long)prompt, gpu[2], wall[2]);
+    std::printf(
+        "{\"bench\":\"prefill\",\"dtype\":\"%s\",\"batch\":%lld,\"tokens\":%lld,\"gpu_ms\":%.4f,\"wall_ms\":%"
+        ".4f}\n",
+        dt, (long long)B, (long long)prompt, gpu[2], wall[2]);
 
     std::vector<int32_t> tok(size_t(B), 1), pos(static_cast<size_t>(B)), zero(size_t(B), 0);
     decode.set_input("tokens", tok);
@@ -132,9 +146,10 @@ int main(int argc, char** argv) try {
       if (k >= 0) gpu_sum += decode.last_step_gpu_ms();
     }
     const double wall_ms = (now_ms() - t0) / a.steps, gpu_ms = gpu_sum / a.steps;
-    std::printf("{\"bench\":\"decode\",\"dtype\":\"%s\",\"batch\":%lld,\"context\":%lld,\"gpu_ms_per_step\":%.4f,"
-                "\"wall_ms_per_step\":%.4f,\"tokens_per_s\":%.1f}\n",
-                dt, (long long)B, (long long)c.max_context, gpu_ms, wall_ms, double(B) * 1000.0 / wall_ms);
+    std::printf(
+        "{\"bench\":\"decode\",\"dtype\":\"%s\",\"batch\":%lld,\"context\":%lld,\"gpu_ms_per_step\":%.4f,"
+        "\"wall_ms_per_step\":%.4f,\"tokens_per_s\":%.1f}\n",
+        dt, (long long)B, (long long)c.max_context, gpu_ms, wall_ms, double(B) * 1000.0 / wall_ms);
     if (a.profile) {
       // Each dispatch of one decode step timed alone (Session::profile), summed per kernel family.
       ProfileOptions po;

@@ -1,15 +1,16 @@
-// SmolLM2-135M's configuration built from nn layers (nn::CausalLm: vocabulary 49152 x 576 tied to the head, 30
-// blocks of 9 heads over 3 KV heads, SwiGLU 1536, RMSNorm; seeded random weights), the three Inferena figures,
-// one JSON line each (the torch twin is scripts/device/llm_torch.py, both run by scripts/device/llm.sh):
+// SmolLM2-135M's configuration built from nn layers (nn::CausalLm: vocabulary 49152 x 576 tied to the head,
+// 30 blocks of 9 heads over 3 KV heads, SwiGLU 1536, RMSNorm; seeded random weights), the three Inferena
+// figures, one JSON line each (the torch twin is scripts/device/llm_torch.py, both run by
+// scripts/device/llm.sh):
 //   forward   an inference session over [batch, seq] tokens, logits [batch, seq, 49152] out
 //   token     the same with one token per sequence ([batch, 1]; no KV cache: the whole model on one position)
 //   train     an Adam step (lr 1e-4) on [batch, seq] tokens with index labels, mean cross-entropy
-// each at every --batches x --seqs x --precisions (f32, mixed16). Fields: wall_ms (run(): submit and wait, mean
-// of --steps after --warmup), gpu_ms (two timestamps around the recorded step, median), dispatches and barriers
-// per step, and, unless --no-profile, the per-family profile (Session::profile: each dispatch timed alone) as
-// "families": [[family, dispatches, ms], ...] largest first.
-//   bench_llm                                              the H200 defaults (4 configurations x 3 figures x 2)
-//   bench_llm --layers 1 --batches 1 --seqs 16 --steps 2 --warmup 1 --no-profile   smoke test (lavapipe)
+// each at every --batches x --seqs x --precisions (f32, mixed16). Fields: wall_ms (run(): submit and wait,
+// mean of --steps after --warmup), gpu_ms (two timestamps around the recorded step, median), dispatches and
+// barriers per step, and, unless --no-profile, the per-family profile (Session::profile: each dispatch timed
+// alone) as "families": [[family, dispatches, ms], ...] largest first.
+//   bench_llm                                              the H200 defaults (4 configurations x 3 figures x
+//   2) bench_llm --layers 1 --batches 1 --seqs 16 --steps 2 --warmup 1 --no-profile   smoke test (lavapipe)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,7 +57,8 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void measure(const Args& args, const std::string& mode, int64_t batch, int64_t seq, const std::string& precision) {
+void measure(const Args& args, const std::string& mode, int64_t batch, int64_t seq,
+             const std::string& precision) {
   const bool train = mode == "train";
   const int64_t S = mode == "token" ? 1 : seq;
   Graph g;
@@ -67,7 +69,8 @@ void measure(const Args& args, const std::string& mode, int64_t batch, int64_t s
   const NodeId logits = lm(g.input("tokens", {batch, S}, DType::I32));
   if (train) {
     const NodeId flat = g.reshape(logits, {batch * S, cfg.vocab});
-    g.set_outputs({g.named(g.cross_entropy_loss_index(flat, g.input("labels", {batch * S}, DType::I32)), "loss")});
+    g.set_outputs(
+        {g.named(g.cross_entropy_loss_index(flat, g.input("labels", {batch * S}, DType::I32)), "loss")});
   } else {
     g.set_outputs({logits});
   }
@@ -100,18 +103,13 @@ void measure(const Args& args, const std::string& mode, int64_t batch, int64_t s
     s.run();
     gpu.push_back(s.last_step_gpu_ms());
   }
-  nlohmann::json line = {{"bench", "vk_llm"},
-                         {"model", "smollm2-135m"},
-                         {"device", s.caps().name},
-                         {"mode", mode},
-                         {"batch", batch},
-                         {"seq", S},
-                         {"layers", args.layers},
-                         {"precision", precision},
-                         {"wall_ms", wall_ms},
-                         {"gpu_ms", median(gpu)},
-                         {"build_s", build_s},
-                         {"memory_mib", double(s.memory_summary().total()) / (1 << 20)}};
+  nlohmann::json line = {
+      {"bench", "vk_llm"},       {"model", "smollm2-135m"},
+      {"device", s.caps().name}, {"mode", mode},
+      {"batch", batch},          {"seq", S},
+      {"layers", args.layers},   {"precision", precision},
+      {"wall_ms", wall_ms},      {"gpu_ms", median(gpu)},
+      {"build_s", build_s},      {"memory_mib", double(s.memory_summary().total()) / (1 << 20)}};
   if (train) line["loss"] = s.read_output(0).at(0);
   // The profile's session block counts dispatches and barriers; its families are the per-kernel-family times.
   ProfileOptions po;
@@ -137,7 +135,8 @@ int main(int argc, char** argv) {
   Args args;
   const char* usage =
       "usage: bench_llm [--layers 30] [--batches 1,8] [--seqs 128,512] [--precisions f32,mixed16]\n"
-      "                 [--modes forward,token,train] [--steps 20] [--warmup 5] [--gpu-steps 20] [--no-profile]\n";
+      "                 [--modes forward,token,train] [--steps 20] [--warmup 5] [--gpu-steps 20] "
+      "[--no-profile]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-profile") {
@@ -149,14 +148,22 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string v = argv[++i];
-    if (a == "--layers") args.layers = std::stoll(v);
-    else if (a == "--batches") args.batches = int_list(v);
-    else if (a == "--seqs") args.seqs = int_list(v);
-    else if (a == "--precisions") args.precisions = str_list(v);
-    else if (a == "--modes") args.modes = str_list(v);
-    else if (a == "--steps") args.steps = std::stoi(v);
-    else if (a == "--warmup") args.warmup = std::stoi(v);
-    else if (a == "--gpu-steps") args.gpu_steps = std::stoi(v);
+    if (a == "--layers")
+      args.layers = std::stoll(v);
+    else if (a == "--batches")
+      args.batches = int_list(v);
+    else if (a == "--seqs")
+      args.seqs = int_list(v);
+    else if (a == "--precisions")
+      args.precisions = str_list(v);
+    else if (a == "--modes")
+      args.modes = str_list(v);
+    else if (a == "--steps")
+      args.steps = std::stoi(v);
+    else if (a == "--warmup")
+      args.warmup = std::stoi(v);
+    else if (a == "--gpu-steps")
+      args.gpu_steps = std::stoi(v);
     else {
       std::fputs(usage, stderr);
       return 2;
@@ -177,12 +184,13 @@ int main(int argc, char** argv) {
     for (int64_t batch : args.batches)
       for (const std::string& mode : args.modes)
         for (int64_t seq : args.seqs) {
-          if (mode == "token" && seq != args.seqs.front()) continue;  // one position: the sequence length is moot
+          if (mode == "token" && seq != args.seqs.front())
+            continue;  // one position: the sequence length is moot
           try {
             measure(args, mode, batch, seq, precision);
           } catch (const Error& e) {
             ++failures;
-            nlohmann::json line = {{"bench", "vk_llm"}, {"mode", mode},        {"batch", batch},
+            nlohmann::json line = {{"bench", "vk_llm"}, {"mode", mode},           {"batch", batch},
                                    {"seq", seq},        {"precision", precision}, {"error", e.what()}};
             std::printf("%s\n", line.dump().c_str());
             std::fflush(stdout);

@@ -1,17 +1,20 @@
-// Matmul throughput per tier, timed with GPU timestamps; one JSON line per (tier, size, layout). Each result is
-// spot-checked against a double-precision CPU dot product on sampled outputs. The torch twin is
+// Matmul throughput per tier, timed with GPU timestamps; one JSON line per (tier, size, layout). Each result
+// is spot-checked against a double-precision CPU dot product on sampled outputs. The torch twin is
 // scripts/device/matmul_torch.py; scripts/device/matmul.sh runs both and prints the ratio table.
-//   bench_matmul                                   1024, 4096, 8192; scalar (f32), coopmat-nv and coopmat-khr (f16)
-//   bench_matmul --sizes 256 --tiers scalar --iters 3   (lavapipe smoke test)
-//   bench_matmul --tune [--mixed16]                a one-matmul session per size and layout, GPU time before and after
-//                                                  Session::tune_with (gpu_ms_untuned, gpu_ms_tuned, the variants)
-//   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)  --no-probe
-//            --variants scalar.64,scalar.128.k2,...  (kernels::MatmulVariant strings, instead of the tiers' defaults;
-//            each line's "variant" says what ran)
-//   bench_matmul --dtype q4_1 [--mnk 1x576x576,16x1536x576]   x·Wᵀ with W [N, K] in GGUF blocks (q4_0 .. q6_k),
+//   bench_matmul                                   1024, 4096, 8192; scalar (f32), coopmat-nv and coopmat-khr
+//   (f16) bench_matmul --sizes 256 --tiers scalar --iters 3   (lavapipe smoke test) bench_matmul --tune
+//   [--mixed16]                a one-matmul session per size and layout, GPU time before and after
+//                                                  Session::tune_with (gpu_ms_untuned, gpu_ms_tuned, the
+//                                                  variants)
+//   options: --layouts nn,nt,tn  --tiles 128x128x32/2x4,128x256x16/2x4  --warmup N  --optimize (spirv-opt -O)
+//   --no-probe
+//            --variants scalar.64,scalar.128.k2,...  (kernels::MatmulVariant strings, instead of the tiers'
+//            defaults; each line's "variant" says what ran)
+//   bench_matmul --dtype q4_1 [--mnk 1x576x576,16x1536x576]   x·Wᵀ with W [N, K] in GGUF blocks (q4_0 ..
+//   q6_k),
 //                                                  dequantized in the kernel; default shapes: SmolLM2-135M's
-//                                                  products (N x K = 576x576, 1536x576, 576x1536, 49152x576) at
-//                                                  M = 1 and 16; reports the weights' GB/s
+//                                                  products (N x K = 576x576, 1536x576, 576x1536, 49152x576)
+//                                                  at M = 1 and 16; reports the weights' GB/s
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -41,11 +44,13 @@ struct Args {
   uint32_t iters = 20, warmup = 5;
   bool optimize = false, probe = true;
   bool mixed16 = false;  // every tier but GEMV reads f32 buffers rounded to f16 on load (Mixed16 sessions)
-  bool no_rte = false;   // --no-rte: round by integer arithmetic even where the conversion could (f16_rte_conversion)
-  bool tune = false;     // one-matmul session timed before and after Session::tune_with
-  std::string dtype;     // --dtype: a block-quantized weight (q4_0 .. q6_k) times f32 activations
-  std::vector<std::array<uint32_t, 3>> mnk = {{1, 576, 576},   {1, 1536, 576},   {1, 576, 1536},   {1, 49152, 576},
-                                              {16, 576, 576},  {16, 1536, 576},  {16, 576, 1536},  {16, 49152, 576}};
+  bool no_rte =
+      false;  // --no-rte: round by integer arithmetic even where the conversion could (f16_rte_conversion)
+  bool tune = false;  // one-matmul session timed before and after Session::tune_with
+  std::string dtype;  // --dtype: a block-quantized weight (q4_0 .. q6_k) times f32 activations
+  std::vector<std::array<uint32_t, 3>> mnk = {{1, 576, 576},   {1, 1536, 576},  {1, 576, 1536},
+                                              {1, 49152, 576}, {16, 576, 576},  {16, 1536, 576},
+                                              {16, 576, 1536}, {16, 49152, 576}};
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -100,7 +105,9 @@ Args parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
-                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] [--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune] [--dtype q4_1 [--mnk MxNxK,..]]\n");
+                   "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] "
+                   "[--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune] [--dtype q4_1 "
+                   "[--mnk MxNxK,..]]\n");
       std::exit(2);
     }
   }
@@ -139,23 +146,30 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   s.trans_a = layout[0] == 't';
   s.trans_b = layout[1] == 't';
   const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
-  const bool round = args.mixed16 && tier != MatmulTier::Gemv;  // scalar too: Mixed16 rounds on load in every tier
-  s.input = round ? kernels::MatmulInput::F32RoundF16 : f16 ? kernels::MatmulInput::F16 : kernels::MatmulInput::F32;
+  const bool round =
+      args.mixed16 && tier != MatmulTier::Gemv;  // scalar too: Mixed16 rounds on load in every tier
+  s.input = round ? kernels::MatmulInput::F32RoundF16
+            : f16 ? kernels::MatmulInput::F16
+                  : kernels::MatmulInput::F32;
   runtime::DeviceCaps caps = dev.caps();
   if (args.no_rte) caps.f16_rte_conversion = false;
-  std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" + tier_name +
-                     "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
-                     "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
+  std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" +
+                     tier_name + "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
+                     "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) +
+                     ",\"k\":" + std::to_string(n);
   std::vector<runtime::Buffer> bufs;
   try {
     const kernels::MatmulVariant variant =
         forced.empty() ? kernels::choose_variant(caps, s, tier,
-                                                 tile.empty() ? kernels::default_coopmat_tile(caps, s, tier) : kernels::CoopMatTile::parse(tile))
+                                                 tile.empty() ? kernels::default_coopmat_tile(caps, s, tier)
+                                                              : kernels::CoopMatTile::parse(tile))
                        : kernels::MatmulVariant::parse(forced);
     head += ",\"variant\":\"" + variant.to_string() + "\"";
     const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, variant);
     const auto& defs = kern.passes.front().source.defines;
-    const bool rte = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) { return d.name == "RTE_F16" && d.value == "1"; });
+    const bool rte = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
+      return d.name == "RTE_F16" && d.value == "1";
+    });
     head += std::string(",\"rte_f16\":") + (rte ? "true" : "false");
     std::vector<runtime::KernelId> ids;
     for (const kernels::MatmulPass& pass : kern.passes) {
@@ -166,7 +180,8 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     std::string stats;  // the product pass's driver statistics, as "name":value
     for (const runtime::PipelineExecutable& ex : dev.pipeline_executables(ids.front())) {
       for (const runtime::PipelineStatistic& st : ex.statistics) {
-        stats += (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + runtime::statistic_value(st).dump();
+        stats +=
+            (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + runtime::statistic_value(st).dump();
       }
       break;
     }
@@ -223,11 +238,13 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
       }
       worst = std::max(worst, std::fabs(c[uint64_t(i) * n + j] - acc) / (mag + 1e-3));
     }
-    std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
-                "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
-                head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
-                worst < 1e-4 ? "true" : "false", (kern.passes.front().source.label + (round ? " f32-in" : "")).c_str(),
-                args.optimize ? "true" : "false");
+    std::printf(
+        "%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
+        "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
+        head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
+        worst < 1e-4 ? "true" : "false",
+        (kern.passes.front().source.label + (round ? " f32-in" : "")).c_str(),
+        args.optimize ? "true" : "false");
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -237,11 +254,11 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
 
 // --dtype: C [M, N] = A [M, K] · Wᵀ, W [N, K] in GGUF blocks, through the tier choose_tier gives (GEMV for
 // M <= 8, else the scalar tiles); GPU time, TFLOP/s, and the GB/s of the weight's blocks.
-void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType dt, uint32_t m, uint32_t n, uint32_t k,
-               const Args& args) {
-  std::string head = "{\"bench\":\"vk_matmul_quant\",\"device\":\"" + escape(dev.caps().name) + "\",\"dtype\":\"" +
-                     dtype_name(dt) + "\",\"m\":" + std::to_string(m) + ",\"n\":" + std::to_string(n) +
-                     ",\"k\":" + std::to_string(k);
+void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType dt, uint32_t m, uint32_t n,
+               uint32_t k, const Args& args) {
+  std::string head = "{\"bench\":\"vk_matmul_quant\",\"device\":\"" + escape(dev.caps().name) +
+                     "\",\"dtype\":\"" + dtype_name(dt) + "\",\"m\":" + std::to_string(m) +
+                     ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(k);
   std::vector<runtime::Buffer> bufs;
   try {
     kernels::MatmulShape s;
@@ -250,10 +267,12 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
     s.k = k;
     s.trans_b = true;
     s.load_b = kernels::MatmulLoad(uint8_t(kernels::MatmulLoad::Q4_0) + (uint8_t(dt) - uint8_t(DType::Q4_0)));
-    const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, kernels::choose_tier(dev.caps(), s, MatmulTier::Scalar));
+    const kernels::MatmulKernel kern =
+        kernels::select_matmul(dev.caps(), s, kernels::choose_tier(dev.caps(), s, MatmulTier::Scalar));
     head += ",\"variant\":\"" + kern.variant.to_string() + "\"";
     std::vector<runtime::KernelId> ids;
-    for (const kernels::MatmulPass& pass : kern.passes) ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
+    for (const kernels::MatmulPass& pass : kern.passes)
+      ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
     std::vector<float> a(uint64_t(m) * k), w(uint64_t(n) * k);
     for (uint64_t i = 0; i < a.size(); ++i) a[i] = value(i, 1);
     for (uint64_t i = 0; i < w.size(); ++i) w[i] = value(i, 2);
@@ -294,11 +313,13 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
       }
       worst = std::max(worst, std::fabs(c[uint64_t(i) * n + j] - acc) / (mag + 1e-3));
     }
-    std::printf("%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.3f,"
-                "\"weight_bytes\":%zu,\"weight_gbs_median\":%.1f,\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\"}\n",
-                head.c_str(), args.iters, median, best, 2.0 * m * n * k / (median * 1e9), blocks.size(),
-                double(blocks.size()) / (median * 1e6), worst, worst < 1e-4 ? "true" : "false",
-                kern.passes.front().source.label.c_str());
+    std::printf(
+        "%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.3f,"
+        "\"weight_bytes\":%zu,\"weight_gbs_median\":%.1f,\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%"
+        "s\"}\n",
+        head.c_str(), args.iters, median, best, 2.0 * m * n * k / (median * 1e9), blocks.size(),
+        double(blocks.size()) / (median * 1e6), worst, worst < 1e-4 ? "true" : "false",
+        kern.passes.front().source.label.c_str());
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -306,8 +327,8 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
   for (const auto& b : bufs) dev.free(b);
 }
 
-// --tune: C = op(A)·op(B) as an inference session (F32, or Mixed16 with --mixed16), GPU time of its step before
-// and after Session::tune_with (winners not cached, so every run starts from the default variant).
+// --tune: C = op(A)·op(B) as an inference session (F32, or Mixed16 with --mixed16), GPU time of its step
+// before and after Session::tune_with (winners not cached, so every run starts from the default variant).
 void tune(uint32_t n, const std::string& layout, const Args& args) {
   Graph g;
   const bool ta = layout[0] == 't', tb = layout[1] == 't';
@@ -320,8 +341,8 @@ void tune(uint32_t n, const std::string& layout, const Args& args) {
   c.gpu_timing = true;
   c.precision = args.mixed16 ? Precision::Mixed16 : Precision::F32;
   std::string head = "{\"bench\":\"vk_matmul_tune\",\"layout\":\"" + layout + "\",\"precision\":\"" +
-                     (args.mixed16 ? "mixed16" : "f32") + "\",\"m\":" + std::to_string(n) + ",\"n\":" +
-                     std::to_string(n) + ",\"k\":" + std::to_string(n);
+                     (args.mixed16 ? "mixed16" : "f32") + "\",\"m\":" + std::to_string(n) +
+                     ",\"n\":" + std::to_string(n) + ",\"k\":" + std::to_string(n);
   try {
     Session s = build(g, c);
     const uint64_t elems = uint64_t(n) * n;
@@ -350,11 +371,12 @@ void tune(uint32_t n, const std::string& layout, const Args& args) {
     const double after = measure();
     const double flop = 2.0 * double(n) * n * n;
     const TuneKernel& k = r.kernels.at(0);
-    std::printf("%s,\"device\":\"%s\",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"tflops_untuned\":%.2f,"
-                "\"tflops_tuned\":%.2f,\"variant_untuned\":\"%s\",\"variant_tuned\":\"%s\",\"candidates\":%d,"
-                "\"tune_s\":%.2f}\n",
-                head.c_str(), escape(s.caps().name).c_str(), before, after, flop / (before * 1e9),
-                flop / (after * 1e9), k.old_variant.c_str(), k.new_variant.c_str(), k.candidates, r.seconds);
+    std::printf(
+        "%s,\"device\":\"%s\",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"tflops_untuned\":%.2f,"
+        "\"tflops_tuned\":%.2f,\"variant_untuned\":\"%s\",\"variant_tuned\":\"%s\",\"candidates\":%d,"
+        "\"tune_s\":%.2f}\n",
+        head.c_str(), escape(s.caps().name).c_str(), before, after, flop / (before * 1e9),
+        flop / (after * 1e9), k.old_variant.c_str(), k.new_variant.c_str(), k.candidates, r.seconds);
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -381,18 +403,21 @@ int main(int argc, char** argv) {
     copt.optimize = args.optimize;
     if (args.probe) {
       const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(*dev, copt, config.matmul_tier);
-      std::printf("{\"bench\":\"vk_matmul_selftest\",\"best\":\"%s\",\"probes\":[", kernels::tier_name(choice.best));
+      std::printf("{\"bench\":\"vk_matmul_selftest\",\"best\":\"%s\",\"probes\":[",
+                  kernels::tier_name(choice.best));
       for (size_t i = 0; i < choice.probes.size(); ++i) {
         const auto& p = choice.probes[i];
-        std::printf("%s{\"tier\":\"%s\",\"ok\":%s,\"detail\":\"%s\"}", i ? "," : "", kernels::tier_name(p.tier),
-                    p.ok ? "true" : "false", escape(p.detail).substr(0, 1500).c_str());
+        std::printf("%s{\"tier\":\"%s\",\"ok\":%s,\"detail\":\"%s\"}", i ? "," : "",
+                    kernels::tier_name(p.tier), p.ok ? "true" : "false",
+                    escape(p.detail).substr(0, 1500).c_str());
       }
       std::printf("]}\n");
       std::fflush(stdout);
     }
     if (!args.dtype.empty()) {
       const DType dt = parse_dtype(args.dtype);
-      if (!is_quantized(dt)) throw ConfigError("[bench_matmul] --dtype expects q4_0 .. q6_k, got " + args.dtype);
+      if (!is_quantized(dt))
+        throw ConfigError("[bench_matmul] --dtype expects q4_0 .. q6_k, got " + args.dtype);
       for (const auto& v : args.mnk) run_quant(*dev, copt, dt, v[0], v[1], v[2], args);
       for (const std::string& msg : dev->validation_messages()) std::fprintf(stderr, "%s\n", msg.c_str());
       return dev->validation_messages().empty() ? 0 : 1;

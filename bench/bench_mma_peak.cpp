@@ -1,10 +1,12 @@
-// The cooperative-matrix multiply-add ceiling of a device: every subgroup keeps NACC accumulators in registers
-// and multiply-adds the same two fragments into them `iters` times — no memory traffic in the loop. What this
-// reaches bounds any matmul built from subgroup-scope cooperative matrices (kernels/matmul_glsl.cpp), so a
-// matmul far below cuBLAS but close to this ceiling is limited by the instruction the driver emits, not by
-// our tiling. One JSON line per (tier, shape, accumulators, workgroup size).
-//   bench_mma_peak                                   NV and KHR, 16x8x16 and 16x16x16 (NV only), 4/8/16 accumulators
-//   bench_mma_peak --iters 64 --groups 4 --accs 2    (lavapipe has no cooperative matrix: it says so and exits 0)
+// The cooperative-matrix multiply-add ceiling of a device: every subgroup keeps NACC accumulators in
+// registers and multiply-adds the same two fragments into them `iters` times — no memory traffic in the loop.
+// What this reaches bounds any matmul built from subgroup-scope cooperative matrices
+// (kernels/matmul_glsl.cpp), so a matmul far below cuBLAS but close to this ceiling is limited by the
+// instruction the driver emits, not by our tiling. One JSON line per (tier, shape, accumulators, workgroup
+// size).
+//   bench_mma_peak                                   NV and KHR, 16x8x16 and 16x16x16 (NV only), 4/8/16
+//   accumulators bench_mma_peak --iters 64 --groups 4 --accs 2    (lavapipe has no cooperative matrix: it
+//   says so and exits 0)
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -53,7 +55,7 @@ struct Args {
   std::vector<uint32_t> accs = {4, 8, 16};
   std::vector<uint32_t> wgs = {128, 256};
   uint32_t iters = 4096, groups = 132 * 16, reps = 5;  // 16 workgroups per H200 SM: enough to fill any GPU
-  bool compile_only = false;                             // compile (and rewrite) every variant, run nothing
+  bool compile_only = false;                           // compile (and rewrite) every variant, run nothing
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -74,13 +76,20 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool v = i + 1 < argc;
-    if (arg == "--tiers" && v) a.tiers = split(argv[++i]);
-    else if (arg == "--shapes" && v) a.shapes = split(argv[++i]);
-    else if (arg == "--accs" && v) a.accs = split_u(argv[++i]);
-    else if (arg == "--wgs" && v) a.wgs = split_u(argv[++i]);
-    else if (arg == "--iters" && v) a.iters = static_cast<uint32_t>(std::stoul(argv[++i]));
-    else if (arg == "--groups" && v) a.groups = static_cast<uint32_t>(std::stoul(argv[++i]));
-    else if (arg == "--compile-only") a.compile_only = true;
+    if (arg == "--tiers" && v)
+      a.tiers = split(argv[++i]);
+    else if (arg == "--shapes" && v)
+      a.shapes = split(argv[++i]);
+    else if (arg == "--accs" && v)
+      a.accs = split_u(argv[++i]);
+    else if (arg == "--wgs" && v)
+      a.wgs = split_u(argv[++i]);
+    else if (arg == "--iters" && v)
+      a.iters = static_cast<uint32_t>(std::stoul(argv[++i]));
+    else if (arg == "--groups" && v)
+      a.groups = static_cast<uint32_t>(std::stoul(argv[++i]));
+    else if (arg == "--compile-only")
+      a.compile_only = true;
     else {
       std::fprintf(stderr,
                    "usage: bench_mma_peak [--tiers coopmat-nv,coopmat-khr] [--shapes 16x8x16,16x16x16] "
@@ -104,9 +113,13 @@ int main(int argc, char** argv) {
                        const std::string& label, const std::string& key) {
       shader::CompileOptions copt;
       copt.device_key = key;
-      shader::ShaderSource s{label, kPeak,
-                             {{"WG", std::to_string(wg) + "u"}, {"MM", std::to_string(m)}, {"NN", std::to_string(n)},
-                              {"KK", std::to_string(k)}, {"NACC", std::to_string(acc) + "u"}}};
+      shader::ShaderSource s{label,
+                             kPeak,
+                             {{"WG", std::to_string(wg) + "u"},
+                              {"MM", std::to_string(m)},
+                              {"NN", std::to_string(n)},
+                              {"KK", std::to_string(k)},
+                              {"NACC", std::to_string(acc) + "u"}}};
       std::vector<uint32_t> spirv = shader::compile_glsl(s, copt).spirv;
       if (tier == "coopmat-khr") spirv = shader::rewrite_coopmat_nv_to_khr(spirv, label);
       return spirv;
@@ -116,7 +129,8 @@ int main(int argc, char** argv) {
       for (const std::string& tier : args.tiers)
         for (const std::string& shape : args.shapes) {
           uint32_t m = 0, nn = 0, k = 0;
-          if (std::sscanf(shape.c_str(), "%ux%ux%u", &m, &nn, &k) != 3) throw ConfigError("[bench_mma_peak] bad shape " + shape);
+          if (std::sscanf(shape.c_str(), "%ux%ux%u", &m, &nn, &k) != 3)
+            throw ConfigError("[bench_mma_peak] bad shape " + shape);
           if (tier == "coopmat-khr" && m == nn && nn == k) continue;
           for (uint32_t wg : args.wgs)
             for (uint32_t acc : args.accs) n += !compile(tier, m, nn, k, wg, acc, "mma_peak", "").empty();
@@ -127,9 +141,10 @@ int main(int argc, char** argv) {
     auto dev = runtime::open_device(opt);
     const runtime::DeviceCaps& caps = dev->caps();
     if (!caps.coopmat_nv || !caps.timestamps) {
-      std::printf("{\"bench\":\"vk_mma_peak\",\"device\":\"%s\",\"skipped\":\"no VK_NV_cooperative_matrix or no "
-                  "timestamps\"}\n",
-                  caps.name.c_str());
+      std::printf(
+          "{\"bench\":\"vk_mma_peak\",\"device\":\"%s\",\"skipped\":\"no VK_NV_cooperative_matrix or no "
+          "timestamps\"}\n",
+          caps.name.c_str());
       return 0;
     }
     const uint32_t groups = args.groups;
@@ -138,14 +153,15 @@ int main(int argc, char** argv) {
     for (const std::string& tier : args.tiers) {
       for (const std::string& shape : args.shapes) {
         uint32_t m = 0, n = 0, k = 0;
-        if (std::sscanf(shape.c_str(), "%ux%ux%u", &m, &n, &k) != 3) throw ConfigError("[bench_mma_peak] bad shape " + shape);
+        if (std::sscanf(shape.c_str(), "%ux%ux%u", &m, &n, &k) != 3)
+          throw ConfigError("[bench_mma_peak] bad shape " + shape);
         // the KHR rewrite needs A and B of different types (shader/coopmat_khr.hpp)
         if (tier == "coopmat-khr" && m == n && n == k) continue;
         if (tier == "coopmat-khr" && !caps.coopmat_khr) continue;
         for (uint32_t wg : args.wgs) {
           for (uint32_t acc : args.accs) {
-            const std::string label = "mma_peak_" + tier + "_" + shape + "_a" + std::to_string(acc) + "_w" +
-                                      std::to_string(wg);
+            const std::string label =
+                "mma_peak_" + tier + "_" + shape + "_a" + std::to_string(acc) + "_w" + std::to_string(wg);
             runtime::KernelDesc desc;
             desc.label = label;
             desc.spirv = compile(tier, m, n, k, wg, acc, label, caps.fingerprint());
@@ -171,11 +187,12 @@ int main(int argc, char** argv) {
             for (uint32_t i = 1; i < total; ++i) ns.push_back(t[2 * i + 1] - t[2 * i]);
             std::sort(ns.begin(), ns.end());
             const double flops = 2.0 * double(m) * n * k * acc * double(args.iters) * double(subgroups);
-            std::printf("{\"bench\":\"vk_mma_peak\",\"device\":\"%s\",\"tier\":\"%s\",\"shape\":\"%s\","
-                        "\"accumulators\":%u,\"workgroup\":%u,\"groups\":%u,\"iters\":%u,\"median_ms\":%.4f,"
-                        "\"tflops\":%.1f}\n",
-                        caps.name.c_str(), tier.c_str(), shape.c_str(), acc, wg, groups, args.iters,
-                        ns[ns.size() / 2] * 1e-6, flops / ns[ns.size() / 2] * 1e-3);
+            std::printf(
+                "{\"bench\":\"vk_mma_peak\",\"device\":\"%s\",\"tier\":\"%s\",\"shape\":\"%s\","
+                "\"accumulators\":%u,\"workgroup\":%u,\"groups\":%u,\"iters\":%u,\"median_ms\":%.4f,"
+                "\"tflops\":%.1f}\n",
+                caps.name.c_str(), tier.c_str(), shape.c_str(), acc, wg, groups, args.iters,
+                ns[ns.size() / 2] * 1e-6, flops / ns[ns.size() / 2] * 1e-3);
             std::fflush(stdout);
             list.reset();
             dev->free(dst);

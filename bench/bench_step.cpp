@@ -2,14 +2,15 @@
 // scripts/device/bench_torch.py, the table scripts/device/bench_table.py):
 //   * the README MLP (784-128-10, batch 32, no biases, one-hot cross-entropy) training step with SGD (lr 0.1)
 //     and Adam (lr 1e-3), F32 and Mixed16: wall time per step synchronised each step (run(): submit + fence
-//     wait; wall_ms_mean, the mean of --steps steps after warm-up) and pipelined (step() --steps times, then one
-//     wait; wall_ms_pipelined: up to frames_in_flight steps queued), and GPU time (two timestamps around the
-//     recorded step, its input and output copies included; median of --gpu-steps);
+//     wait; wall_ms_mean, the mean of --steps steps after warm-up) and pipelined (step() --steps times, then
+//     one wait; wall_ms_pipelined: up to frames_in_flight steps queued), and GPU time (two timestamps around
+//     the recorded step, its input and output copies included; median of --gpu-steps);
 //   * a fused pointwise kernel, out = x·1.5 + y over N floats (inference session, one dispatch): GPU time and
 //     bandwidth, bytes = 3·4·N (two reads, one write).
 //   bench_step                                   defaults for the H200
 //   bench_step --steps 20 --gpu-steps 5 --mib 4  smoke test (lavapipe)
-//   bench_step --tune                            also Session::tune_with between two measurements: gpu_ms_untuned,
+//   bench_step --tune                            also Session::tune_with between two measurements:
+//   gpu_ms_untuned,
 //                                                gpu_ms_tuned (and wall_ms_*), the report on stderr
 #include <algorithm>
 #include <chrono>
@@ -102,18 +103,20 @@ void mlp(const Args& args, OptimizerKind kind, Precision precision) {
     std::fputs(r.to_text().c_str(), stderr);
     measure(wall_ms, gpu);
     char buf[256];
-    std::snprintf(buf, sizeof buf, ",\"gpu_ms_untuned\":%.5f,\"gpu_ms_tuned\":%.5f,\"wall_ms_untuned\":%.5f,"
+    std::snprintf(buf, sizeof buf,
+                  ",\"gpu_ms_untuned\":%.5f,\"gpu_ms_tuned\":%.5f,\"wall_ms_untuned\":%.5f,"
                   "\"wall_ms_tuned\":%.5f,\"tune_s\":%.2f,\"tune_changed\":%zu",
                   median(gpu_untuned), median(gpu), wall_untuned, wall_ms, r.seconds, r.changed);
     tuned = buf;
   }
   const float loss = s.read_output(0).at(0);
-  std::printf("{\"bench\":\"vk_mlp_step\",\"device\":\"%s\",\"optimizer\":\"%s\",\"precision\":\"%s\",\"steps\":%d,"
-              "\"wall_ms_mean\":%.5f,\"wall_ms_pipelined\":%.5f,\"frames_in_flight\":%d,\"gpu_ms_median\":%.5f,"
-              "\"gpu_ms_best\":%.5f,\"final_loss\":%.5f%s}\n",
-              s.caps().name.c_str(), kind == OptimizerKind::Sgd ? "sgd" : "adam", precision_name(precision),
-              args.steps, wall_ms, pipelined_ms, s.config().frames_in_flight, median(gpu),
-              *std::min_element(gpu.begin(), gpu.end()), loss, tuned.c_str());
+  std::printf(
+      "{\"bench\":\"vk_mlp_step\",\"device\":\"%s\",\"optimizer\":\"%s\",\"precision\":\"%s\",\"steps\":%d,"
+      "\"wall_ms_mean\":%.5f,\"wall_ms_pipelined\":%.5f,\"frames_in_flight\":%d,\"gpu_ms_median\":%.5f,"
+      "\"gpu_ms_best\":%.5f,\"final_loss\":%.5f%s}\n",
+      s.caps().name.c_str(), kind == OptimizerKind::Sgd ? "sgd" : "adam", precision_name(precision),
+      args.steps, wall_ms, pipelined_ms, s.config().frames_in_flight, median(gpu),
+      *std::min_element(gpu.begin(), gpu.end()), loss, tuned.c_str());
   std::fflush(stdout);
 }
 
@@ -149,18 +152,21 @@ void pointwise(const Args& args, uint64_t mib) {
     std::fputs(r.to_text().c_str(), stderr);
     gpu = measure();
     char buf[256];
-    std::snprintf(buf, sizeof buf, ",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"gbps_untuned\":%.1f,\"tuned_variant\":\"%s\"",
-                  untuned, median(gpu), bytes / (untuned * 1e-3) / 1e9,
-                  r.kernels.empty() ? "" : r.kernels[0].new_variant.c_str());
+    std::snprintf(
+        buf, sizeof buf,
+        ",\"gpu_ms_untuned\":%.4f,\"gpu_ms_tuned\":%.4f,\"gbps_untuned\":%.1f,\"tuned_variant\":\"%s\"",
+        untuned, median(gpu), bytes / (untuned * 1e-3) / 1e9,
+        r.kernels.empty() ? "" : r.kernels[0].new_variant.c_str());
     tuned = buf;
   }
   const float check = s.read_output(0).at(size_t(n - 1));
   const double t = median(gpu);
-  std::printf("{\"bench\":\"vk_pointwise\",\"device\":\"%s\",\"mib\":%llu,\"kernels\":%zu,\"gpu_ms_median\":%.4f,"
-              "\"gpu_ms_best\":%.4f,\"gbps_median\":%.1f,\"correct\":%s%s}\n",
-              s.caps().name.c_str(), static_cast<unsigned long long>(mib), s.report().kernels, t,
-              *std::min_element(gpu.begin(), gpu.end()), bytes / (t * 1e-3) / 1e9, check == 1.25f ? "true" : "false",
-              tuned.c_str());
+  std::printf(
+      "{\"bench\":\"vk_pointwise\",\"device\":\"%s\",\"mib\":%llu,\"kernels\":%zu,\"gpu_ms_median\":%.4f,"
+      "\"gpu_ms_best\":%.4f,\"gbps_median\":%.1f,\"correct\":%s%s}\n",
+      s.caps().name.c_str(), static_cast<unsigned long long>(mib), s.report().kernels, t,
+      *std::min_element(gpu.begin(), gpu.end()), bytes / (t * 1e-3) / 1e9, check == 1.25f ? "true" : "false",
+      tuned.c_str());
   std::fflush(stdout);
 }
 
@@ -168,23 +174,28 @@ void pointwise(const Args& args, uint64_t mib) {
 
 int main(int argc, char** argv) {
   Args args;
-  cli::Flags f("bench_step", "The README MLP's training step (SGD and Adam, F32 and Mixed16): wall and GPU time per "
-                             "step, and\nthe fused pointwise kernels' bandwidth over --mib buffers; JSON lines.");
+  cli::Flags f("bench_step",
+               "The README MLP's training step (SGD and Adam, F32 and Mixed16): wall and GPU time per "
+               "step, and\nthe fused pointwise kernels' bandwidth over --mib buffers; JSON lines.");
   f.option("--steps", args.steps, "timed steps (wall clock)");
   f.option("--gpu-steps", args.gpu_steps, "timed steps (GPU timestamps)");
   f.option("--warmup", args.warmup, "untimed steps first");
-  f.custom("--mib", [&](const std::string& v) {
-    args.mib.clear();
-    for (size_t p = 0; p <= v.size();) {
-      size_t q = v.find(',', p);
-      if (q == std::string::npos) q = v.size();
-      const std::string item = v.substr(p, q - p);
-      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
-        throw cli::UsageError("[bench_step] expected --mib as comma-separated whole numbers, got '" + v + "'");
-      args.mib.push_back(std::stoull(item));
-      p = q + 1;
-    }
-  }, "pointwise buffer sizes in MiB, comma-separated", "LIST");
+  f.custom(
+      "--mib",
+      [&](const std::string& v) {
+        args.mib.clear();
+        for (size_t p = 0; p <= v.size();) {
+          size_t q = v.find(',', p);
+          if (q == std::string::npos) q = v.size();
+          const std::string item = v.substr(p, q - p);
+          if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+            throw cli::UsageError("[bench_step] expected --mib as comma-separated whole numbers, got '" + v +
+                                  "'");
+          args.mib.push_back(std::stoull(item));
+          p = q + 1;
+        }
+      },
+      "pointwise buffer sizes in MiB, comma-separated", "LIST");
   f.flag("--tune", args.tune, "also time the step after Session::tune_with");
   return cli::run(f, argc, argv, [&] {
     for (Precision p : {Precision::F32, Precision::Mixed16})

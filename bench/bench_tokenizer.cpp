@@ -1,13 +1,14 @@
 // Tokenizer encode speed on one core, and the real-model check of scripts/tokenizer_real_model.py.
 //   bench_tokenizer --json tokenizer.json --bench TEXT_FILE [--repeat N]
-//   bench_tokenizer --data data.json --bench TEXT_FILE        (TokenizerData as scripts/gguf_tokenizer.py writes it)
-//   bench_tokenizer --json tokenizer.json --verify EXPECTED.json CORPUS.json
-// --bench encodes the whole file as one string (special tokens not parsed): the first pass starts with an empty
-// word cache, later passes reuse it; MB/s = file bytes / seconds, of thread CPU time and of wall time. --verify compares ids and decoded text with what `tokenizers` gave
-// (the layout of tests/oracle/tokenizer_oracle.py) and exits 1 on any difference.
+//   bench_tokenizer --data data.json --bench TEXT_FILE        (TokenizerData as scripts/gguf_tokenizer.py
+//   writes it) bench_tokenizer --json tokenizer.json --verify EXPECTED.json CORPUS.json
+// --bench encodes the whole file as one string (special tokens not parsed): the first pass starts with an
+// empty word cache, later passes reuse it; MB/s = file bytes / seconds, of thread CPU time and of wall time.
+// --verify compares ids and decoded text with what `tokenizers` gave (the layout of
+// tests/oracle/tokenizer_oracle.py) and exits 1 on any difference.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -66,12 +67,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--json") json_path = next();
-    else if (a == "--data") data_path = next();
-    else if (a == "--bench") bench_path = next();
-    else if (a == "--repeat") repeat = std::stoi(next());
-    else if (a == "--verify") expected_path = next(), corpus_path = next();
-    else return usage();
+    if (a == "--json")
+      json_path = next();
+    else if (a == "--data")
+      data_path = next();
+    else if (a == "--bench")
+      bench_path = next();
+    else if (a == "--repeat")
+      repeat = std::stoi(next());
+    else if (a == "--verify")
+      expected_path = next(), corpus_path = next();
+    else
+      return usage();
   }
   if (json_path.empty() == data_path.empty() || bench_path.empty() == expected_path.empty()) return usage();
   try {
@@ -88,9 +95,10 @@ int main(int argc, char** argv) {
         const auto ids = tok.encode(text, {.add_special = false, .parse_special = false});
         const double cpu = thread_seconds() - c0;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("pass %d: %zu bytes -> %zu tokens: %.1f MB/s of thread CPU time (%.3f s), %.1f MB/s wall%s\n", r,
-                    text.size(), ids.size(), text.size() / cpu / 1e6, cpu, text.size() / s / 1e6,
-                    r == 0 ? " (empty word cache)" : "");
+        std::printf(
+            "pass %d: %zu bytes -> %zu tokens: %.1f MB/s of thread CPU time (%.3f s), %.1f MB/s wall%s\n", r,
+            text.size(), ids.size(), text.size() / cpu / 1e6, cpu, text.size() / s / 1e6,
+            r == 0 ? " (empty word cache)" : "");
       }
       return 0;
     }
@@ -113,9 +121,13 @@ int main(int argc, char** argv) {
           while (k < ids.size() && k < want_ids.size() && ids[k] == want_ids[k]) ++k;
           at = k;
         }
-        auto around = [&](const std::string& s) { return json(s.substr(at > 40 ? at - 40 : 0, 80)).dump(-1, ' ', false, json::error_handler_t::replace); };
-        std::printf("differs (%s) in string %zu at %s %zu: ours %s, tokenizers %s\n", ids_ok ? "decode" : "ids", i,
-                    ids_ok ? "byte" : "token", at, ids_ok ? around(got).c_str() : std::to_string(k_of(ids, at)).c_str(),
+        auto around = [&](const std::string& s) {
+          return json(s.substr(at > 40 ? at - 40 : 0, 80))
+              .dump(-1, ' ', false, json::error_handler_t::replace);
+        };
+        std::printf("differs (%s) in string %zu at %s %zu: ours %s, tokenizers %s\n",
+                    ids_ok ? "decode" : "ids", i, ids_ok ? "byte" : "token", at,
+                    ids_ok ? around(got).c_str() : std::to_string(k_of(ids, at)).c_str(),
                     ids_ok ? around(want_text).c_str() : std::to_string(k_of(want_ids, at)).c_str());
       }
     }

@@ -1,7 +1,9 @@
 // Soak: the README MLP (784-128-10, batch 32, Adam) trained for many steps while resident memory and GPU
 // memory are sampled, to show that neither grows (issue 26). One JSON line per sample, then a summary:
-//   {"step", "elapsed_s", "loss", "rss_bytes", "device_allocated_bytes", "heap_usage_bytes", "heap_budget_bytes"}
-//   {"summary": true, "steps", "samples", "rss_drift_pct", "device_drift_pct", "heap_drift_pct", "steps_per_s"}
+//   {"step", "elapsed_s", "loss", "rss_bytes", "device_allocated_bytes", "heap_usage_bytes",
+//   "heap_budget_bytes"}
+//   {"summary": true, "steps", "samples", "rss_drift_pct", "device_drift_pct", "heap_drift_pct",
+//   "steps_per_s"}
 // Drifts are (max - min) / min over the samples after the first (the first follows warm-up allocations).
 // rss from /proc/self/statm; device_allocated from the backend's own block counter (Device::allocated_bytes);
 // heap usage and budget from VK_EXT_memory_budget (Device::memory_heaps, device-local heaps summed; the
@@ -78,10 +80,14 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return usage();
     const long long v = std::atoll(argv[++i]);
     if (v <= 0) return usage();
-    if (a == "--steps") steps = uint64_t(v);
-    else if (a == "--every") every = uint64_t(v);
-    else if (a == "--batch") batch = int64_t(v);
-    else return usage();
+    if (a == "--steps")
+      steps = uint64_t(v);
+    else if (a == "--every")
+      every = uint64_t(v);
+    else if (a == "--batch")
+      batch = int64_t(v);
+    else
+      return usage();
   }
   try {
     Graph g;
@@ -130,20 +136,22 @@ int main(int argc, char** argv) {
         rss.push_back(m.rss);
         device.push_back(m.device);
         heap.push_back(m.heap_usage);
-        std::printf("{\"step\": %llu, \"elapsed_s\": %.3f, \"loss\": %.6g, \"rss_bytes\": %llu, "
-                    "\"device_allocated_bytes\": %llu, \"heap_usage_bytes\": %llu, \"heap_budget_bytes\": %llu}\n",
-                    (unsigned long long)step, seconds(), double(loss), (unsigned long long)m.rss,
-                    (unsigned long long)m.device, (unsigned long long)m.heap_usage,
-                    (unsigned long long)m.heap_budget);
+        std::printf(
+            "{\"step\": %llu, \"elapsed_s\": %.3f, \"loss\": %.6g, \"rss_bytes\": %llu, "
+            "\"device_allocated_bytes\": %llu, \"heap_usage_bytes\": %llu, \"heap_budget_bytes\": %llu}\n",
+            (unsigned long long)step, seconds(), double(loss), (unsigned long long)m.rss,
+            (unsigned long long)m.device, (unsigned long long)m.heap_usage,
+            (unsigned long long)m.heap_budget);
         std::fflush(stdout);
       }
     }
     s.wait();
     const double total = seconds();
-    std::printf("{\"summary\": true, \"steps\": %llu, \"samples\": %zu, \"rss_drift_pct\": %.3f, "
-                "\"device_drift_pct\": %.3f, \"heap_drift_pct\": %.3f, \"steps_per_s\": %.1f, \"device\": \"%s\"}\n",
-                (unsigned long long)steps, rss.size(), drift_pct(rss), drift_pct(device), drift_pct(heap),
-                double(steps) / total, dev->caps().name.c_str());
+    std::printf(
+        "{\"summary\": true, \"steps\": %llu, \"samples\": %zu, \"rss_drift_pct\": %.3f, "
+        "\"device_drift_pct\": %.3f, \"heap_drift_pct\": %.3f, \"steps_per_s\": %.1f, \"device\": \"%s\"}\n",
+        (unsigned long long)steps, rss.size(), drift_pct(rss), drift_pct(device), drift_pct(heap),
+        double(steps) / total, dev->caps().name.c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "soak: %s\n", e.what());
     return 1;

@@ -25,8 +25,9 @@ std::string shape_text(const Shape& s) {
 int inspect_main(int argc, char** argv) {
   std::string path;
   bool json = false;
-  Flags f(argv[0], "Lists a checkpoint's tensors (name, role, dtype, shape, bytes) and metadata after checking the\n"
-                   "whole file; FILE.safetensors is read as safetensors, anything else as our checkpoint format.");
+  Flags f(argv[0],
+          "Lists a checkpoint's tensors (name, role, dtype, shape, bytes) and metadata after checking the\n"
+          "whole file; FILE.safetensors is read as safetensors, anything else as our checkpoint format.");
   f.positional("FILE", path, "a checkpoint (.ckpt, from --save or Trainer::save) or a .safetensors file");
   f.flag("--json", json, "one JSON object per line: the file, then one per tensor");
   return run(f, argc, argv, [&] {
@@ -48,13 +49,19 @@ int inspect_main(int argc, char** argv) {
     uint64_t bytes = 0;
     for (const TensorInfo& t : tensors) bytes += t.byte_size();
     if (json) {
-      nlohmann::json head{{"file", path}, {"format", format}, {"tensors", tensors.size()}, {"bytes", bytes},
+      nlohmann::json head{{"file", path},
+                          {"format", format},
+                          {"tensors", tensors.size()},
+                          {"bytes", bytes},
                           {"metadata", metadata}};
       if (version) head["version"] = version;
       json_line(head.dump());
       for (const TensorInfo& t : tensors)
-        json_line(nlohmann::json{{"name", t.name}, {"role", role_name(t.role)}, {"dtype", dtype_name(t.dtype)},
-                                 {"shape", t.shape}, {"bytes", t.byte_size()}}
+        json_line(nlohmann::json{{"name", t.name},
+                                 {"role", role_name(t.role)},
+                                 {"dtype", dtype_name(t.dtype)},
+                                 {"shape", t.shape},
+                                 {"bytes", t.byte_size()}}
                       .dump());
       return 0;
     }
@@ -72,8 +79,9 @@ int inspect_main(int argc, char** argv) {
 int convert_main(int argc, char** argv) {
   std::string in, out;
   bool optimizer_state = false;
-  Flags f(argv[0], "Converts between our checkpoint format and safetensors; the direction follows OUT's extension\n"
-                   "(.safetensors: export; anything else: import a .safetensors file as a checkpoint).");
+  Flags f(argv[0],
+          "Converts between our checkpoint format and safetensors; the direction follows OUT's extension\n"
+          "(.safetensors: export; anything else: import a .safetensors file as a checkpoint).");
   f.positional("IN", in, "the file to read");
   f.positional("OUT", out, "the file to write (replaced atomically)");
   f.flag("--optimizer-state", optimizer_state,
@@ -81,15 +89,17 @@ int convert_main(int argc, char** argv) {
   return run(f, argc, argv, [&] {
     if (is_safetensors(out)) {
       if (is_safetensors(in))
-        throw UsageError("[meganeura checkpoint convert] expected IN to be a checkpoint when OUT is .safetensors, got '" +
-                         in + "'");
+        throw UsageError(
+            "[meganeura checkpoint convert] expected IN to be a checkpoint when OUT is .safetensors, got '" +
+            in + "'");
       checkpoint_to_safetensors(in, out, {.optimizer_state = optimizer_state});
     } else {
       if (!is_safetensors(in))
-        throw UsageError("[meganeura checkpoint convert] expected one side to be a .safetensors file, got '" + in +
-                         "' and '" + out + "'");
+        throw UsageError("[meganeura checkpoint convert] expected one side to be a .safetensors file, got '" +
+                         in + "' and '" + out + "'");
       if (optimizer_state)
-        throw UsageError("[meganeura checkpoint convert] expected --optimizer-state only when exporting, got an import");
+        throw UsageError(
+            "[meganeura checkpoint convert] expected --optimizer-state only when exporting, got an import");
       safetensors_to_checkpoint(in, out);
     }
     std::printf("wrote %s\n", out.c_str());
@@ -100,10 +110,11 @@ int convert_main(int argc, char** argv) {
 int checkpoint_main(int argc, char** argv) {
   const std::string program = argv[0];
   auto usage = [&](FILE* to) {
-    std::fprintf(to, "usage: %s inspect|convert ...\n\nCheckpoint files and safetensors.\n\nsubcommands:\n"
-                     "  inspect FILE       tensors and metadata of a checkpoint or .safetensors file\n"
-                     "  convert IN OUT     checkpoint <-> safetensors (by OUT's extension)\n\n"
-                     "`%s <subcommand> --help` describes one.\n",
+    std::fprintf(to,
+                 "usage: %s inspect|convert ...\n\nCheckpoint files and safetensors.\n\nsubcommands:\n"
+                 "  inspect FILE       tensors and metadata of a checkpoint or .safetensors file\n"
+                 "  convert IN OUT     checkpoint <-> safetensors (by OUT's extension)\n\n"
+                 "`%s <subcommand> --help` describes one.\n",
                  program.c_str(), program.c_str());
   };
   if (argc < 2) {

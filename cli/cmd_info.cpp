@@ -11,9 +11,11 @@ namespace {
 
 int info_main(int argc, char** argv) {
   bool json = false;
-  Flags f(argv[0], "Every Vulkan device and its capabilities; the one sessions would use is marked (selected).");
+  Flags f(argv[0],
+          "Every Vulkan device and its capabilities; the one sessions would use is marked (selected).");
   f.flag("--json", json, "one JSON array of the devices on stdout");
-  f.epilog("MEGANEURA_DEVICE_ID picks the device; MEGANEURA_VALIDATION=1 turns on the Khronos validation layer.");
+  f.epilog(
+      "MEGANEURA_DEVICE_ID picks the device; MEGANEURA_VALIDATION=1 turns on the Khronos validation layer.");
   return run(f, argc, argv, [&] {
     const SessionConfig config = SessionConfig::from_env();
     const std::vector<runtime::DeviceCaps> devices = runtime::enumerate_devices(config.validation);

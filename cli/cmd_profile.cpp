@@ -20,7 +20,8 @@ int profile_main(int argc, char** argv) {
   bool json = false;
   Precision precision = Precision::F32;
   Flags f(argv[0],
-          "Times every dispatch of one training step (Adam, seeded random data) with GPU timestamps and prints the\n"
+          "Times every dispatch of one training step (Adam, seeded random data) with GPU timestamps and "
+          "prints the\n"
           "kernel families' shares; OUT receives the whole profile as JSON.");
   f.positional("OUT", out, "the profile's JSON file", /*required=*/false);
   f.choice("--model", model, {"mlp", "cnn", "transformer"}, "the model (examples/models.hpp)");
@@ -30,8 +31,11 @@ int profile_main(int argc, char** argv) {
   f.precision(precision);
   f.flag("--json", json, "the profile as one JSON object on stdout instead of the summary");
   return run(f, argc, argv, [&] {
-    if (po.iterations < 1) throw UsageError("[meganeura profile] expected --iterations >= 1, got " + std::to_string(po.iterations));
-    if (po.warmup < 0) throw UsageError("[meganeura profile] expected --warmup >= 0, got " + std::to_string(po.warmup));
+    if (po.iterations < 1)
+      throw UsageError("[meganeura profile] expected --iterations >= 1, got " +
+                       std::to_string(po.iterations));
+    if (po.warmup < 0)
+      throw UsageError("[meganeura profile] expected --warmup >= 0, got " + std::to_string(po.warmup));
     SessionConfig config = SessionConfig::from_env();
     config.gpu_timing = true;
     config.precision = precision;

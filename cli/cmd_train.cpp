@@ -64,7 +64,8 @@ int train(const Options& o) {
   }
   auto train_data = std::make_shared<TensorDataset>(to_dataset(train_set, LabelEncoding::OneHot));
   auto test_data = std::make_shared<TensorDataset>(to_dataset(test_set, LabelEncoding::OneHot));
-  DataLoader train_loader(train_data, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = true});
+  DataLoader train_loader(train_data,
+                          {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = true});
   DataLoader test_loader(test_data, {.batch_size = o.batch, .shuffle = false, .seed = 0, .drop_last = false});
 
   Graph g;
@@ -101,12 +102,15 @@ int train(const Options& o) {
     const RestoreReport r = trainer.restore(o.resume);
     done = std::stoi(trainer.metadata().at("epochs_done"));
     if (o.json)
-      json_line(nlohmann::json{{"event", "resumed"}, {"checkpoint", o.resume}, {"epochs_done", done},
-                               {"parameters", r.parameters}, {"optimizer_state", r.optimizer_state}}
+      json_line(nlohmann::json{{"event", "resumed"},
+                               {"checkpoint", o.resume},
+                               {"epochs_done", done},
+                               {"parameters", r.parameters},
+                               {"optimizer_state", r.optimizer_state}}
                     .dump());
     else
-      std::fprintf(stderr, "resumed %s: %d epoch(s) done, %zu parameters, %zu optimizer tensors\n", o.resume.c_str(),
-                   done, r.parameters, r.optimizer_state);
+      std::fprintf(stderr, "resumed %s: %d epoch(s) done, %zu parameters, %zu optimizer tensors\n",
+                   o.resume.c_str(), done, r.parameters, r.optimizer_state);
   } else {
     trainer.init_parameters();  // the recipe's measured initialisation (docs/training.md), seeded by --seed
   }
@@ -122,13 +126,17 @@ int train(const Options& o) {
   if (o.json) {
     trainer.on_step([&](const StepEvent& e) {
       if ((e.step_in_epoch + 1) % tc.log_interval != 0) return;
-      json_line(nlohmann::json{{"event", "step"}, {"epoch", e.epoch + 1}, {"step", e.step}, {"loss", e.loss},
-                               {"lr", e.lr}}
+      json_line(nlohmann::json{
+          {"event", "step"}, {"epoch", e.epoch + 1}, {"step", e.step}, {"loss", e.loss}, {"lr", e.lr}}
                     .dump());
     });
     trainer.on_epoch_end([&](const EpochRecord& r) {
-      nlohmann::json j{{"event", "epoch"}, {"epoch", r.epoch + 1},       {"epochs", o.epochs},
-                       {"train_loss", r.train_loss}, {"steps", r.steps}, {"seconds", r.seconds},
+      nlohmann::json j{{"event", "epoch"},
+                       {"epoch", r.epoch + 1},
+                       {"epochs", o.epochs},
+                       {"train_loss", r.train_loss},
+                       {"steps", r.steps},
+                       {"seconds", r.seconds},
                        {"steps_per_s", r.steps_per_s}};
       if (r.test_loss) j["test_loss"] = *r.test_loss;
       if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
@@ -137,8 +145,10 @@ int train(const Options& o) {
   }
   const int remaining = o.epochs - done;
   if (remaining <= 0) {
-    if (o.json) json_line(nlohmann::json{{"event", "done"}, {"epochs_done", done}, {"epochs_trained", 0}}.dump());
-    else std::printf("nothing to train: the checkpoint has %d of --epochs %d done\n", done, o.epochs);
+    if (o.json)
+      json_line(nlohmann::json{{"event", "done"}, {"epochs_done", done}, {"epochs_trained", 0}}.dump());
+    else
+      std::printf("nothing to train: the checkpoint has %d of --epochs %d done\n", done, o.epochs);
     return 0;
   }
   const History& h = trainer.train(train_loader, remaining);
@@ -152,30 +162,34 @@ int train(const Options& o) {
   }
   const double steps_per_s = seconds > 0 ? static_cast<double>(steps) / seconds : 0.0;
   if (o.json) {
-    json_line(nlohmann::json{{"event", "done"},
-                             {"model", o.model},
-                             {"device", device},
-                             {"precision", precision_name(o.precision)},
-                             {"epochs_done", done + static_cast<int>(h.epochs.size())},
-                             {"epochs_trained", h.epochs.size()},
-                             {"test_loss", last.loss},
-                             {"test_accuracy", last.accuracy},
-                             {"steps_per_s", steps_per_s},
-                             {"checkpoint", o.save}}
-                  .dump());
+    json_line(nlohmann::json{
+        {"event", "done"},
+        {"model", o.model},
+        {"device", device},
+        {"precision", precision_name(o.precision)},
+        {"epochs_done", done + static_cast<int>(h.epochs.size())},
+        {"epochs_trained", h.epochs.size()},
+        {"test_loss", last.loss},
+        {"test_accuracy", last.accuracy},
+        {"steps_per_s", steps_per_s},
+        {"checkpoint",
+         o.save}}.dump());
   } else {
-    std::printf("%s on %s: test accuracy %.4f, test loss %.4f after %d epoch(s), %.1f steps/s%s%s\n", o.model.c_str(),
-                device.c_str(), last.accuracy, last.loss, done + static_cast<int>(h.epochs.size()), steps_per_s,
-                o.save.empty() ? "" : ", saved ", o.save.c_str());
+    std::printf("%s on %s: test accuracy %.4f, test loss %.4f after %d epoch(s), %.1f steps/s%s%s\n",
+                o.model.c_str(), device.c_str(), last.accuracy, last.loss,
+                done + static_cast<int>(h.epochs.size()), steps_per_s, o.save.empty() ? "" : ", saved ",
+                o.save.c_str());
   }
   return 0;
 }
 
 int train_main(int argc, char** argv) {
   Options o;
-  Flags f(argv[0],
-          "Trains the README's two-layer MLP (784-128-10) or a small CNN on Fashion-MNIST and reports the test\n"
-          "accuracy after every epoch. Progress (steps/s, ETA) is a bar on a terminal and plain lines otherwise.");
+  Flags f(
+      argv[0],
+      "Trains the README's two-layer MLP (784-128-10) or a small CNN on Fashion-MNIST and reports the test\n"
+      "accuracy after every epoch. Progress (steps/s, ETA) is a bar on a terminal and plain lines "
+      "otherwise.");
   f.choice("--model", o.model, {"mlp", "cnn"}, "the recipe");
   f.option("--epochs", o.epochs, "epochs in all (a resumed run trains the ones the checkpoint lacks)");
   f.option("--batch", o.batch, "batch size");
@@ -192,21 +206,28 @@ int train_main(int argc, char** argv) {
   f.option("--seed", o.seed, "initialisation and shuffling seed");
   f.option("--limit", o.limit, "train on the first N images only (0: all)");
   f.option("--history", o.history, "write the loss history (.json, .csv or .svg)", "FILE");
-  f.option("--save", o.save, "write a checkpoint (parameters, optimizer state, epochs done) at the end", "FILE");
-  f.option("--resume", o.resume, "continue from a checkpoint written by --save (same model and optimizer)", "FILE");
-  f.choice("--progress", o.progress, {"auto", "bar", "lines", "off"}, "progress on stderr (auto: a bar on a terminal)");
-  f.flag("--json", o.json, "one JSON object per line on stdout (resumed, step, epoch, done events); no progress bar");
-  f.epilog("example: meganeura train --model cnn --epochs 3 --save cnn.ckpt && "
-           "meganeura train --model cnn --epochs 5 --resume cnn.ckpt");
+  f.option("--save", o.save, "write a checkpoint (parameters, optimizer state, epochs done) at the end",
+           "FILE");
+  f.option("--resume", o.resume, "continue from a checkpoint written by --save (same model and optimizer)",
+           "FILE");
+  f.choice("--progress", o.progress, {"auto", "bar", "lines", "off"},
+           "progress on stderr (auto: a bar on a terminal)");
+  f.flag("--json", o.json,
+         "one JSON object per line on stdout (resumed, step, epoch, done events); no progress bar");
+  f.epilog(
+      "example: meganeura train --model cnn --epochs 3 --save cnn.ckpt && "
+      "meganeura train --model cnn --epochs 5 --resume cnn.ckpt");
   return run(f, argc, argv, [&] {
-    if (o.epochs < 1) throw UsageError("[meganeura train] expected --epochs >= 1, got " + std::to_string(o.epochs));
-    if (o.batch < 1) throw UsageError("[meganeura train] expected --batch >= 1, got " + std::to_string(o.batch));
+    if (o.epochs < 1)
+      throw UsageError("[meganeura train] expected --epochs >= 1, got " + std::to_string(o.epochs));
+    if (o.batch < 1)
+      throw UsageError("[meganeura train] expected --batch >= 1, got " + std::to_string(o.batch));
     return train(o);
   });
 }
 
-const bool registered =
-    register_command({"train", "train the MLP or CNN recipe on Fashion-MNIST (checkpoints, --resume)", train_main});
+const bool registered = register_command(
+    {"train", "train the MLP or CNN recipe on Fashion-MNIST (checkpoints, --resume)", train_main});
 
 }  // namespace
 }  // namespace meganeura::cli

@@ -28,7 +28,8 @@ std::string shown(double v) {
 
 }  // namespace
 
-Flags::Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+Flags::Flags(std::string program, std::string summary)
+    : program_(std::move(program)), summary_(std::move(summary)) {}
 
 void Flags::add(Option o) {
   for (const Option& e : options_)
@@ -36,22 +37,26 @@ void Flags::add(Option o) {
   options_.push_back(std::move(o));
 }
 
-void Flags::option(const std::string& name, std::string& out, const std::string& help, const std::string& metavar) {
+void Flags::option(const std::string& name, std::string& out, const std::string& help,
+                   const std::string& metavar) {
   add({name, help, metavar, out, false, [&out](const std::string& v) { out = v; }});
 }
 void Flags::option(const std::string& name, int& out, const std::string& help, const std::string& metavar) {
   add({name, help, metavar, std::to_string(out), false,
        [&out, this, name](const std::string& v) { out = parse_integer<int>(program_, name, v); }});
 }
-void Flags::option(const std::string& name, int64_t& out, const std::string& help, const std::string& metavar) {
+void Flags::option(const std::string& name, int64_t& out, const std::string& help,
+                   const std::string& metavar) {
   add({name, help, metavar, std::to_string(out), false,
        [&out, this, name](const std::string& v) { out = parse_integer<int64_t>(program_, name, v); }});
 }
-void Flags::option(const std::string& name, uint64_t& out, const std::string& help, const std::string& metavar) {
+void Flags::option(const std::string& name, uint64_t& out, const std::string& help,
+                   const std::string& metavar) {
   add({name, help, metavar, std::to_string(out), false,
        [&out, this, name](const std::string& v) { out = parse_integer<uint64_t>(program_, name, v); }});
 }
-void Flags::option(const std::string& name, double& out, const std::string& help, const std::string& metavar) {
+void Flags::option(const std::string& name, double& out, const std::string& help,
+                   const std::string& metavar) {
   add({name, help, metavar, shown(out), false, [&out, this, name](const std::string& v) {
          char* end = nullptr;
          const double d = v.empty() ? NAN : std::strtod(v.c_str(), &end);
@@ -70,7 +75,8 @@ void Flags::choice(const std::string& name, std::string& out, std::vector<std::s
              out = v;
              return;
            }
-         throw UsageError("[" + program_ + "] expected " + name + " to be one of " + metavar + ", got '" + v + "'");
+         throw UsageError("[" + program_ + "] expected " + name + " to be one of " + metavar + ", got '" + v +
+                          "'");
        }});
 }
 void Flags::flag(const std::string& name, bool& out, const std::string& help) {
@@ -82,17 +88,19 @@ void Flags::precision(Precision& out) {
   } catch (const ConfigError& e) {
     environment_error_ = e.what();
   }
-  add({"--precision", "f32, or mixed16: f16 matmul inputs, f32 accumulation (MEGANEURA_PRECISION sets the default)",
+  add({"--precision",
+       "f32, or mixed16: f16 matmul inputs, f32 accumulation (MEGANEURA_PRECISION sets the default)",
        "f32|mixed16", precision_name(out), false, [&out, this](const std::string& v) {
          try {
            out = parse_precision(v, "--precision");
          } catch (const ConfigError& e) {
-           throw UsageError("[" + program_ + "] expected --precision to be one of f32, mixed16, got '" + v + "'");
+           throw UsageError("[" + program_ + "] expected --precision to be one of f32, mixed16, got '" + v +
+                            "'");
          }
        }});
 }
-void Flags::custom(const std::string& name, std::function<void(const std::string&)> set, const std::string& help,
-                   const std::string& metavar, const std::string& default_text) {
+void Flags::custom(const std::string& name, std::function<void(const std::string&)> set,
+                   const std::string& help, const std::string& metavar, const std::string& default_text) {
   add({name, help, metavar, default_text, false, std::move(set)});
 }
 void Flags::positional(const std::string& name, std::string& out, const std::string& help, bool required) {
@@ -138,15 +146,19 @@ bool Flags::parse(int argc, char** argv) {
         continue;
       }
       std::string value;
-      if (eq != std::string::npos) value = a.substr(eq + 1);
-      else if (i + 1 < argc) value = argv[++i];
-      else fail("expected a value (" + opt->metavar + ") after " + name + ", got none");
+      if (eq != std::string::npos)
+        value = a.substr(eq + 1);
+      else if (i + 1 < argc)
+        value = argv[++i];
+      else
+        fail("expected a value (" + opt->metavar + ") after " + name + ", got none");
       opt->set(value);
       continue;
     }
     if (next_positional >= positionals_.size())
       fail("expected " + std::to_string(positionals_.size()) + " argument(s)" +
-           (positionals_.empty() ? "" : " (" + positionals_.back().name + " last)") + ", got also '" + a + "'");
+           (positionals_.empty() ? "" : " (" + positionals_.back().name + " last)") + ", got also '" + a +
+           "'");
     *positionals_[next_positional++].out = a;
   }
   for (size_t p = next_positional; p < positionals_.size(); ++p)
@@ -162,8 +174,10 @@ std::string Flags::usage() const {
   if (!summary_.empty()) out += "\n" + summary_ + "\n";
   auto row = [&](const std::string& left, const std::string& help) {
     std::string l = "  " + left;
-    if (l.size() < 28) l.resize(28, ' ');
-    else l += "\n" + std::string(28, ' ');
+    if (l.size() < 28)
+      l.resize(28, ' ');
+    else
+      l += "\n" + std::string(28, ' ');
     out += l + help + "\n";
   };
   if (!positionals_.empty()) {

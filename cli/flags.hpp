@@ -8,17 +8,17 @@
 //   f.positional("OUT", o.out, "where to write", /*required=*/false);
 //   return cli::run(f, argc, argv, [&] { ... return 0; });
 //
-// --help / -h prints the usage on stdout (exit 0); an unknown option, a missing or malformed value, or a missing
-// positional prints the error and the usage on stderr (exit 2) naming the valid options; a meganeura::Error or
-// other exception from the body prints "program: message" (exit 1). Defaults shown in the usage are the values
-// the variables hold when registered.
+// --help / -h prints the usage on stdout (exit 0); an unknown option, a missing or malformed value, or a
+// missing positional prints the error and the usage on stderr (exit 2) naming the valid options; a
+// meganeura::Error or other exception from the body prints "program: message" (exit 1). Defaults shown in the
+// usage are the values the variables hold when registered.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "meganeura/core/error.hpp"
 #include "meganeura/config/config.hpp"
+#include "meganeura/core/error.hpp"
 
 namespace meganeura::cli {
 
@@ -32,17 +32,24 @@ class Flags {
   Flags(const Flags&) = delete;  // the setters point into it
   Flags& operator=(const Flags&) = delete;
 
-  void option(const std::string& name, std::string& out, const std::string& help, const std::string& metavar = "TEXT");
+  void option(const std::string& name, std::string& out, const std::string& help,
+              const std::string& metavar = "TEXT");
   void option(const std::string& name, int& out, const std::string& help, const std::string& metavar = "N");
-  void option(const std::string& name, int64_t& out, const std::string& help, const std::string& metavar = "N");
-  void option(const std::string& name, uint64_t& out, const std::string& help, const std::string& metavar = "N");
-  void option(const std::string& name, double& out, const std::string& help, const std::string& metavar = "X");
-  void choice(const std::string& name, std::string& out, std::vector<std::string> choices, const std::string& help);
+  void option(const std::string& name, int64_t& out, const std::string& help,
+              const std::string& metavar = "N");
+  void option(const std::string& name, uint64_t& out, const std::string& help,
+              const std::string& metavar = "N");
+  void option(const std::string& name, double& out, const std::string& help,
+              const std::string& metavar = "X");
+  void choice(const std::string& name, std::string& out, std::vector<std::string> choices,
+              const std::string& help);
   void flag(const std::string& name, bool& out, const std::string& help);
   // --precision f32|mixed16 (SessionConfig::precision). Sets `out` to the environment's default first
-  // (MEGANEURA_PRECISION); a malformed environment fails run() with exit 1 after parsing (--help still works).
+  // (MEGANEURA_PRECISION); a malformed environment fails run() with exit 1 after parsing (--help still
+  // works).
   void precision(Precision& out);
-  // A value that a setter turns into something else; the setter throws UsageError (or ConfigError) for bad text.
+  // A value that a setter turns into something else; the setter throws UsageError (or ConfigError) for bad
+  // text.
   void custom(const std::string& name, std::function<void(const std::string&)> set, const std::string& help,
               const std::string& metavar, const std::string& default_text = "");
   void positional(const std::string& name, std::string& out, const std::string& help, bool required = true);
@@ -78,7 +85,8 @@ class Flags {
 // Parses, then runs `body`, mapping the outcomes to exit codes as described above.
 int run(Flags& flags, int argc, char** argv, const std::function<int()>& body);
 
-// One JSON object per line on stdout for --json (a line is flushed at once, so a reader sees it as it happens).
+// One JSON object per line on stdout for --json (a line is flushed at once, so a reader sees it as it
+// happens).
 void json_line(const std::string& object_text);
 
 }  // namespace meganeura::cli

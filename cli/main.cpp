@@ -39,11 +39,14 @@ using meganeura::cli::Command;
 using meganeura::cli::commands;
 
 int usage(FILE* out, int code) {
-  std::fprintf(out, "usage: meganeura <command> [options]\n\nNeural-network training and inference on any Vulkan GPU.\n\n"
-                    "commands:\n");
+  std::fprintf(
+      out,
+      "usage: meganeura <command> [options]\n\nNeural-network training and inference on any Vulkan GPU.\n\n"
+      "commands:\n");
   for (const Command& c : commands()) std::fprintf(out, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
   std::fprintf(out,
-               "\n`meganeura <command> --help` describes a command. Every MEGANEURA_* variable of the README applies.\n"
+               "\n`meganeura <command> --help` describes a command. Every MEGANEURA_* variable of the README "
+               "applies.\n"
                "  --version    print the version and exit\n");
   return code;
 }
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
   if (!c) {
     std::string valid;
     for (const Command& k : commands()) valid += (valid.empty() ? "" : ", ") + k.name;
-    std::fprintf(stderr, "meganeura: expected one of the commands %s, got '%s'\n\n", valid.c_str(), cmd.c_str());
+    std::fprintf(stderr, "meganeura: expected one of the commands %s, got '%s'\n\n", valid.c_str(),
+                 cmd.c_str());
     return usage(stderr, 2);
   }
   // The command sees itself as argv[0] ("meganeura train") and its own options after it.

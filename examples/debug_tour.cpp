@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "flags.hpp"
 #include "meganeura/eager/eager.hpp"
 #include "meganeura/meganeura.hpp"
-#include "flags.hpp"
 #include "meganeura/nn/nn.hpp"
 
 using namespace meganeura;
@@ -26,8 +26,9 @@ void print(const char* what, const std::vector<float>& v, size_t n = 4) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::Flags flags("debug_tour", "A guided tour of the debugging tools on a tiny model: names, a debug session's "
-                                 "reads,\nstep_debug's NaN report and eager evaluation (docs/debugging.md).");
+  cli::Flags flags("debug_tour",
+                   "A guided tour of the debugging tools on a tiny model: names, a debug session's "
+                   "reads,\nstep_debug's NaN report and eager evaluation (docs/debugging.md).");
   try {
     if (!flags.parse(argc, argv)) return 0;
   } catch (const cli::UsageError& e) {
@@ -51,14 +52,16 @@ int main(int argc, char** argv) {
     std::vector<float> xv(32), tv(8, 0.25f);
     for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(float(i));
 
-    std::printf("1. provenance: names in the compiled graph (MEGANEURA_DUMP_PLAN=1 prints every dispatch's label)\n");
+    std::printf(
+        "1. provenance: names in the compiled graph (MEGANEURA_DUMP_PLAN=1 prints every dispatch's label)\n");
     Session s = build(g, SessionConfig::debug());
     for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
     s.set_input("x", xv);
     s.set_input("target", tv);
     for (const char* name : {"blk3.qkv", "grad/blk3.qkv", "grad/blk3.qkv.weight"}) {
       const Node& n = s.graph().node(*s.graph().find(name));
-      std::printf("  %-22s %-8s %s, made by %s at %s\n", name, op_name(n.op), n.prov.backward ? "backward" : "forward",
+      std::printf("  %-22s %-8s %s, made by %s at %s\n", name, op_name(n.op),
+                  n.prov.backward ? "backward" : "forward",
                   n.prov.rule.empty() ? "the user" : n.prov.rule.c_str(), where(n.prov.loc).c_str());
     }
 

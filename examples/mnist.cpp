@@ -1,7 +1,7 @@
 // Trains the README's two-layer MLP (784-128-10, batch 32) — or a small CNN with --model cnn — on
 // Fashion-MNIST and reports test accuracy. `--json` ends the output with one JSON line.
-// `mpirun -np N mnist --distributed ...` trains data-parallel: --batch is each rank's, the global batch N times it
-// (docs/distributed.md); rank 0 prints and saves.
+// `mpirun -np N mnist --distributed ...` trains data-parallel: --batch is each rank's, the global batch N
+// times it (docs/distributed.md); rank 0 prints and saves.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "meganeura/meganeura.hpp"
+#include "flags.hpp"
 #include "meganeura/data/loader.hpp"
+#include "meganeura/meganeura.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
-#include "flags.hpp"
 #include "models.hpp"
 
 using namespace meganeura;
@@ -91,8 +91,12 @@ int run(const Options& o) {
   SessionConfig cfg = SessionConfig::from_env();
   if (o.distributed && !cfg.distributed.comm) cfg.distributed.comm = dist::Communicator::world();
   const int rank = cfg.distributed.rank(), world = cfg.distributed.size();
-  DataLoader train_loader(train_data, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_last = true,
-                                       .rank = rank, .world = world});
+  DataLoader train_loader(train_data, {.batch_size = o.batch,
+                                       .shuffle = true,
+                                       .seed = o.seed,
+                                       .drop_last = true,
+                                       .rank = rank,
+                                       .world = world});
   DataLoader test_loader(test_data, {.batch_size = o.batch, .shuffle = false, .seed = 0, .drop_last = false});
 
   Graph g;
@@ -132,13 +136,14 @@ int run(const Options& o) {
   Session eval = build(eval_graph, eval_cfg, train_session);
   EvalResult last;
   trainer.set_evaluator([&] {
-    for (const TensorInfo& p : parameter_infos(eval.graph())) eval.set_parameter(p.name, train_session.read_parameter(p.name));
+    for (const TensorInfo& p : parameter_infos(eval.graph()))
+      eval.set_parameter(p.name, train_session.read_parameter(p.name));
     last = evaluate(eval, test_loader);
     return last;
   });
   const History& h = trainer.train(train_loader, o.epochs);
   if (!o.save.empty()) trainer.save(o.save);  // rank 0 writes, the others wait for it
-  if (rank != 0) return 0;  // every rank trained and evaluated; rank 0 reports
+  if (rank != 0) return 0;                    // every rank trained and evaluated; rank 0 reports
   if (!o.history.empty()) h.save(o.history);
   int64_t steps = 0;
   double seconds = 0;
@@ -148,12 +153,15 @@ int run(const Options& o) {
   }
   const double steps_per_s = seconds > 0 ? static_cast<double>(steps) / seconds : 0.0;
   if (o.json) {
-    nlohmann::json j = {{"test_accuracy", last.accuracy}, {"epochs", static_cast<int>(h.epochs.size())},
-                        {"steps_per_s", steps_per_s}, {"device", device}, {"ranks", world}};
+    nlohmann::json j = {{"test_accuracy", last.accuracy},
+                        {"epochs", static_cast<int>(h.epochs.size())},
+                        {"steps_per_s", steps_per_s},
+                        {"device", device},
+                        {"ranks", world}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s on %s: test accuracy %.4f, test loss %.4f after %zu epoch(s), %.1f steps/s\n", o.model.c_str(),
-                device.c_str(), last.accuracy, last.loss, h.epochs.size(), steps_per_s);
+    std::printf("%s on %s: test accuracy %.4f, test loss %.4f after %zu epoch(s), %.1f steps/s\n",
+                o.model.c_str(), device.c_str(), last.accuracy, last.loss, h.epochs.size(), steps_per_s);
     if (world > 1)
       std::printf("%d ranks, global batch %lld; %s\n", world, static_cast<long long>(o.batch * world),
                   train_session.distributed_stats().to_text().c_str());
@@ -165,7 +173,8 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  cli::Flags f("mnist", "Trains the README's MLP (or a small CNN) on Fashion-MNIST and reports the test accuracy.");
+  cli::Flags f("mnist",
+               "Trains the README's MLP (or a small CNN) on Fashion-MNIST and reports the test accuracy.");
   add_flags(f, o);
   return cli::run(f, argc, argv, [&] { return run(o); });
 }

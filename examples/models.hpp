@@ -2,7 +2,8 @@
 // The models the profiling tools (profile_session, pipeline_stats) build, as training graphs with a loss:
 //   mlp          the README's 784-128-10 MLP (nn::Mlp "mlp")
 //   cnn          the Fashion-MNIST CNN of examples/mnist.cpp --model cnn (cnn_logits: conv 3x3 1->32, pool,
-//                conv 3x3 32->64, pool, 3136-128-10), built from nn layers so that dispatches carry layer names
+//                conv 3x3 32->64, pool, 3136-128-10), built from nn layers so that dispatches carry layer
+//                names
 //   transformer  one nn::TransformerBlock "blk0" (sequence 16, width 64, 4 heads, SwiGLU FFN 128, RoPE,
 //                causal) with a mean-squared-error loss
 // Inputs get seeded random values (labels one-hot) by feed_random.
@@ -15,8 +16,8 @@
 namespace meganeura::examples {
 
 // The Fashion-MNIST CNN's logits [batch, 10] from flat images x [batch, 784]: conv 3x3 1->32, relu, pool 2,
-// conv 3x3 32->64, relu, pool 2, 3136-128 relu, 128-10. Parameters conv1.weight, conv1.bias, .., fc2.bias (the
-// names examples/mnist.cpp checkpoints under).
+// conv 3x3 32->64, relu, pool 2, 3136-128 relu, 128-10. Parameters conv1.weight, conv1.bias, .., fc2.bias
+// (the names examples/mnist.cpp checkpoints under).
 inline NodeId cnn_logits(Graph& g, nn::Context& ctx, NodeId x, int64_t batch) {
   nn::Conv2d conv1(ctx, "conv1", 1, 32, 3, 1, 1);
   nn::MaxPool2d pool1(ctx, "pool1", 2);
@@ -66,7 +67,8 @@ inline void feed_random(Session& s, uint32_t seed = 7) {
     if (n.prov.name == "labels") {
       const int64_t classes = n.shape.back();
       std::fill(v.begin(), v.end(), 0.0f);
-      for (int64_t r = 0; r < n.shape.front(); ++r) v[size_t(r * classes + int64_t(rng() % uint32_t(classes)))] = 1.0f;
+      for (int64_t r = 0; r < n.shape.front(); ++r)
+        v[size_t(r * classes + int64_t(rng() % uint32_t(classes)))] = 1.0f;
     }
     s.set_input(n.prov.name, v);
   }

@@ -1,9 +1,11 @@
 // What the driver made of our kernels (VK_KHR_pipeline_executable_properties): for each pipeline, every
 // statistic (registers, shared memory, instruction counts: whatever the driver reports) and every internal
 // representation (IR, disassembly where the driver offers it), one text file per pipeline plus summary.json
-// (schema in docs/debugging.md, "Pipeline statistics"). experiments/scripts/isa_mix.py counts the instructions.
+// (schema in docs/debugging.md, "Pipeline statistics"). experiments/scripts/isa_mix.py counts the
+// instructions.
 //
-//   pipeline_stats --matmul 8192 --tier coopmat-nv --out DIR     the standalone matmul kernel, as bench_matmul
+//   pipeline_stats --matmul 8192 --tier coopmat-nv --out DIR     the standalone matmul kernel, as
+//   bench_matmul
 //        [--tier scalar,coopmat-nv,coopmat-khr] [--layout nn|nt|tn|tt] [--tile 128x128x32/2x4] [--mixed16]
 //        sizes: N (N^3) or MxNxK, comma-separated
 //   pipeline_stats --model mlp|cnn|transformer [--batch N] --out DIR   every distinct pipeline of a training
@@ -23,13 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "flags.hpp"
 #include "meganeura/kernels/matmul.hpp"
 #include "meganeura/meganeura.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/runtime/elf_scan.hpp"
 #include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/shader/shader.hpp"
-#include "flags.hpp"
 #include "models.hpp"
 
 using namespace meganeura;
@@ -70,13 +72,14 @@ std::string file_stem(size_t i, const std::string& label) {
 }
 
 // Writes DIR/<stem>.txt (and .bin files for binary representations); returns the summary row.
-nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, const runtime::DeviceCaps& caps) {
+nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p,
+                              const runtime::DeviceCaps& caps) {
   const std::string stem = file_stem(i, p.label);
   std::ofstream f(dir / (stem + ".txt"));
   if (!f) throw ConfigError("[pipeline_stats] expected a writable directory, got '" + dir.string() + "'");
-  f << "# pipeline " << i << ": " << p.label << "\n# variant " << p.variant << ", kernel hash " << p.kernel_hash
-    << ", dispatches " << p.dispatches << "\n# device " << caps.name << ", driver " << caps.driver_name << " "
-    << caps.driver_info << "\n";
+  f << "# pipeline " << i << ": " << p.label << "\n# variant " << p.variant << ", kernel hash "
+    << p.kernel_hash << ", dispatches " << p.dispatches << "\n# device " << caps.name << ", driver "
+    << caps.driver_name << " " << caps.driver_info << "\n";
   nlohmann::json exes = nlohmann::json::array();
   for (size_t e = 0; e < p.executables.size(); ++e) {
     const runtime::PipelineExecutable& x = p.executables[e];
@@ -91,10 +94,13 @@ nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, 
     nlohmann::json reps = nlohmann::json::array();
     for (size_t r = 0; r < x.representations.size(); ++r) {
       const runtime::PipelineRepresentation& rep = x.representations[r];
-      nlohmann::json row = {{"name", rep.name}, {"description", rep.description}, {"is_text", rep.is_text},
+      nlohmann::json row = {{"name", rep.name},
+                            {"description", rep.description},
+                            {"is_text", rep.is_text},
                             {"bytes", rep.data.size()}};
       if (rep.is_text) {
-        f << "\n=== representation " << e << "." << r << ": " << rep.name << " (" << rep.description << ") ===\n"
+        f << "\n=== representation " << e << "." << r << ": " << rep.name << " (" << rep.description
+          << ") ===\n"
           << rep.data << (rep.data.empty() || rep.data.back() == '\n' ? "" : "\n");
       } else {
         const std::string bin = stem + "." + std::to_string(e) + "." + std::to_string(r) + ".bin";
@@ -105,13 +111,21 @@ nlohmann::json write_pipeline(const fs::path& dir, size_t i, const Pipeline& p, 
       }
       reps.push_back(std::move(row));
     }
-    exes.push_back({{"name", x.name}, {"description", x.description}, {"subgroup_size", x.subgroup_size},
-                    {"statistics", stats}, {"representations", reps},
+    exes.push_back({{"name", x.name},
+                    {"description", x.description},
+                    {"subgroup_size", x.subgroup_size},
+                    {"statistics", stats},
+                    {"representations", reps},
                     {"representations_offered", x.representations_offered}});
   }
-  if (!p.spirv_text.empty()) f << "\n=== spirv: the SPIR-V meganeura hands the driver (spirv-dis) ===\n" << p.spirv_text;
-  return {{"index", i},          {"label", p.label},         {"variant", p.variant},
-          {"kernel_hash", p.kernel_hash}, {"dispatches", p.dispatches}, {"file", stem + ".txt"},
+  if (!p.spirv_text.empty())
+    f << "\n=== spirv: the SPIR-V meganeura hands the driver (spirv-dis) ===\n" << p.spirv_text;
+  return {{"index", i},
+          {"label", p.label},
+          {"variant", p.variant},
+          {"kernel_hash", p.kernel_hash},
+          {"dispatches", p.dispatches},
+          {"file", stem + ".txt"},
           {"executables", exes}};
 }
 
@@ -122,8 +136,8 @@ kernels::MatmulShape matmul_shape(const std::string& size, const std::string& la
   for (std::string t; std::getline(ss, t, 'x');) d.push_back(uint32_t(std::stoul(t)));
   if (d.size() == 1) d = {d[0], d[0], d[0]};
   if (d.size() != 3 || layout.size() != 2)
-    throw ConfigError("[pipeline_stats] expected --matmul N or MxNxK and --layout nn|nt|tn|tt, got '" + size + "', '" +
-                      layout + "'");
+    throw ConfigError("[pipeline_stats] expected --matmul N or MxNxK and --layout nn|nt|tn|tt, got '" + size +
+                      "', '" + layout + "'");
   s.m = d[0];
   s.n = d[1];
   s.k = d[2];
@@ -146,8 +160,10 @@ std::vector<Pipeline> matmul_pipelines(runtime::Device& dev, const SessionConfig
                 : f16            ? kernels::MatmulInput::F16
                                  : kernels::MatmulInput::F32;
       const kernels::MatmulKernel kern = kernels::select_matmul(
-          dev.caps(), s, tier, {}, a.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(a.tile));
-      // The product pass (the only one unless the rule splits K; a split's summing pass is a plain reduction).
+          dev.caps(), s, tier, {},
+          a.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(a.tile));
+      // The product pass (the only one unless the rule splits K; a split's summing pass is a plain
+      // reduction).
       runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.passes.front(), copt);
       desc.capture = a.ir ? runtime::PipelineCapture::Representations : runtime::PipelineCapture::Statistics;
       Pipeline p;
@@ -166,7 +182,8 @@ std::vector<Pipeline> matmul_pipelines(runtime::Device& dev, const SessionConfig
   return out;
 }
 
-std::vector<Pipeline> session_pipelines(std::shared_ptr<runtime::Device> dev, SessionConfig config, const Args& a) {
+std::vector<Pipeline> session_pipelines(std::shared_ptr<runtime::Device> dev, SessionConfig config,
+                                        const Args& a) {
   config.optimizer.kind = OptimizerKind::Adam;
   config.optimizer.learning_rate = 1e-3;
   config.gpu_timing = true;
@@ -186,13 +203,16 @@ std::vector<Pipeline> session_pipelines(std::shared_ptr<runtime::Device> dev, Se
 int main(int argc, char** argv) {
   Args a;
   bool no_ir = false;
-  cli::Flags f("pipeline_stats", "The driver's statistics and internal representations of the matmul kernels "
-                                 "(--matmul) or of a\nmodel's training step (--model), one file per pipeline.");
+  cli::Flags f("pipeline_stats",
+               "The driver's statistics and internal representations of the matmul kernels "
+               "(--matmul) or of a\nmodel's training step (--model), one file per pipeline.");
   f.option("--out", a.out, "output folder (required)", "DIR");
-  f.custom("--matmul", [&](const std::string& v) { a.sizes = split(v); }, "products to compile: N or MxNxK, comma-separated",
-           "SIZES");
-  f.custom("--tier", [&](const std::string& v) { a.tiers = split(v); }, "matmul tiers, comma-separated",
-           "scalar,coopmat-nv,coopmat-khr", "coopmat-nv");
+  f.custom(
+      "--matmul", [&](const std::string& v) { a.sizes = split(v); },
+      "products to compile: N or MxNxK, comma-separated", "SIZES");
+  f.custom(
+      "--tier", [&](const std::string& v) { a.tiers = split(v); }, "matmul tiers, comma-separated",
+      "scalar,coopmat-nv,coopmat-khr", "coopmat-nv");
   f.option("--layout", a.layout, "operand layout (nn, nt, tn, tt)");
   f.option("--tile", a.tile, "cooperative tile (128x128x32/2x4)", "TILE");
   f.flag("--mixed16", a.mixed16, "f32 buffers rounded to f16 on load");
@@ -217,7 +237,8 @@ int main(int argc, char** argv) {
     o.validation = config.validation;
     std::shared_ptr<runtime::Device> dev(runtime::open_device(o));
     const runtime::DeviceCaps& caps = dev->caps();
-    const std::vector<Pipeline> pipes = a.model.empty() ? matmul_pipelines(*dev, config, a) : session_pipelines(dev, config, a);
+    const std::vector<Pipeline> pipes =
+        a.model.empty() ? matmul_pipelines(*dev, config, a) : session_pipelines(dev, config, a);
     const fs::path dir(a.out);
     fs::create_directories(dir);
     nlohmann::json rows = nlohmann::json::array();
@@ -225,8 +246,12 @@ int main(int argc, char** argv) {
     nlohmann::json doc = {
         {"schema", "meganeura.pipeline_stats.v1"},
         {"device",
-         {{"name", caps.name}, {"vendor_id", caps.vendor_id}, {"device_id", caps.device_id},
-          {"driver_name", caps.driver_name}, {"driver_info", caps.driver_info}, {"api_version", caps.api_version}}},
+         {{"name", caps.name},
+          {"vendor_id", caps.vendor_id},
+          {"device_id", caps.device_id},
+          {"driver_name", caps.driver_name},
+          {"driver_info", caps.driver_info},
+          {"api_version", caps.api_version}}},
         {"supported", caps.pipeline_executable_info},
         {"capture", a.ir ? "representations" : "statistics"},
         {"source", a.model.empty() ? "matmul" : "model:" + a.model},
@@ -241,7 +266,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < images.size(); ++i) {
         const std::string file = "cache_elf_" + std::to_string(i) + ".bin";
         std::ofstream(dir / file, std::ios::binary)
-            .write(reinterpret_cast<const char*>(blob.data() + images[i].offset), std::streamsize(images[i].size));
+            .write(reinterpret_cast<const char*>(blob.data() + images[i].offset),
+                   std::streamsize(images[i].size));
         found.push_back({{"file", file}, {"offset", images[i].offset}, {"bytes", images[i].size}});
       }
       doc["pipeline_cache"] = {{"bytes", blob.size()}, {"elf_images", found}};
@@ -254,8 +280,10 @@ int main(int argc, char** argv) {
       std::printf("  %s\n", p.label.c_str());
       for (const runtime::PipelineExecutable& x : p.executables) {
         std::string line;
-        for (const runtime::PipelineStatistic& s : x.statistics) line += " " + s.name + "=" + runtime::statistic_value(s).dump();
-        std::printf("    %s:%s (%zu representations)\n", x.name.c_str(), line.c_str(), x.representations.size());
+        for (const runtime::PipelineStatistic& s : x.statistics)
+          line += " " + s.name + "=" + runtime::statistic_value(s).dump();
+        std::printf("    %s:%s (%zu representations)\n", x.name.c_str(), line.c_str(),
+                    x.representations.size());
       }
     }
     for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());

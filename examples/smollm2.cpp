@@ -4,9 +4,9 @@
 //   smollm2 [MODEL] [-p PROMPT] [-n MAX_TOKENS] [--chat] [--revision R]
 //
 // MODEL: a folder with config.json, model.safetensors and tokenizer.json, or a hub id (default
-// HuggingFaceTB/SmolLM2-135M-Instruct, downloaded into the Hugging Face cache: HF_HOME, HF_TOKEN, HF_ENDPOINT,
-// HF_HUB_OFFLINE apply). --chat wraps the prompt in the model's ChatML template. Offline, a folder made by
-// scripts/make-hf-smollm2.py (.models/smollm2-hf) serves.
+// HuggingFaceTB/SmolLM2-135M-Instruct, downloaded into the Hugging Face cache: HF_HOME, HF_TOKEN,
+// HF_ENDPOINT, HF_HUB_OFFLINE apply). --chat wraps the prompt in the model's ChatML template. Offline, a
+// folder made by scripts/make-hf-smollm2.py (.models/smollm2-hf) serves.
 //
 // The generator (models/generate.hpp) is not there yet; this drives a prefill session and a decode session
 // sharing weights and KV cache directly, as tests/gpu/test_llama_decode.cpp does.
@@ -35,10 +35,14 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "-p" || a == "--prompt") prompt = value();
-    else if (a == "-n" || a == "--max-tokens") max_tokens = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--revision") revision = value();
-    else if (a == "--chat") chat = true;
+    if (a == "-p" || a == "--prompt")
+      prompt = value();
+    else if (a == "-n" || a == "--max-tokens")
+      max_tokens = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--revision")
+      revision = value();
+    else if (a == "--chat")
+      chat = true;
     else if (a == "-h" || a == "--help") {
       std::printf("usage: smollm2 [MODEL] [-p PROMPT] [-n MAX_TOKENS] [--chat] [--revision R]\n");
       return 0;
@@ -66,7 +70,8 @@ int main(int argc, char** argv) {
                           (m.chat_template.empty() ? std::string("none") : "another template"));
       const std::vector<ChatMessage> messages = {{"user", prompt}};
       // SmolLM2's template adds its default system message when the conversation has none.
-      const bool default_system = m.chat_template.find(std::string(kSmolLM2DefaultSystem)) != std::string::npos;
+      const bool default_system =
+          m.chat_template.find(std::string(kSmolLM2DefaultSystem)) != std::string::npos;
       prompt = apply_chatml(messages, true, default_system ? kSmolLM2DefaultSystem : std::string_view{});
     }
     std::vector<int32_t> ids = tok.encode(prompt);
@@ -74,8 +79,8 @@ int main(int argc, char** argv) {
     const int64_t P = int64_t(ids.size());
     if (P == 0) throw ConfigError("[smollm2] expected a prompt of at least one token, got none");
     if (P + max_tokens > m.config.max_context)
-      throw ConfigError("[smollm2] expected prompt + max tokens <= " + std::to_string(m.config.max_context) + ", got " +
-                        std::to_string(P + max_tokens));
+      throw ConfigError("[smollm2] expected prompt + max tokens <= " + std::to_string(m.config.max_context) +
+                        ", got " + std::to_string(P + max_tokens));
 
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t bucket = std::min<int64_t>((P + 15) / 16 * 16, m.config.max_context);

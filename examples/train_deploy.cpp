@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <string>
 
-#include "meganeura/meganeura.hpp"
+#include "flags.hpp"
 #include "meganeura/data/loader.hpp"
+#include "meganeura/meganeura.hpp"
 #include "meganeura/train/session_target.hpp"
 #include "meganeura/train/trainer.hpp"
-#include "flags.hpp"
 
 using namespace meganeura;
 
@@ -48,7 +48,8 @@ int run(std::string data, std::string path, int epochs, int64_t limit) {
     train_set.labels.resize(static_cast<size_t>(limit));
   }
   auto train_data = std::make_shared<TensorDataset>(to_dataset(train_set, LabelEncoding::OneHot));
-  auto test_data = std::make_shared<TensorDataset>(to_dataset(load_mnist(data, Split::Test), LabelEncoding::OneHot));
+  auto test_data =
+      std::make_shared<TensorDataset>(to_dataset(load_mnist(data, Split::Test), LabelEncoding::OneHot));
   DataLoader train_loader(train_data, {.batch_size = kBatch, .shuffle = true, .seed = 1});
   DataLoader test_loader(test_data, {.batch_size = kBatch, .shuffle = false, .seed = 0, .drop_last = false});
 
@@ -76,26 +77,28 @@ int run(std::string data, std::string path, int epochs, int64_t limit) {
   SessionStore store(deployed);
   const RestoreReport r = restore_checkpoint(path, store);
   const MemorySummary mem = deployed.memory_summary();
-  std::printf("restored %zu parameters (%zu optimizer tensors skipped); inference memory: %llu B parameters, "
-              "%llu B gradients, %llu B optimizer state\n",
-              r.parameters, r.skipped_optimizer_state, static_cast<unsigned long long>(mem.parameters),
-              static_cast<unsigned long long>(mem.gradients), static_cast<unsigned long long>(mem.optimizer_state));
+  std::printf(
+      "restored %zu parameters (%zu optimizer tensors skipped); inference memory: %llu B parameters, "
+      "%llu B gradients, %llu B optimizer state\n",
+      r.parameters, r.skipped_optimizer_state, static_cast<unsigned long long>(mem.parameters),
+      static_cast<unsigned long long>(mem.gradients), static_cast<unsigned long long>(mem.optimizer_state));
   if (mem.gradients != 0 || mem.optimizer_state != 0)
     throw SessionError("[train_deploy] expected an inference session without gradient or optimizer buffers");
 
   // The reference: a second inference session fed the trained parameters straight from the trainer.
   Session reference = build_inference_session(eval_graph);
   auto& trained = static_cast<SessionTarget&>(trainer.target()).session();
-  for (const TensorInfo& p : parameter_infos(eval_graph)) reference.set_parameter(p.name, trained.read_parameter(p.name));
+  for (const TensorInfo& p : parameter_infos(eval_graph))
+    reference.set_parameter(p.name, trained.read_parameter(p.name));
   const std::vector<float> a = all_logits(reference, test_loader), b = all_logits(deployed, test_loader);
   size_t differ = 0;
   for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
   if (a.size() != b.size() || differ != 0)
-    throw SessionError("[train_deploy] expected identical predictions after reload, got " + std::to_string(differ) +
-                       " differing logits of " + std::to_string(a.size()));
+    throw SessionError("[train_deploy] expected identical predictions after reload, got " +
+                       std::to_string(differ) + " differing logits of " + std::to_string(a.size()));
   const EvalResult acc = evaluate(deployed, test_loader);
-  std::printf("identical predictions on %lld test images; test accuracy %.4f\n", static_cast<long long>(acc.examples),
-              acc.accuracy);
+  std::printf("identical predictions on %lld test images; test accuracy %.4f\n",
+              static_cast<long long>(acc.examples), acc.accuracy);
   return 0;
 }
 
@@ -105,8 +108,9 @@ int main(int argc, char** argv) {
   std::string data = kDefaultMnistDir, path;
   int epochs = 1;
   int64_t limit = 0;
-  cli::Flags f("train_deploy", "Trains the MLP with Adam, saves a checkpoint, reloads it into a fresh inference session\n"
-                               "and checks that its predictions are identical.");
+  cli::Flags f("train_deploy",
+               "Trains the MLP with Adam, saves a checkpoint, reloads it into a fresh inference session\n"
+               "and checks that its predictions are identical.");
   f.option("--data", data, "folder with the Fashion-MNIST IDX files", "DIR");
   f.option("--epochs", epochs, "epochs to train");
   f.option("--limit", limit, "train on the first N images only (0: all)");

@@ -1,15 +1,17 @@
-// Trains a decoder-only transformer language model (nn::CausalLm: RMSNorm, rotary attention with grouped KV heads,
-// SwiGLU) on bytes of a text, one process or data-parallel under MPI, and reports throughput.
+// Trains a decoder-only transformer language model (nn::CausalLm: RMSNorm, rotary attention with grouped KV
+// heads, SwiGLU) on bytes of a text, one process or data-parallel under MPI, and reports throughput.
 //
-//   train_lm [--text FILE] [--steps N] [--batch B] [--seq S] [--layers L] [--dim D] [--heads H] [--kv-heads K]
+//   train_lm [--text FILE] [--steps N] [--batch B] [--seq S] [--layers L] [--dim D] [--heads H] [--kv-heads
+//   K]
 //            [--lr X] [--precision f32|mixed16] [--smollm2] [--warmup N] [--distributed] [--json]
 //   mpirun -np 2 train_lm --distributed --steps 50
 //
-// Tokens are bytes (vocabulary 256) unless --smollm2, which takes SmolLM2-135M's configuration (vocabulary 49152,
-// 30 blocks of 576) over random token ids: the configuration of the scaling benchmark (scripts/device/mpi-scaling.sh).
-// --batch is per rank: the global batch is B x ranks, and rank r trains on the r-th B windows of every global batch.
-// Prints the loss every 10 steps and, at the end, tokens/s over the steps after --warmup and the all-reduce figures
-// (Session::distributed_stats); --json: one JSON line instead.
+// Tokens are bytes (vocabulary 256) unless --smollm2, which takes SmolLM2-135M's configuration (vocabulary
+// 49152, 30 blocks of 576) over random token ids: the configuration of the scaling benchmark
+// (scripts/device/mpi-scaling.sh).
+// --batch is per rank: the global batch is B x ranks, and rank r trains on the r-th B windows of every global
+// batch. Prints the loss every 10 steps and, at the end, tokens/s over the steps after --warmup and the
+// all-reduce figures (Session::distributed_stats); --json: one JSON line instead.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +35,8 @@ struct Options {
   std::string text;
   int steps = 60, warmup = 5;
   int64_t batch = 4, seq = 32;
-  nn::CausalLmConfig model{.vocab = 256, .dim = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn_hidden = 128};
+  nn::CausalLmConfig model{
+      .vocab = 256, .dim = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn_hidden = 128};
   double lr = 3e-3;
   std::string precision = "f32";
   bool smollm2 = false, distributed = false, json = false;
@@ -47,21 +50,36 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ConfigError("[train_lm] expected a value after " + a + ", got none");
       return argv[++i];
     };
-    if (a == "--text") o.text = value();
-    else if (a == "--steps") o.steps = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
-    else if (a == "--batch") o.batch = std::stoll(value());
-    else if (a == "--seq") o.seq = std::stoll(value());
-    else if (a == "--layers") o.model.layers = std::stoll(value());
-    else if (a == "--dim") o.model.dim = std::stoll(value());
-    else if (a == "--heads") o.model.heads = std::stoll(value());
-    else if (a == "--kv-heads") o.model.kv_heads = std::stoll(value());
-    else if (a == "--lr") o.lr = std::stod(value());
-    else if (a == "--precision") o.precision = value();
-    else if (a == "--smollm2") o.smollm2 = true;
-    else if (a == "--distributed") o.distributed = true;
-    else if (a == "--json") o.json = true;
-    else throw ConfigError("[train_lm] unknown option '" + a + "' (see the comment at the top of train_lm.cpp)");
+    if (a == "--text")
+      o.text = value();
+    else if (a == "--steps")
+      o.steps = std::stoi(value());
+    else if (a == "--warmup")
+      o.warmup = std::stoi(value());
+    else if (a == "--batch")
+      o.batch = std::stoll(value());
+    else if (a == "--seq")
+      o.seq = std::stoll(value());
+    else if (a == "--layers")
+      o.model.layers = std::stoll(value());
+    else if (a == "--dim")
+      o.model.dim = std::stoll(value());
+    else if (a == "--heads")
+      o.model.heads = std::stoll(value());
+    else if (a == "--kv-heads")
+      o.model.kv_heads = std::stoll(value());
+    else if (a == "--lr")
+      o.lr = std::stod(value());
+    else if (a == "--precision")
+      o.precision = value();
+    else if (a == "--smollm2")
+      o.smollm2 = true;
+    else if (a == "--distributed")
+      o.distributed = true;
+    else if (a == "--json")
+      o.json = true;
+    else
+      throw ConfigError("[train_lm] unknown option '" + a + "' (see the comment at the top of train_lm.cpp)");
   }
   if (o.smollm2) {
     const int64_t layers = o.model.layers == 2 ? 30 : o.model.layers;  // --layers still shortens it
@@ -77,9 +95,9 @@ Options parse(int argc, char** argv) {
 
 // A built-in text (when no --text): a few sentences repeated with variations, enough for the loss to fall.
 std::string default_text() {
-  const char* words[] = {"the", "model", "learns", "to", "predict", "the", "next", "byte", "of", "a", "text",
-                         "from", "the", "bytes", "before", "it", "and", "every", "rank", "sees", "its", "own",
-                         "share", "of", "each", "batch"};
+  const char* words[] = {"the",  "model", "learns", "to",  "predict", "the",    "next", "byte", "of",
+                         "a",    "text",  "from",   "the", "bytes",   "before", "it",   "and",  "every",
+                         "rank", "sees",  "its",    "own", "share",   "of",     "each", "batch"};
   std::string t;
   std::mt19937 rng(5);
   for (int s = 0; s < 400; ++s) {
@@ -109,7 +127,8 @@ int run(const Options& o) {
     text = ss.str();
   }
   if (int64_t(text.size()) < o.seq + 2)
-    throw DataError("[train_lm] expected a text longer than --seq + 1 bytes, got " + std::to_string(text.size()));
+    throw DataError("[train_lm] expected a text longer than --seq + 1 bytes, got " +
+                    std::to_string(text.size()));
 
   const int64_t B = o.batch, S = o.seq, V = o.model.vocab;
   Graph g;
@@ -122,7 +141,8 @@ int run(const Options& o) {
   for (const auto& [name, w] : ctx.weights()) session.set_parameter(name, w);
   session.broadcast_parameters(0);
 
-  // Window starts of global batch `step`: the same generator on every rank; rank r takes windows [rB, (r+1)B).
+  // Window starts of global batch `step`: the same generator on every rank; rank r takes windows [rB,
+  // (r+1)B).
   std::vector<int32_t> tokens(size_t(B * S)), labels(size_t(B * S));
   auto fill = [&](int step) {
     std::mt19937_64 rng(1000003ull * uint64_t(step) + 17);
@@ -196,9 +216,10 @@ int run(const Options& o) {
                         {"hidden_fraction", d.hidden_fraction()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%d rank(s), global batch %lld x %lld tokens: %.0f tokens/s (%.1f ms a step), loss %.4f -> %.4f\n",
-                world, static_cast<long long>(B * world), static_cast<long long>(S), tokens_per_s,
-                1e3 * seconds / timed, first_loss, loss);
+    std::printf(
+        "%d rank(s), global batch %lld x %lld tokens: %.0f tokens/s (%.1f ms a step), loss %.4f -> %.4f\n",
+        world, static_cast<long long>(B * world), static_cast<long long>(S), tokens_per_s,
+        1e3 * seconds / timed, first_loss, loss);
     if (world > 1) std::printf("%s\n", d.to_text().c_str());
   }
   return 0;

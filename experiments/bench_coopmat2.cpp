@@ -1,11 +1,12 @@
 // An experiment: f16 matmul from workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2). The whole
 // workgroup owns one BM×BN accumulator and multiplies BM×BK by BK×BN tiles, loaded straight from the storage
-// buffers ("direct") or from shared memory the workgroup fills ("staged"); the driver may pick instructions that
-// a subgroup-scope kernel cannot reach (kernels/matmul_glsl.cpp: ~244 TFLOP/s on an H200). Session 4 measured
-// "direct" at 57-71 TFLOP/s with 10 dispatches and no warm-up, possibly at the idle clock; now 150 warm-ups. The GLSL is written against
-// GL_NV_cooperative_matrix with gl_ScopeWorkgroup (glslang 12 has no GL_NV_cooperative_matrix2) and rewritten
-// to KHR by shader/coopmat_khr. Sizes must be multiples of the tile. Outputs are checked against a CPU dot
-// product on sampled elements (inputs are multiples of 1/4 in [-2, 2], so the f32 sums are exact).
+// buffers ("direct") or from shared memory the workgroup fills ("staged"); the driver may pick instructions
+// that a subgroup-scope kernel cannot reach (kernels/matmul_glsl.cpp: ~244 TFLOP/s on an H200). Session 4
+// measured "direct" at 57-71 TFLOP/s with 10 dispatches and no warm-up, possibly at the idle clock; now 150
+// warm-ups. The GLSL is written against GL_NV_cooperative_matrix with gl_ScopeWorkgroup (glslang 12 has no
+// GL_NV_cooperative_matrix2) and rewritten to KHR by shader/coopmat_khr. Sizes must be multiples of the tile.
+// Outputs are checked against a CPU dot product on sampled elements (inputs are multiples of 1/4 in [-2, 2],
+// so the f32 sums are exact).
 //   bench_coopmat2 --sizes 4096,8192 --tiles 128x128x32,128x256x32,256x128x32 --wg 256
 #include <algorithm>
 #include <cmath>
@@ -30,7 +31,8 @@ using namespace meganeura;
 
 // "direct": the matrices load straight from the storage buffers; "direct2": the next K tile's are requested
 // before the multiply-add. "tensor" / "tensor2": the same with every load rewritten to a tensor load
-// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory itself.
+// (shader::rewrite_loads_to_tensor_nv), the form VK_NV_cooperative_matrix2 stages through shared memory
+// itself.
 const char* kDirect = R"(#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -89,13 +91,16 @@ layout(push_constant) uniform P { uint M, N, K; } p;
 // (one barrier a tile); STAGES 1: load, barrier, store, barrier, multiply (half the shared memory).
 // "stagedl2" (an ablation, wrong results by design): every workgroup reads the first block row of A and block
 // column of B (K advances as usual), so the loads miss L1 but all hit the same lines in L2; HBM traffic goes.
-// "stagedpfD" (one stage only): staged, and each step also touches every 32-byte sector of tile t + D with one
-// 4-byte load, so that tile t's 16-byte loads hit in L1 (what "stagedl1" shows is worth 386 against 269).
-// "stagedmf" (two stages only): multiply stage t, then request tile t + 1 and store it into the other stage, one
-// barrier; no load's registers live across the multiply, and the loads are in flight while the MMAs drain.
-// "stagedl1" (an ablation, wrong results by design): every K tile's global loads read the first K tile's
-// addresses, so they hit in L1/L2; the loads' issue and registers stay, the traffic from L2 and memory goes.
-const std::string kStaged = std::string(kUvec4Head) + R"(const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;               // row strides in uvec4
+// "stagedpfD" (one stage only): staged, and each step also touches every 32-byte sector of tile t + D with
+// one 4-byte load, so that tile t's 16-byte loads hit in L1 (what "stagedl1" shows is worth 386 against 269).
+// "stagedmf" (two stages only): multiply stage t, then request tile t + 1 and store it into the other stage,
+// one barrier; no load's registers live across the multiply, and the loads are in flight while the MMAs
+// drain. "stagedl1" (an ablation, wrong results by design): every K tile's global loads read the first K
+// tile's addresses, so they hit in L1/L2; the loads' issue and registers stay, the traffic from L2 and memory
+// goes.
+const std::string kStaged =
+    std::string(kUvec4Head) +
+    R"(const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;               // row strides in uvec4
 const uint AV = BM * BK / 8u / WG, BV = BK * BN / 8u / WG;      // uvec4 per thread
 shared uvec4 As[uint(STAGES) * BM * AR];
 shared uvec4 Bs[uint(STAGES) * BK * BR];
@@ -203,13 +208,14 @@ void main() {
 )";
 
 // "wsWMxWNpPWdD" (warp-specialised, subgroup scope): WM x WN consumer subgroups multiply (BM/WM) x (BN/WN)
-// patches of 16x8 accumulators from shared memory; PW producer subgroups copy the K tiles from the storage buffers
-// through D register sets (d1 if left out). STAGES shared stages form a ring: at step t the consumers multiply tile
-// t while the producers store tile t + STAGES - 1 (requested D steps earlier) and request tile t + STAGES - 1 + D
-// into the set it leaves; one barrier a step. The consumers hold no load registers and the producers no
-// accumulators, so a load has D whole steps of multiplies to arrive in. (Vulkan has no asynchronous copy; this is
-// the register-staged form of one.)
-const std::string kWarpSpecialised = std::string(kUvec4Head) + R"(const uint S = uint(STAGES), D = uint(DEPTH);
+// patches of 16x8 accumulators from shared memory; PW producer subgroups copy the K tiles from the storage
+// buffers through D register sets (d1 if left out). STAGES shared stages form a ring: at step t the consumers
+// multiply tile t while the producers store tile t + STAGES - 1 (requested D steps earlier) and request tile
+// t + STAGES - 1 + D into the set it leaves; one barrier a step. The consumers hold no load registers and the
+// producers no accumulators, so a load has D whole steps of multiplies to arrive in. (Vulkan has no
+// asynchronous copy; this is the register-staged form of one.)
+const std::string kWarpSpecialised =
+    std::string(kUvec4Head) + R"(const uint S = uint(STAGES), D = uint(DEPTH);
 const uint AR = BK / 8u + PAD, BR = BN / 8u + PAD;             // row strides in uvec4
 const uint PT = PW * 32u;                                        // producer invocations
 const uint AV = BM * BK / 8u / PT, BV = BK * BN / 8u / PT;      // uvec4 per producer invocation
@@ -345,7 +351,11 @@ int main(int argc, char** argv) {
     } else if (arg == "--compile-only") {
       compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedpf1,stagedmf,stagedmfl1,ws2x2p4d2] [--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_coopmat2 [--sizes 4096,8192] [--tiles 128x128x32,...] [--wg 256] [--variants "
+          "direct,direct2,tensor,tensor2,staged,stagedl1,stagedl2,stagedpf1,stagedmf,stagedmfl1,ws2x2p4d2] "
+          "[--reps 20] [--warmup 150] [--pad 1] [--stages 2] [--compile-only]\n");
       return 2;
     }
   }
@@ -358,20 +368,28 @@ int main(int argc, char** argv) {
         if (stages < 2) throw ConfigError("[bench_coopmat2] " + variant + " needs --stages 2 or more");
         shader::CompileOptions copt;
         copt.device_key = key;
-        shader::ShaderSource s{label, kWarpSpecialised,
-                               {{"WG", std::to_string(32 * (wm * wn + pw)) + "u"}, {"BM", std::to_string(bm) + "u"},
-                                {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
-                                {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
-                                {"WM", std::to_string(wm) + "u"}, {"WN", std::to_string(wn) + "u"},
-                                {"PW", std::to_string(pw) + "u"}, {"DEPTH", std::to_string(depth)}}};
+        shader::ShaderSource s{label,
+                               kWarpSpecialised,
+                               {{"WG", std::to_string(32 * (wm * wn + pw)) + "u"},
+                                {"BM", std::to_string(bm) + "u"},
+                                {"BN", std::to_string(bn) + "u"},
+                                {"BK", std::to_string(bk) + "u"},
+                                {"PAD", std::to_string(pad) + "u"},
+                                {"STAGES", std::to_string(stages)},
+                                {"WM", std::to_string(wm) + "u"},
+                                {"WN", std::to_string(wn) + "u"},
+                                {"PW", std::to_string(pw) + "u"},
+                                {"DEPTH", std::to_string(depth)}}};
         return shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       }
       const bool mma_first = variant == "stagedmf" || variant == "stagedmfl1";
       const bool same_tile = variant == "stagedl1" || variant == "stagedmfl1";
-      const uint32_t prefetch_l1 = variant.rfind("stagedpf", 0) == 0 ? static_cast<uint32_t>(std::atoi(variant.c_str() + 8)) : 0;
+      const uint32_t prefetch_l1 =
+          variant.rfind("stagedpf", 0) == 0 ? static_cast<uint32_t>(std::atoi(variant.c_str() + 8)) : 0;
       if (variant.rfind("stagedpf", 0) == 0 && (prefetch_l1 < 1 || prefetch_l1 > 4 || stages != 1))
         throw ConfigError("[bench_coopmat2] " + variant + " needs a distance 1..4 and --stages 1");
-      const bool staged = variant == "staged" || variant == "stagedl1" || variant == "stagedl2" || mma_first || prefetch_l1;
+      const bool staged =
+          variant == "staged" || variant == "stagedl1" || variant == "stagedl2" || mma_first || prefetch_l1;
       if (mma_first && stages != 2) throw ConfigError("[bench_coopmat2] " + variant + " needs --stages 2");
       const bool tensor = tensor_variant(variant);
       const bool prefetch = variant == "direct2" || variant == "tensor2";
@@ -379,18 +397,27 @@ int main(int argc, char** argv) {
         throw ConfigError("[bench_coopmat2] unknown variant " + variant);
       shader::CompileOptions copt;
       copt.device_key = key;
-      shader::ShaderSource s{label, staged ? kStaged : kDirect,
-                             {{"WG", std::to_string(wg) + "u"}, {"BM", std::to_string(bm) + "u"},
-                              {"BN", std::to_string(bn) + "u"}, {"BK", std::to_string(bk) + "u"},
-                              {"PAD", std::to_string(pad) + "u"}, {"STAGES", std::to_string(stages)},
-                              {"PREFETCH", prefetch ? "1" : "0"}, {"SAME_TILE", same_tile ? "1" : "0"},
-                              {"MMA_FIRST", mma_first ? "1" : "0"}, {"SAME_BLOCK", variant == "stagedl2" ? "1" : "0"},
+      shader::ShaderSource s{label,
+                             staged ? kStaged : kDirect,
+                             {{"WG", std::to_string(wg) + "u"},
+                              {"BM", std::to_string(bm) + "u"},
+                              {"BN", std::to_string(bn) + "u"},
+                              {"BK", std::to_string(bk) + "u"},
+                              {"PAD", std::to_string(pad) + "u"},
+                              {"STAGES", std::to_string(stages)},
+                              {"PREFETCH", prefetch ? "1" : "0"},
+                              {"SAME_TILE", same_tile ? "1" : "0"},
+                              {"MMA_FIRST", mma_first ? "1" : "0"},
+                              {"SAME_BLOCK", variant == "stagedl2" ? "1" : "0"},
                               {"PREFETCH_L1", std::to_string(prefetch_l1)}}};
-      std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
+      std::vector<uint32_t> khr =
+          shader::rewrite_coopmat_nv_to_khr(shader::compile_glsl(s, copt).spirv, label);
       if (!tensor) return khr;
       uint32_t n = 0;
       khr = shader::rewrite_loads_to_tensor_nv(khr, label, {}, &n);
-      if (n != (prefetch ? 4u : 2u)) throw ConfigError("[bench_coopmat2] expected 2 tensor loads in " + label + ", got " + std::to_string(n));
+      if (n != (prefetch ? 4u : 2u))
+        throw ConfigError("[bench_coopmat2] expected 2 tensor loads in " + label + ", got " +
+                          std::to_string(n));
       return khr;
     };
     if (compile_only) {
@@ -398,7 +425,8 @@ int main(int argc, char** argv) {
       for (const std::string& var : variants)
         for (const std::string& t : tiles) {
           uint32_t bm = 0, bn = 0, bk = 0;
-          if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
+          if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3)
+            throw ConfigError("[bench_coopmat2] bad tile " + t);
           n += !compile(var, bm, bn, bk, wgs.empty() ? 256 : wgs[0], "coopmat2", "").empty();
         }
       std::printf("{\"bench\":\"vk_coopmat2\",\"compiled\":%d}\n", n);
@@ -412,16 +440,19 @@ int main(int argc, char** argv) {
     const runtime::DeviceCaps& caps = dev->caps();
     std::string flex;
     for (const auto& s : caps.coopmat2_flexible_shapes)
-      flex += (flex.empty() ? "" : ",") + std::string("\"") + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-              std::to_string(s.k) + " " + s.a_type + "*" + s.b_type + "+" + s.c_type + " " + s.scope + " wg" +
-              std::to_string(s.workgroup_invocations) + "\"";
-    std::printf("{\"bench\":\"vk_coopmat2_caps\",\"device\":\"%s\",\"workgroup_scope\":%s,\"tensor_addressing\":%s,\"flexible\":[%s]}\n",
-                caps.name.c_str(), caps.coopmat2_workgroup ? "true" : "false",
-                caps.coopmat2_tensor_addressing ? "true" : "false", flex.c_str());
+      flex += (flex.empty() ? "" : ",") + std::string("\"") + std::to_string(s.m) + "x" +
+              std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.a_type + "*" + s.b_type + "+" +
+              s.c_type + " " + s.scope + " wg" + std::to_string(s.workgroup_invocations) + "\"";
+    std::printf(
+        "{\"bench\":\"vk_coopmat2_caps\",\"device\":\"%s\",\"workgroup_scope\":%s,\"tensor_addressing\":%s,"
+        "\"flexible\":[%s]}\n",
+        caps.name.c_str(), caps.coopmat2_workgroup ? "true" : "false",
+        caps.coopmat2_tensor_addressing ? "true" : "false", flex.c_str());
     if (!caps.coopmat2_workgroup || !caps.timestamps) {
-      std::printf("{\"bench\":\"vk_coopmat2\",\"device\":\"%s\",\"skipped\":\"no workgroup-scope cooperative "
-                  "matrices (VK_NV_cooperative_matrix2) or no timestamps\"}\n",
-                  caps.name.c_str());
+      std::printf(
+          "{\"bench\":\"vk_coopmat2\",\"device\":\"%s\",\"skipped\":\"no workgroup-scope cooperative "
+          "matrices (VK_NV_cooperative_matrix2) or no timestamps\"}\n",
+          caps.name.c_str());
       return 0;
     }
     if (wgs.empty())
@@ -445,96 +476,102 @@ int main(int argc, char** argv) {
       dev->upload(B, b16.data(), elems * 2);
       for (uint32_t wg : wgs) {
         for (const std::string& var : variants)
-        for (const std::string& t : tiles) {
-          uint32_t bm = 0, bn = 0, bk = 0;
-          if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3) throw ConfigError("[bench_coopmat2] bad tile " + t);
-          uint32_t wm = 0, wn = 0, pw = 0, depth = 1;
-          const bool ws = ws_variant(var, wm, wn, pw, depth);
-          if (ws && wg != wgs.front()) continue;  // its own invocation count, run once
-          const uint32_t threads = ws ? 32 * (wm * wn + pw) : wg;
-          const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(threads);
-          std::string head = "{\"bench\":\"vk_coopmat2\",\"device\":\"" + caps.name + "\",\"size\":" +
-                             std::to_string(n) + ",\"variant\":\"" + var + "\",\"tile\":\"" + t +
-                             "\",\"workgroup\":" + std::to_string(threads) + ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
-          if (n % bm || n % bn || n % bk) continue;
-          if (ws) {
-            if ((bm * bk / 8) % (32 * pw) || (bk * bn / 8) % (32 * pw) || bm % (16 * wm) || bn % (8 * wn) || bk % 16) {
-              std::printf("%s,\"skipped\":\"tile and subgroups do not divide\"}\n", head.c_str());
+          for (const std::string& t : tiles) {
+            uint32_t bm = 0, bn = 0, bk = 0;
+            if (std::sscanf(t.c_str(), "%ux%ux%u", &bm, &bn, &bk) != 3)
+              throw ConfigError("[bench_coopmat2] bad tile " + t);
+            uint32_t wm = 0, wn = 0, pw = 0, depth = 1;
+            const bool ws = ws_variant(var, wm, wn, pw, depth);
+            if (ws && wg != wgs.front()) continue;  // its own invocation count, run once
+            const uint32_t threads = ws ? 32 * (wm * wn + pw) : wg;
+            const std::string label = "coopmat2_" + var + "_" + t + "_wg" + std::to_string(threads);
+            std::string head = "{\"bench\":\"vk_coopmat2\",\"device\":\"" + caps.name +
+                               "\",\"size\":" + std::to_string(n) + ",\"variant\":\"" + var +
+                               "\",\"tile\":\"" + t + "\",\"workgroup\":" + std::to_string(threads) +
+                               ",\"pad\":" + std::to_string(pad) + ",\"stages\":" + std::to_string(stages);
+            if (n % bm || n % bn || n % bk) continue;
+            if (ws) {
+              if ((bm * bk / 8) % (32 * pw) || (bk * bn / 8) % (32 * pw) || bm % (16 * wm) || bn % (8 * wn) ||
+                  bk % 16) {
+                std::printf("%s,\"skipped\":\"tile and subgroups do not divide\"}\n", head.c_str());
+                continue;
+              }
+            }
+            if (var.rfind("staged", 0) == 0 || ws) {
+              if (!ws && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
+              // A workgroup over the device's shared memory lost the device on the H200 (stagedmf
+              // 128x128x64).
+              const uint64_t bytes = uint64_t(stages) * (bm * (bk / 8 + pad) + bk * (bn / 8 + pad)) * 16;
+              if (bytes > caps.max_shared_memory) {
+                std::printf("%s,\"skipped\":\"%llu bytes of shared memory, the device allows %u\"}\n",
+                            head.c_str(), static_cast<unsigned long long>(bytes), caps.max_shared_memory);
+                continue;
+              }
+            }
+            if (tensor_variant(var) && !caps.coopmat2_tensor_addressing) {
+              std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
               continue;
             }
+            try {
+              runtime::KernelDesc desc;
+              desc.label = label;
+              desc.spirv = compile(var, bm, bn, bk, wg, label, caps.fingerprint());
+              desc.num_buffers = 3;
+              desc.push_constant_bytes = 12;
+              desc.capture =
+                  runtime::PipelineCapture::Statistics;  // registers, where the driver reports them
+              const runtime::KernelId kernel = dev->create_kernel(desc);
+              for (const runtime::PipelineExecutable& ex : dev->pipeline_executables(kernel)) {
+                for (const runtime::PipelineStatistic& st : ex.statistics)
+                  if (st.name == "Register Count" || st.name == "Shared Memory Size")
+                    head += ",\"" + st.name + "\":" + runtime::statistic_value(st).dump();
+                break;
+              }
+              const uint32_t push[3] = {n, n, n};
+              // Warm-up dispatches first in the same command buffer: the H200 idles at 345 MHz and short
+              // bursts can run entirely at that clock (docs/performance.md, session 4's clock finding).
+              const uint32_t total = reps + 1;
+              auto list = dev->record(2 * total);
+              runtime::Buffer bufs[3] = {A, B, C};
+              for (uint32_t i = 0; i < warmup; ++i) {
+                list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
+                list->barrier();
+              }
+              for (uint32_t i = 0; i < total; ++i) {
+                list->timestamp(2 * i);
+                list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
+                list->timestamp(2 * i + 1);
+                list->barrier();
+              }
+              list->finish();
+              dev->submit(*list);
+              dev->wait();
+              const std::vector<double> ts = dev->timestamps(*list);
+              std::vector<double> ns;
+              for (uint32_t i = 1; i < total; ++i) ns.push_back(ts[2 * i + 1] - ts[2 * i]);
+              std::sort(ns.begin(), ns.end());
+              // spot check 64 outputs
+              std::vector<float> hc(elems);
+              dev->download(C, hc.data(), elems * 4);
+              int bad = 0;
+              for (int s = 0; s < 64; ++s) {
+                const uint64_t r = rng() % n, col = rng() % n;
+                double ref = 0;
+                for (uint32_t k = 0; k < n; ++k)
+                  ref += double(ha[r * n + k]) * double(hb[uint64_t(k) * n + col]);
+                if (std::fabs(ref - double(hc[r * n + col])) > 1e-3 * (1 + std::fabs(ref))) ++bad;
+              }
+              const double flops = 2.0 * double(n) * n * n;
+              std::printf("%s,\"median_ms\":%.4f,\"tflops\":%.1f,\"spot_check_bad\":%d}\n", head.c_str(),
+                          ns[ns.size() / 2] * 1e-6, flops / ns[ns.size() / 2] * 1e-3, bad);
+            } catch (const Error& e) {
+              std::string msg = e.what();
+              for (char& ch : msg)
+                if (ch == '"' || ch == '\n' || ch == '\\') ch = ' ';
+              std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), msg.substr(0, 300).c_str());
+            }
+            std::fflush(stdout);
           }
-          if (var.rfind("staged", 0) == 0 || ws) {
-            if (!ws && ((bm * bk / 8) % wg || (bk * bn / 8) % wg)) continue;  // whole uvec4s per thread
-            // A workgroup over the device's shared memory lost the device on the H200 (stagedmf 128x128x64).
-            const uint64_t bytes = uint64_t(stages) * (bm * (bk / 8 + pad) + bk * (bn / 8 + pad)) * 16;
-            if (bytes > caps.max_shared_memory) {
-              std::printf("%s,\"skipped\":\"%llu bytes of shared memory, the device allows %u\"}\n", head.c_str(),
-                          static_cast<unsigned long long>(bytes), caps.max_shared_memory);
-              continue;
-            }
-          }
-          if (tensor_variant(var) && !caps.coopmat2_tensor_addressing) {
-            std::printf("%s,\"skipped\":\"no cooperativeMatrixTensorAddressing\"}\n", head.c_str());
-            continue;
-          }
-          try {
-            runtime::KernelDesc desc;
-            desc.label = label;
-            desc.spirv = compile(var, bm, bn, bk, wg, label, caps.fingerprint());
-            desc.num_buffers = 3;
-            desc.push_constant_bytes = 12;
-            desc.capture = runtime::PipelineCapture::Statistics;  // registers, where the driver reports them
-            const runtime::KernelId kernel = dev->create_kernel(desc);
-            for (const runtime::PipelineExecutable& ex : dev->pipeline_executables(kernel)) {
-              for (const runtime::PipelineStatistic& st : ex.statistics)
-                if (st.name == "Register Count" || st.name == "Shared Memory Size")
-                  head += ",\"" + st.name + "\":" + runtime::statistic_value(st).dump();
-              break;
-            }
-            const uint32_t push[3] = {n, n, n};
-            // Warm-up dispatches first in the same command buffer: the H200 idles at 345 MHz and short bursts
-            // can run entirely at that clock (docs/performance.md, session 4's clock finding).
-            const uint32_t total = reps + 1;
-            auto list = dev->record(2 * total);
-            runtime::Buffer bufs[3] = {A, B, C};
-            for (uint32_t i = 0; i < warmup; ++i) {
-              list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
-              list->barrier();
-            }
-            for (uint32_t i = 0; i < total; ++i) {
-              list->timestamp(2 * i);
-              list->dispatch(kernel, bufs, std::as_bytes(std::span(push)), n / bn, n / bm);
-              list->timestamp(2 * i + 1);
-              list->barrier();
-            }
-            list->finish();
-            dev->submit(*list);
-            dev->wait();
-            const std::vector<double> ts = dev->timestamps(*list);
-            std::vector<double> ns;
-            for (uint32_t i = 1; i < total; ++i) ns.push_back(ts[2 * i + 1] - ts[2 * i]);
-            std::sort(ns.begin(), ns.end());
-            // spot check 64 outputs
-            std::vector<float> hc(elems);
-            dev->download(C, hc.data(), elems * 4);
-            int bad = 0;
-            for (int s = 0; s < 64; ++s) {
-              const uint64_t r = rng() % n, col = rng() % n;
-              double ref = 0;
-              for (uint32_t k = 0; k < n; ++k) ref += double(ha[r * n + k]) * double(hb[uint64_t(k) * n + col]);
-              if (std::fabs(ref - double(hc[r * n + col])) > 1e-3 * (1 + std::fabs(ref))) ++bad;
-            }
-            const double flops = 2.0 * double(n) * n * n;
-            std::printf("%s,\"median_ms\":%.4f,\"tflops\":%.1f,\"spot_check_bad\":%d}\n", head.c_str(),
-                        ns[ns.size() / 2] * 1e-6, flops / ns[ns.size() / 2] * 1e-3, bad);
-          } catch (const Error& e) {
-            std::string msg = e.what();
-            for (char& ch : msg)
-              if (ch == '"' || ch == '\n' || ch == '\\') ch = ' ';
-            std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), msg.substr(0, 300).c_str());
-          }
-          std::fflush(stdout);
-        }
       }
       dev->free(A);
       dev->free(B);

@@ -36,9 +36,11 @@ std::vector<uint32_t> encode_string(const std::string& s) {
 std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv, const std::string& label,
                                                  const TensorLoadOptions& options, uint32_t* rewritten) {
   if (spirv.size() < 5 || spirv[0] != kMagic) {
-    fail(label, "expected a SPIR-V module (magic 0x07230203), got " + std::to_string(spirv.size()) + " words");
+    fail(label,
+         "expected a SPIR-V module (magic 0x07230203), got " + std::to_string(spirv.size()) + " words");
   }
-  if (spirv[1] < kVersion14) fail(label, "expected SPIR-V 1.4 or later (compile for Vulkan 1.2 or 1.3), got an older module");
+  if (spirv[1] < kVersion14)
+    fail(label, "expected SPIR-V 1.4 or later (compile for Vulkan 1.2 or 1.3), got an older module");
 
   // First walk: the facts the rewrite needs.
   std::map<uint32_t, uint32_t> pointer_class;   // pointer type -> storage class
@@ -50,7 +52,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
   uint32_t uint_type = 0;
   for (size_t pos = 5; pos < spirv.size();) {
     const uint32_t count = spirv[pos] >> 16, op = spirv[pos] & 0xffff;
-    if (count == 0 || pos + count > spirv.size()) fail(label, "expected well-formed instructions, got a truncated one");
+    if (count == 0 || pos + count > spirv.size())
+      fail(label, "expected well-formed instructions, got a truncated one");
     const uint32_t* w = &spirv[pos];
     if (op == kOpTypeInt && count == 4 && w[2] == 32 && w[3] == 0) uint_type = w[1];
     if (op == kOpTypePointer && count == 4) {
@@ -58,7 +61,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
       pointee[w[1]] = w[3];
     }
     if (op == spv::kOpConstant && count == 4) constant_value[w[2]] = w[3];
-    if ((op == kOpVariable || op == kOpAccessChain || op == kOpInBoundsAccessChain || op == kOpPtrAccessChain) &&
+    if ((op == kOpVariable || op == kOpAccessChain || op == kOpInBoundsAccessChain ||
+         op == kOpPtrAccessChain) &&
         count >= 3)
       value_type[w[2]] = w[1];
     if (op == spv::kOpTypeCoopMatKHR && count == 7) {
@@ -68,9 +72,10 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
     pos += count;
   }
   if (matrix_dims.empty()) fail(label, "expected a module with KHR cooperative-matrix types, got none");
-  // A load qualifies when it reads elements of the matrix's own component type: the KHR stride counts elements of
-  // the pointee (a uvec4 array's stride is in uvec4s), a tensor layout's counts matrix elements. Loads through other
-  // types stay (rewritten, a uvec4 shared tile read the wrong elements and lost the device on the H200, session 8).
+  // A load qualifies when it reads elements of the matrix's own component type: the KHR stride counts
+  // elements of the pointee (a uvec4 array's stride is in uvec4s), a tensor layout's counts matrix elements.
+  // Loads through other types stay (rewritten, a uvec4 shared tile read the wrong elements and lost the
+  // device on the H200, session 8).
   auto wanted = [&](uint32_t pointer, uint32_t matrix_type) {
     auto t = value_type.find(pointer);
     if (t == value_type.end()) return false;
@@ -110,7 +115,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
       emit(out, spv::kOpConstant, {uint_type, c_zero, 0});
       emit(out, spv::kOpConstant, {uint_type, c_one, 1});
       emit(out, spv::kOpConstant, {uint_type, c_two, 2});
-      emit(out, spv::kOpTypeTensorLayoutNV, {layout_type, c_two, c_one});  // 2 dimensions, clamp mode Constant
+      emit(out, spv::kOpTypeTensorLayoutNV,
+           {layout_type, c_two, c_one});  // 2 dimensions, clamp mode Constant
       globals_done = true;
     }
     // OpCooperativeMatrixLoadKHR: type result pointer layout stride [memory operands]
@@ -122,7 +128,8 @@ std::vector<uint32_t> rewrite_loads_to_tensor_nv(std::span<const uint32_t> spirv
           wanted(pointer, type)) {
         const uint32_t l0 = bound++, l1 = bound++, l2 = bound++, undef = bound++;
         emit(out, spv::kOpCreateTensorLayoutNV, {layout_type, l0});
-        emit(out, spv::kOpTensorLayoutSetDimensionNV, {layout_type, l1, l0, dims->second.first, dims->second.second});
+        emit(out, spv::kOpTensorLayoutSetDimensionNV,
+             {layout_type, l1, l0, dims->second.first, dims->second.second});
         emit(out, spv::kOpTensorLayoutSetStrideNV, {layout_type, l2, l1, stride, c_one});
         emit(out, kOpUndef, {type, undef});
         emit(out, spv::kOpLoadTensorNV, {type, result, pointer, undef, l2, 0u, 0u});

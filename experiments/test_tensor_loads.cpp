@@ -39,8 +39,8 @@ layout(push_constant) uniform P { uint lda, off; } p;
 )";
 
 TEST(TensorLoads, RowMajorBufferLoadsBecomeTensorLoadsOfTheSameBlock) {
-  // Workgroup-scope A (64x32, row-major from a buffer) and B (32x64, column-major: left alone), stored to shared
-  // and reloaded row-major (left alone unless shared loads are asked for).
+  // Workgroup-scope A (64x32, row-major from a buffer) and B (32x64, column-major: left alone), stored to
+  // shared and reloaded row-major (left alone unless shared loads are asked for).
   const std::string src = std::string(kTensorTestHead) + R"(shared float16_t s[64 * 32];
 void main() {
   TENSOR_TEST_MATRICES
@@ -59,7 +59,10 @@ void main() {
   const std::vector<uint32_t> t = shader::rewrite_loads_to_tensor_nv(khr, "tensor_loads", {}, &n);
   EXPECT_EQ(n, 1u);
   EXPECT_EQ(t[1], 0x00010600u) << "SPIR-V 1.6";
-  struct Inst { uint32_t op; std::vector<uint32_t> w; };
+  struct Inst {
+    uint32_t op;
+    std::vector<uint32_t> w;
+  };
   std::vector<Inst> insts;
   std::map<uint32_t, size_t> def;  // result id -> instruction index
   for (size_t pos = 5; pos < t.size();) {
@@ -86,8 +89,9 @@ void main() {
       EXPECT_FALSE(def.count(in.w[0])) << "id %" << in.w[0] << " defined twice";
       def[in.w[0]] = i;
     } else if (in.op == shader::spv::kOpConstant || in.op == shader::spv::kOpCreateTensorLayoutNV ||
-               in.op == shader::spv::kOpTensorLayoutSetDimensionNV || in.op == shader::spv::kOpTensorLayoutSetStrideNV ||
-               in.op == shader::spv::kOpLoadTensorNV || in.op == 1 /* OpUndef */) {
+               in.op == shader::spv::kOpTensorLayoutSetDimensionNV ||
+               in.op == shader::spv::kOpTensorLayoutSetStrideNV || in.op == shader::spv::kOpLoadTensorNV ||
+               in.op == 1 /* OpUndef */) {
       EXPECT_FALSE(def.count(in.w[1])) << "id %" << in.w[1] << " defined twice";
       def[in.w[1]] = i;
     }
@@ -136,16 +140,17 @@ void main() {
   shared.shared = true;
   EXPECT_NO_THROW(shader::rewrite_loads_to_tensor_nv(khr, "tensor_loads", shared, &n));
   EXPECT_EQ(n, 2u) << "the shared-memory reload too";
-  EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(nv, "tensor_loads"), ShaderError) << "an NV module has no KHR types";
+  EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(nv, "tensor_loads"), ShaderError)
+      << "an NV module has no KHR types";
   std::vector<uint32_t> old = khr;
   old[1] = 0x00010300;
   EXPECT_THROW(shader::rewrite_loads_to_tensor_nv(old, "tensor_loads"), ShaderError) << "SPIR-V 1.3";
 }
 
 TEST(TensorLoads, LoadsThroughOtherElementTypesStay) {
-  // A (64x32) loads row-major from a float16_t buffer; B (32x64) row-major from a uvec4 shared tile, whose KHR
-  // stride counts uvec4s while a tensor layout's counts elements: rewritten, it read the wrong elements and lost
-  // the device on the H200 (session 8).
+  // A (64x32) loads row-major from a float16_t buffer; B (32x64) row-major from a uvec4 shared tile, whose
+  // KHR stride counts uvec4s while a tensor layout's counts elements: rewritten, it read the wrong elements
+  // and lost the device on the H200 (session 8).
   const std::string src = std::string(kTensorTestHead) + R"(shared uvec4 s[32 * 8];
 void main() {
   TENSOR_TEST_MATRICES
@@ -164,16 +169,16 @@ void main() {
   uint32_t n = 0;
   const std::vector<uint32_t> t = shader::rewrite_loads_to_tensor_nv(khr, "tensor_uvec4", opt, &n);
   EXPECT_EQ(n, 1u) << "only the float16_t buffer load";
-  std::map<uint32_t, uint32_t> pointer_class;  // pointer type -> storage class
-  std::map<uint32_t, uint32_t> value_type;     // access chain -> pointer type
+  std::map<uint32_t, uint32_t> pointer_class;   // pointer type -> storage class
+  std::map<uint32_t, uint32_t> value_type;      // access chain -> pointer type
   std::vector<uint32_t> tensor_from, khr_from;  // the pointers each kind of load reads
   for (size_t pos = 5; pos < t.size();) {
     const uint32_t count = t[pos] >> 16, op = t[pos] & 0xffffu;
     ASSERT_GT(count, 0u);
     ASSERT_LE(pos + count, t.size());
     const uint32_t* w = &t[pos];
-    if (op == 32) pointer_class[w[1]] = w[2];                        // OpTypePointer
-    if (op == 65 || op == 59) value_type[w[2]] = w[1];               // OpAccessChain, OpVariable
+    if (op == 32) pointer_class[w[1]] = w[2];           // OpTypePointer
+    if (op == 65 || op == 59) value_type[w[2]] = w[1];  // OpAccessChain, OpVariable
     if (op == shader::spv::kOpLoadTensorNV) tensor_from.push_back(w[3]);
     if (op == shader::spv::kOpLoadKHR) khr_from.push_back(w[3]);
     pos += count;

@@ -15,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       return gguf::File::parse({data, size}, "fuzz");
     } catch (const Error&) {
-      return gguf::File::parse(std::vector<uint8_t>{'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "empty");
+      return gguf::File::parse(std::vector<uint8_t>{'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
+                                                    0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0},
+                               "empty");
     }
   }();
   (void)f.describe();
@@ -35,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& a = f.tensors()[i];
     const auto& b = back.tensors()[i];
     const auto da = f.tensor_data(a), db = back.tensor_data(b);
-    if (a.name != b.name || a.dims != b.dims || a.type != b.type || !std::equal(da.begin(), da.end(), db.begin(), db.end()))
+    if (a.name != b.name || a.dims != b.dims || a.type != b.type ||
+        !std::equal(da.begin(), da.end(), db.begin(), db.end()))
       __builtin_trap();
   }
   return 0;

@@ -35,7 +35,16 @@ const Tokenizer& fixed_spm() {
   static const Tokenizer t = [] {
     TokenizerData d;
     d.model = TokenizerData::Model::Spm;
-    d.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "<0x41>"};
+    d.tokens = {"<unk>",
+                "<s>",
+                "</s>",
+                "\xE2\x96\x81",
+                "a",
+                "b",
+                "\xE2\x96\x81"
+                "a",
+                "ab",
+                "<0x41>"};
     d.scores = {0, 0, 0, -1, -2, -3, -4, -5, 0};
     d.token_types = {2, 3, 3, 1, 1, 1, 1, 1, 6};
     d.unk_id = 0, d.bos_id = 1, d.eos_id = 2, d.add_bos = true;

@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     char sum[24];
     std::snprintf(sum, sizeof sum, "%016llx",
                   static_cast<unsigned long long>(shader::detail::fnv1a64(data + 1, size - 1)));
-    file = "meganeura.tune.v2 " + std::string(sum) + "\n" + std::string(reinterpret_cast<const char*>(data + 1), size - 1);
+    file = "meganeura.tune.v2 " + std::string(sum) + "\n" +
+           std::string(reinterpret_cast<const char*>(data + 1), size - 1);
   } else {
     file.assign(reinterpret_cast<const char*>(data), size);
   }

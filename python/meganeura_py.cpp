@@ -45,7 +45,8 @@ struct PySession {
   Session& get() {
     if (owned) return *owned;
     if (lent) return *lent;
-    throw SessionError("[Session] expected a live session, got one handed to a Trainer (use trainer.session)");
+    throw SessionError(
+        "[Session] expected a live session, got one handed to a Trainer (use trainer.session)");
   }
 };
 
@@ -54,11 +55,12 @@ struct PyTrainer {
   PySession view;
 };
 
-std::shared_ptr<TensorDataset> dataset_from(const std::map<std::string, nb::ndarray<nb::numpy, nb::c_contig,
-                                                                                   nb::device::cpu>>& columns) {
+std::shared_ptr<TensorDataset> dataset_from(
+    const std::map<std::string, nb::ndarray<nb::numpy, nb::c_contig, nb::device::cpu>>& columns) {
   auto ds = std::make_shared<TensorDataset>();
   for (const auto& [name, a] : columns) {
-    if (a.ndim() < 1) throw ConfigError("[DataLoader] expected column '" + name + "' to have a row axis, got a scalar");
+    if (a.ndim() < 1)
+      throw ConfigError("[DataLoader] expected column '" + name + "' to have a row axis, got a scalar");
     Shape example;
     size_t count = 1;
     for (size_t d = 0; d < a.ndim(); ++d) {
@@ -115,7 +117,9 @@ NB_MODULE(_meganeura, m) {
       .value("Adam", OptimizerKind::Adam)
       .value("AdamW", OptimizerKind::AdamW)
       .value("LaProp", OptimizerKind::LaProp);
-  nb::enum_<ParameterInit>(m, "ParameterInit").value("Seeded", ParameterInit::Seeded).value("Zeros", ParameterInit::Zeros);
+  nb::enum_<ParameterInit>(m, "ParameterInit")
+      .value("Seeded", ParameterInit::Seeded)
+      .value("Zeros", ParameterInit::Zeros);
 
   nb::class_<NodeId>(m, "Node")
       .def_prop_ro("index", [](NodeId n) { return n.v; })
@@ -123,15 +127,20 @@ NB_MODULE(_meganeura, m) {
 
   nb::class_<Graph>(m, "Graph")
       .def(nb::init<>())
-      .def("input", [](Graph& g, const std::string& name, Shape shape) { return g.input(name, std::move(shape)); },
-           "name"_a, "shape"_a)
-      .def("parameter", [](Graph& g, const std::string& name, Shape shape) { return g.parameter(name, std::move(shape)); },
-           "name"_a, "shape"_a)
+      .def(
+          "input",
+          [](Graph& g, const std::string& name, Shape shape) { return g.input(name, std::move(shape)); },
+          "name"_a, "shape"_a)
+      .def(
+          "parameter",
+          [](Graph& g, const std::string& name, Shape shape) { return g.parameter(name, std::move(shape)); },
+          "name"_a, "shape"_a)
       .def("scalar", [](Graph& g, double v) { return g.scalar(v); })
       .def("named", [](Graph& g, NodeId x, const std::string& name) { return g.named(x, name); })
       .def("set_outputs", [](Graph& g, std::vector<NodeId> outs) { g.set_outputs(std::move(outs)); })
-      .def("matmul", [](Graph& g, NodeId a, NodeId b, bool ta, bool tb) { return g.matmul(a, b, ta, tb); }, "a"_a,
-           "b"_a, "transpose_a"_a = false, "transpose_b"_a = false)
+      .def(
+          "matmul", [](Graph& g, NodeId a, NodeId b, bool ta, bool tb) { return g.matmul(a, b, ta, tb); },
+          "a"_a, "b"_a, "transpose_a"_a = false, "transpose_b"_a = false)
       .def("add", [](Graph& g, NodeId a, NodeId b) { return g.add(a, b); })
       .def("sub", [](Graph& g, NodeId a, NodeId b) { return g.sub(a, b); })
       .def("mul", [](Graph& g, NodeId a, NodeId b) { return g.mul(a, b); })
@@ -143,15 +152,25 @@ NB_MODULE(_meganeura, m) {
       .def("tanh", [](Graph& g, NodeId x) { return g.tanh(x); })
       .def("exp", [](Graph& g, NodeId x) { return g.exp(x); })
       .def("log", [](Graph& g, NodeId x) { return g.log(x); })
-      .def("softmax", [](Graph& g, NodeId x, int64_t axis) { return g.softmax(x, axis); }, "x"_a, "axis"_a = -1)
-      .def("sum", [](Graph& g, NodeId x, std::vector<int64_t> axes, bool keepdim) { return g.sum(x, axes, keepdim); },
-           "x"_a, "axes"_a = std::vector<int64_t>{}, "keepdim"_a = false)
-      .def("mean", [](Graph& g, NodeId x, std::vector<int64_t> axes, bool keepdim) { return g.mean(x, axes, keepdim); },
-           "x"_a, "axes"_a = std::vector<int64_t>{}, "keepdim"_a = false)
+      .def(
+          "softmax", [](Graph& g, NodeId x, int64_t axis) { return g.softmax(x, axis); }, "x"_a,
+          "axis"_a = -1)
+      .def(
+          "sum",
+          [](Graph& g, NodeId x, std::vector<int64_t> axes, bool keepdim) { return g.sum(x, axes, keepdim); },
+          "x"_a, "axes"_a = std::vector<int64_t>{}, "keepdim"_a = false)
+      .def(
+          "mean",
+          [](Graph& g, NodeId x, std::vector<int64_t> axes, bool keepdim) {
+            return g.mean(x, axes, keepdim);
+          },
+          "x"_a, "axes"_a = std::vector<int64_t>{}, "keepdim"_a = false)
       .def("reshape", [](Graph& g, NodeId x, Shape s) { return g.reshape(x, std::move(s)); })
-      .def("transpose", [](Graph& g, NodeId x, int64_t a, int64_t b) { return g.transpose(x, a, b); }, "x"_a,
-           "a"_a = -2, "b"_a = -1)
-      .def("cross_entropy_loss", [](Graph& g, NodeId logits, NodeId targets) { return g.cross_entropy_loss(logits, targets); })
+      .def(
+          "transpose", [](Graph& g, NodeId x, int64_t a, int64_t b) { return g.transpose(x, a, b); }, "x"_a,
+          "a"_a = -2, "b"_a = -1)
+      .def("cross_entropy_loss",
+           [](Graph& g, NodeId logits, NodeId targets) { return g.cross_entropy_loss(logits, targets); })
       .def("mse_loss", [](Graph& g, NodeId p, NodeId t) { return g.mse_loss(p, t); })
       .def("shape", [](const Graph& g, NodeId n) { return g.node(n).shape; })
       .def("__len__", &Graph::size)
@@ -173,10 +192,8 @@ NB_MODULE(_meganeura, m) {
           [](SessionConfig& c, double lr) { c.optimizer.learning_rate = lr; });
 
   nb::class_<PySession>(m, "Session")
-      .def("set_input",
-           [](PySession& s, const std::string& name, F32In a) {
-             s.get().set_input(name, std::span<const float>(a.data(), a.size()));
-           })
+      .def("set_input", [](PySession& s, const std::string& name,
+                           F32In a) { s.get().set_input(name, std::span<const float>(a.data(), a.size())); })
       .def("set_input",
            [](PySession& s, const std::string& name, I32In a) {
              s.get().set_input(name, std::span<const int32_t>(a.data(), a.size()));
@@ -195,13 +212,18 @@ NB_MODULE(_meganeura, m) {
            [](PySession& s, size_t i) {
              Session& x = s.get();
              std::vector<float> v = x.read_output(i);
-             const Shape shape = i < x.graph().outputs().size() ? x.graph().node(x.graph().outputs()[i]).shape : Shape{};
+             const Shape shape =
+                 i < x.graph().outputs().size() ? x.graph().node(x.graph().outputs()[i]).shape : Shape{};
              return to_numpy(std::move(v), shape);
            })
-      .def("read_output", [](PySession& s, const std::string& name) { return to_numpy(s.get().read_output(name), {}); })
-      .def("step", [](PySession& s) { return s.get().step(); }, nb::call_guard<nb::gil_scoped_release>())
-      .def("wait", [](PySession& s) { s.get().wait(); }, nb::call_guard<nb::gil_scoped_release>())
-      .def("run", [](PySession& s) { s.get().run(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def("read_output",
+           [](PySession& s, const std::string& name) { return to_numpy(s.get().read_output(name), {}); })
+      .def(
+          "step", [](PySession& s) { return s.get().step(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "wait", [](PySession& s) { s.get().wait(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "run", [](PySession& s) { s.get().run(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("set_learning_rate", [](PySession& s, double lr) { s.get().set_learning_rate(lr); })
       .def_prop_ro("device", [](PySession& s) { return s.get().caps().name; });
 
@@ -210,66 +232,78 @@ NB_MODULE(_meganeura, m) {
     p.owned = std::make_unique<Session>(std::move(s));
     return p;
   };
-  m.def("build_session", [wrap](const Graph& g) { return wrap(build_session(g)); }, "graph"_a,
-        "A training session, configured from the environment (autodiff, rewrites, compile, GPU set-up).");
-  m.def("build_inference_session", [wrap](const Graph& g) { return wrap(build_inference_session(g)); }, "graph"_a);
-  m.def("build", [wrap](const Graph& g, const SessionConfig& c) { return wrap(build(g, c)); }, "graph"_a, "config"_a);
+  m.def(
+      "build_session", [wrap](const Graph& g) { return wrap(build_session(g)); }, "graph"_a,
+      "A training session, configured from the environment (autodiff, rewrites, compile, GPU set-up).");
+  m.def(
+      "build_inference_session", [wrap](const Graph& g) { return wrap(build_inference_session(g)); },
+      "graph"_a);
+  m.def(
+      "build", [wrap](const Graph& g, const SessionConfig& c) { return wrap(build(g, c)); }, "graph"_a,
+      "config"_a);
 
   nb::class_<TrainConfig>(m, "TrainConfig")
       .def(nb::init<>())
-      .def("__init__",
-           [](TrainConfig* t, int epochs, int64_t batch_size, uint64_t seed, bool progress) {
-             new (t) TrainConfig();
-             t->epochs = epochs;
-             t->batch_size = batch_size;
-             t->seed = seed;
-             t->progress = progress ? ProgressMode::Auto : ProgressMode::Off;
-           },
-           "epochs"_a = 10, "batch_size"_a = 32, "seed"_a = 0, "progress"_a = true)
+      .def(
+          "__init__",
+          [](TrainConfig* t, int epochs, int64_t batch_size, uint64_t seed, bool progress) {
+            new (t) TrainConfig();
+            t->epochs = epochs;
+            t->batch_size = batch_size;
+            t->seed = seed;
+            t->progress = progress ? ProgressMode::Auto : ProgressMode::Off;
+          },
+          "epochs"_a = 10, "batch_size"_a = 32, "seed"_a = 0, "progress"_a = true)
       .def_rw("epochs", &TrainConfig::epochs)
       .def_rw("batch_size", &TrainConfig::batch_size)
       .def_rw("seed", &TrainConfig::seed);
 
   nb::class_<DataLoader>(m, "DataLoader")
-      .def("__init__",
-           [](DataLoader* l, const std::map<std::string, nb::ndarray<nb::numpy, nb::c_contig, nb::device::cpu>>& columns,
-              int64_t batch_size, bool shuffle, uint64_t seed) {
-             LoaderOptions o;
-             o.batch_size = batch_size;
-             o.shuffle = shuffle;
-             o.seed = seed;
-             new (l) DataLoader(dataset_from(columns), o);
-           },
-           "columns"_a, "batch_size"_a = 32, "shuffle"_a = true, "seed"_a = 0,
-           "Batches of {name: array with rows first} (float32 or int32), copied once into the loader.")
+      .def(
+          "__init__",
+          [](DataLoader* l,
+             const std::map<std::string, nb::ndarray<nb::numpy, nb::c_contig, nb::device::cpu>>& columns,
+             int64_t batch_size, bool shuffle, uint64_t seed) {
+            LoaderOptions o;
+            o.batch_size = batch_size;
+            o.shuffle = shuffle;
+            o.seed = seed;
+            new (l) DataLoader(dataset_from(columns), o);
+          },
+          "columns"_a, "batch_size"_a = 32, "shuffle"_a = true, "seed"_a = 0,
+          "Batches of {name: array with rows first} (float32 or int32), copied once into the loader.")
       .def("batches_per_epoch", &DataLoader::batches_per_epoch);
 
   nb::class_<PyTrainer>(m, "Trainer")
-      .def("__init__",
-           [](PyTrainer* t, PySession& s, const TrainConfig& c) {
-             if (!s.owned)
-               throw ConfigError("[Trainer] expected a session of its own, got one already handed to a Trainer");
-             new (t) PyTrainer();
-             t->trainer = std::make_unique<Trainer>(std::move(*s.owned), c);
-             s.owned.reset();
-             t->view.lent = &static_cast<SessionTarget&>(t->trainer->target()).session();
-           },
-           "session"_a, "config"_a = TrainConfig{},
-           "Takes the session over (use trainer.session afterwards).")
-      .def("train",
-           [](PyTrainer& t, DataLoader& loader, int epochs) {
-             const History* h;
-             {
-               nb::gil_scoped_release release;
-               h = &t.trainer->train(loader, epochs);
-             }
-             nb::list out;
-             for (const EpochRecord& r : h->epochs) out.append(epoch_dict(r));
-             return out;
-           },
-           "loader"_a, "epochs"_a = 0, "Trains; returns every epoch so far as a dict (train_loss, steps, ...).")
+      .def(
+          "__init__",
+          [](PyTrainer* t, PySession& s, const TrainConfig& c) {
+            if (!s.owned)
+              throw ConfigError(
+                  "[Trainer] expected a session of its own, got one already handed to a Trainer");
+            new (t) PyTrainer();
+            t->trainer = std::make_unique<Trainer>(std::move(*s.owned), c);
+            s.owned.reset();
+            t->view.lent = &static_cast<SessionTarget&>(t->trainer->target()).session();
+          },
+          "session"_a, "config"_a = TrainConfig{}, "Takes the session over (use trainer.session afterwards).")
+      .def(
+          "train",
+          [](PyTrainer& t, DataLoader& loader, int epochs) {
+            const History* h;
+            {
+              nb::gil_scoped_release release;
+              h = &t.trainer->train(loader, epochs);
+            }
+            nb::list out;
+            for (const EpochRecord& r : h->epochs) out.append(epoch_dict(r));
+            return out;
+          },
+          "loader"_a, "epochs"_a = 0,
+          "Trains; returns every epoch so far as a dict (train_loss, steps, ...).")
       .def("init_parameters", [](PyTrainer& t) { t.trainer->init_parameters(); })
       .def("save", [](PyTrainer& t, const std::string& path) { t.trainer->save(path); })
       .def("restore", [](PyTrainer& t, const std::string& path) { t.trainer->restore(path); })
-      .def_prop_ro("session", [](PyTrainer& t) -> PySession& { return t.view; }, nb::rv_policy::reference_internal);
+      .def_prop_ro(
+          "session", [](PyTrainer& t) -> PySession& { return t.view; }, nb::rv_policy::reference_internal);
 }

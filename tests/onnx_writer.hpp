@@ -17,7 +17,9 @@ inline std::string varint(uint64_t v) {
   return s + char(v);
 }
 inline std::string field_varint(int f, uint64_t v) { return varint(uint64_t(f) << 3) + varint(v); }
-inline std::string field_bytes(int f, const std::string& b) { return varint(uint64_t(f) << 3 | 2) + varint(b.size()) + b; }
+inline std::string field_bytes(int f, const std::string& b) {
+  return varint(uint64_t(f) << 3 | 2) + varint(b.size()) + b;
+}
 inline std::string field_float(int f, float v) {
   std::string s = varint(uint64_t(f) << 3 | 5);
   char b[4];
@@ -55,7 +57,7 @@ inline std::string attr_float(const std::string& name, float v) {
   return field_bytes(1, name) + field_float(2, v) + field_varint(20, 1);
 }
 inline std::string node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                 const std::string& name, std::vector<std::string> attrs = {}) {
+                        const std::string& name, std::vector<std::string> attrs = {}) {
   std::string n;
   for (const auto& i : in) n += field_bytes(1, i);
   for (const auto& o : out) n += field_bytes(2, o);
@@ -63,19 +65,19 @@ inline std::string node(const std::string& op, std::vector<std::string> in, std:
   for (const auto& a : attrs) n += field_bytes(5, a);
   return n;
 }
-inline std::string model(std::vector<std::string> nodes, std::vector<std::string> inits, std::vector<std::string> inputs,
-                  std::vector<std::string> outputs, int opset = 17) {
+inline std::string model(std::vector<std::string> nodes, std::vector<std::string> inits,
+                         std::vector<std::string> inputs, std::vector<std::string> outputs, int opset = 17) {
   std::string g;
   for (const auto& n : nodes) g += field_bytes(1, n);
   g += field_bytes(2, "test");
   for (const auto& t : inits) g += field_bytes(5, t);
   for (const auto& i : inputs) g += field_bytes(11, i);
   for (const auto& o : outputs) g += field_bytes(12, o);
-  return field_varint(1, 8) + field_bytes(7, g) + field_bytes(8, field_bytes(1, "") + field_varint(2, uint64_t(opset)));
+  return field_varint(1, 8) + field_bytes(7, g) +
+         field_bytes(8, field_bytes(1, "") + field_varint(2, uint64_t(opset)));
 }
 inline std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
-
 
 }  // namespace meganeura::test::onnx_writer

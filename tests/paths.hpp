@@ -6,7 +6,8 @@
 //                       $MEGANEURA_SOURCE_DIR when set, else two folders above the test binary (build/bin/ ->
 //                       the checkout), which is where both a build and scripts/device/test-gpu.sh put it
 //   work_dir(name)      a folder for files the tests write and may reuse (the oracle's JSON): beside bin/
-//   dataset_dir(name)   a data set: Debian's /usr/share/datasets/<name>, else <source>/.data/<name> (staged there
+//   dataset_dir(name)   a data set: Debian's /usr/share/datasets/<name>, else <source>/.data/<name> (staged
+//   there
 //                       by scripts/device/test-gpu.sh where the Debian package is not installed)
 // A path that cannot be found throws, naming what was looked for and the variable: a test never skips for it.
 #include <cstdlib>
@@ -20,7 +21,8 @@ namespace meganeura::test {
 inline std::filesystem::path exe_dir() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("[test paths] expected /proc/self/exe to name the test binary: " + ec.message());
+  if (ec)
+    throw std::runtime_error("[test paths] expected /proc/self/exe to name the test binary: " + ec.message());
   return self.parent_path();
 }
 
@@ -28,7 +30,8 @@ inline std::filesystem::path source_root() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("MEGANEURA_SOURCE_DIR"); env && *env) {
     if (!fs::is_directory(fs::path(env) / "tests"))
-      throw std::runtime_error(std::string("[test paths] MEGANEURA_SOURCE_DIR=") + env + " has no tests/ folder");
+      throw std::runtime_error(std::string("[test paths] MEGANEURA_SOURCE_DIR=") + env +
+                               " has no tests/ folder");
     return env;
   }
   const fs::path guess = exe_dir().parent_path().parent_path();
@@ -41,7 +44,8 @@ inline std::filesystem::path source_root() {
 inline std::filesystem::path source_path(const std::string& rel) {
   const auto p = source_root() / rel;
   if (!std::filesystem::exists(p))
-    throw std::runtime_error("[test paths] expected " + p.string() + " in the source tree (MEGANEURA_SOURCE_DIR)");
+    throw std::runtime_error("[test paths] expected " + p.string() +
+                             " in the source tree (MEGANEURA_SOURCE_DIR)");
   return p;
 }
 
@@ -64,8 +68,8 @@ inline std::filesystem::path dataset_dir(const std::string& name) {
   if (fs::is_directory(debian)) return debian;
   const fs::path staged = source_root() / ".data" / name;
   if (fs::is_directory(staged)) return staged;
-  throw std::runtime_error("[test paths] expected the data set " + name + " at " + debian.string() + " (Debian's dataset-" +
-                           name + ") or " + staged.string());
+  throw std::runtime_error("[test paths] expected the data set " + name + " at " + debian.string() +
+                           " (Debian's dataset-" + name + ") or " + staged.string());
 }
 
 }  // namespace meganeura::test

@@ -19,8 +19,12 @@ struct Value {
   DType dtype = DType::F32;
 };
 
-inline Value f32(Shape s, std::vector<double> d) { return {HostTensor(std::move(s), std::move(d)), DType::F32}; }
-inline Value i32(Shape s, std::vector<double> d) { return {HostTensor(std::move(s), std::move(d)), DType::I32}; }
+inline Value f32(Shape s, std::vector<double> d) {
+  return {HostTensor(std::move(s), std::move(d)), DType::F32};
+}
+inline Value i32(Shape s, std::vector<double> d) {
+  return {HostTensor(std::move(s), std::move(d)), DType::I32};
+}
 
 // 0, 1, 2, ... as a tensor of the given shape
 inline Value iota(Shape s, double start = 0.0) {
@@ -44,13 +48,15 @@ inline HostTensor eval_op(const Builder& build, const std::vector<Value>& ins) {
 }
 
 // Gradient of sum(op(ins) * upstream) w.r.t. input `wrt` (made a parameter).
-inline HostTensor grad_op(const Builder& build, const std::vector<Value>& ins, size_t wrt, const HostTensor& upstream) {
+inline HostTensor grad_op(const Builder& build, const std::vector<Value>& ins, size_t wrt,
+                          const HostTensor& upstream) {
   Graph g;
   reference::Feeds feeds;
   std::vector<NodeId> ids;
   for (size_t i = 0; i < ins.size(); ++i) {
     const std::string n = "in" + std::to_string(i);
-    ids.push_back(i == wrt ? g.parameter(n, ins[i].t.shape, ins[i].dtype) : g.input(n, ins[i].t.shape, ins[i].dtype));
+    ids.push_back(i == wrt ? g.parameter(n, ins[i].t.shape, ins[i].dtype)
+                           : g.input(n, ins[i].t.shape, ins[i].dtype));
     feeds[n] = ins[i].t;
   }
   NodeId y = build(g, ids);
@@ -61,8 +67,8 @@ inline HostTensor grad_op(const Builder& build, const std::vector<Value>& ins, s
   return reference::evaluate(dg, feeds, *dg.gradient(ids[wrt]));
 }
 
-inline ::testing::AssertionResult near_all(const HostTensor& got, const Shape& shape, const std::vector<double>& want,
-                                           double tol = 1e-12) {
+inline ::testing::AssertionResult near_all(const HostTensor& got, const Shape& shape,
+                                           const std::vector<double>& want, double tol = 1e-12) {
   if (got.shape != shape)
     return ::testing::AssertionFailure() << "shape " << shape_str(got.shape) << ", want " << shape_str(shape);
   if (got.data.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.data.size();

@@ -30,7 +30,7 @@ inline HostTensor random_tensor(const Shape& shape, std::mt19937_64& rng, double
 }
 
 struct GradcheckOptions {
-  double eps = 1e-6;   // central-difference step
+  double eps = 1e-6;  // central-difference step
   double atol = 1e-6;
   double rtol = 1e-5;
 };
@@ -61,7 +61,8 @@ inline ::testing::AssertionResult gradcheck(const Graph& g, NodeId loss, const r
       double a = analytic[k][i];
       if (!(std::fabs(a - numeric) <= opt.atol + opt.rtol * std::fabs(numeric)))
         return ::testing::AssertionFailure() << "d loss / d " << name << "[" << i << "]: autodiff " << a
-                                             << ", finite difference " << numeric << "\n" << dg.to_text();
+                                             << ", finite difference " << numeric << "\n"
+                                             << dg.to_text();
     }
   }
   return ::testing::AssertionSuccess();
@@ -70,8 +71,8 @@ inline ::testing::AssertionResult gradcheck(const Graph& g, NodeId loss, const r
 // One operand of the op under test.
 struct InputSpec {
   Shape shape;
-  double lo = -1.0, hi = 1.0;   // range of the operand's values
-  bool differentiable = true;   // false: fed as a plain input (labels, masks, indices)
+  double lo = -1.0, hi = 1.0;  // range of the operand's values
+  bool differentiable = true;  // false: fed as a plain input (labels, masks, indices)
   DType dtype = DType::F32;
   std::function<HostTensor(std::mt19937_64&)> values = {};  // custom values for a non-differentiable operand
 };

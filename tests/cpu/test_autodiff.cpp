@@ -46,7 +46,8 @@ TEST(Autodiff, GradientsAreFoundByHandleAndNamed) {
   ASSERT_TRUE(dg.gradient(b).has_value());
   EXPECT_EQ(dg.find("grad/a"), dg.gradient(a));
   EXPECT_EQ(dg.find("grad/b"), dg.gradient(b));
-  reference::Feeds f{{"a", HostTensor({3}, {1, 1, 1})}, {"b", HostTensor({3}, {1, 2, 3})},
+  reference::Feeds f{{"a", HostTensor({3}, {1, 1, 1})},
+                     {"b", HostTensor({3}, {1, 2, 3})},
                      {"x", HostTensor({3}, {4, 5, 6})}};
   auto gb = reference::evaluate(dg, f, *dg.gradient(b));
   EXPECT_EQ(gb.data, (std::vector<double>{4, 5, 6}));
@@ -173,11 +174,16 @@ TEST(Autodiff, ActivationSlopesAtZeroAndNaN) {
   const double e = std::exp(-1.5);
   std::vector<Case> cases{
       {"relu", [](Graph& g, NodeId x) { return g.relu(x); }, {0, 0, 0, 1, 0, 1, 0}},
-      {"leaky_relu 0.1", [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); }, {0.1, 0.1, 0.1, 1, 0.1, 1, 0.1}},
-      {"leaky_relu -0.3", [](Graph& g, NodeId x) { return g.leaky_relu(x, -0.3); },
+      {"leaky_relu 0.1",
+       [](Graph& g, NodeId x) { return g.leaky_relu(x, 0.1); },
+       {0.1, 0.1, 0.1, 1, 0.1, 1, 0.1}},
+      {"leaky_relu -0.3",
+       [](Graph& g, NodeId x) { return g.leaky_relu(x, -0.3); },
        {-0.3, -0.3, -0.3, 1, -0.3, 1, -0.3}},
       {"elu 0.7", [](Graph& g, NodeId x) { return g.elu(x, 0.7); }, {0.7, 0.7, nan, 1, 0.7 * e, 1, 0.7}},
-      {"elu -0.5", [](Graph& g, NodeId x) { return g.elu(x, -0.5); }, {-0.5, -0.5, nan, 1, -0.5 * e, 1, -0.5}},
+      {"elu -0.5",
+       [](Graph& g, NodeId x) { return g.elu(x, -0.5); },
+       {-0.5, -0.5, nan, 1, -0.5 * e, 1, -0.5}},
   };
   for (const Case& c : cases) {
     Graph g;

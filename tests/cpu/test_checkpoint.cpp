@@ -193,7 +193,7 @@ TEST(Checkpoint, SaveInterruptedBeforeRenameKeepsThePreviousFile) {
   SaveOptions crash;
   crash.before_rename = [&](const std::string& tmp) {
     temp_seen = tmp;
-    EXPECT_TRUE(fs::exists(tmp));  // the new file was fully written...
+    EXPECT_TRUE(fs::exists(tmp));                 // the new file was fully written...
     throw std::runtime_error("simulated crash");  // ...but the process dies before the rename
   };
   EXPECT_THROW(save_checkpoint(path.string(), second, crash), std::runtime_error);
@@ -248,10 +248,14 @@ TEST(Checkpoint, DirectoryIsACheckpointErrorNamingIt) {
 // Checksums are valid (the saver wrote the bad values itself): the counters are checked before any write.
 TEST(Checkpoint, BadCountersInTheMetadataChangeNothing) {
   const fs::path d = temp_dir("counters");
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"optimizer_step", "twelve"}, {"optimizer_step", "-1"}, {"optimizer_step", "4294967296"},
-           {"optimizer_step", ""}, {"update_step", "1e3"}, {"epochs_done", "99999999999"},
-           {"optimizer_step", "184467440737095516150"}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"optimizer_step", "twelve"},
+                                                        {"optimizer_step", "-1"},
+                                                        {"optimizer_step", "4294967296"},
+                                                        {"optimizer_step", ""},
+                                                        {"update_step", "1e3"},
+                                                        {"epochs_done", "99999999999"},
+                                                        {"optimizer_step", "184467440737095516150"}}) {
     MemoryStore src = model(1);
     auto meta = src.metadata();
     meta[key] = value;
@@ -291,7 +295,7 @@ TEST(Checkpoint, OrphanTemporaryFilesOfThePathAreRemovedByTheNextSave) {
   const fs::path dead = path.string() + ".tmp-" + std::to_string(child);
   const fs::path alive = path.string() + ".tmp-1";  // init: alive, maybe saving right now
   const fs::path other = (d / "other.ckpt").string() + ".tmp-" + std::to_string(child);  // another path's
-  const fs::path odd = path.string() + ".tmp-12ab";  // not a pid
+  const fs::path odd = path.string() + ".tmp-12ab";                                      // not a pid
   for (const fs::path& p : {dead, alive, other, odd}) put_bytes(p, std::vector<uint8_t>(64, 7));
   MemoryStore src = model(1);
   save_checkpoint(path.string(), src);
@@ -329,7 +333,8 @@ MemoryStore mutated_source(std::mt19937& rng) {
   std::vector<std::string> ns(std::begin(names), std::end(names));
   const size_t which = std::uniform_int_distribution<size_t>(0, 3)(rng);
   if (kind == 1) shapes[which] = {int64_t(rng() % 5), 4};
-  if (kind == 2) roles[which] = roles[which] == TensorRole::Parameter ? TensorRole::OptimizerState : TensorRole::Parameter;
+  if (kind == 2)
+    roles[which] = roles[which] == TensorRole::Parameter ? TensorRole::OptimizerState : TensorRole::Parameter;
   if (kind == 3) ns[which] += "x";
   for (size_t i = 0; i < 4; ++i) {
     if (kind == 4 && i == which) continue;  // a tensor missing
@@ -351,9 +356,9 @@ MemoryStore mutated_source(std::mt19937& rng) {
 
 }  // namespace
 
-// 800 random valid-but-different checkpoints, then random byte damage (some with the header CRC recomputed so the
-// damage reaches the parser): each restore either succeeds and the store holds exactly the file's tensors,
-// or throws CheckpointError and the store is untouched. Anything else (another exception, a crash, a
+// 800 random valid-but-different checkpoints, then random byte damage (some with the header CRC recomputed so
+// the damage reaches the parser): each restore either succeeds and the store holds exactly the file's
+// tensors, or throws CheckpointError and the store is untouched. Anything else (another exception, a crash, a
 // partial write) fails.
 TEST(Checkpoint, RandomMutationsRestoreWhollyOrNotAtAll) {
   const fs::path d = temp_dir("property");

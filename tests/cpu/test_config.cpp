@@ -16,11 +16,26 @@ using meganeura::ConfigError;
 using meganeura::RewriteMode;
 using meganeura::SessionConfig;
 
-const char* kVars[] = {"MEGANEURA_DEVICE_ID", "MEGANEURA_VALIDATION", "MEGANEURA_REWRITE", "MEGANEURA_DUMP_PLAN",
-                       "MEGANEURA_CACHE_DIR", "MEGANEURA_MATMUL",     "MEGANEURA_GPU_TIMING", "MEGANEURA_TRACE",
-                       "MEGANEURA_TUNE",      "MEGANEURA_FRAMES_IN_FLIGHT", "MEGANEURA_PRECISION", "MEGANEURA_SEED", "HF_HOME",
-                       "HF_HUB_CACHE",        "HF_ENDPOINT",          "HF_TOKEN",             "HF_HUB_OFFLINE",
-                       "MEGANEURA_DISTRIBUTED", "MEGANEURA_REDUCE_ORDER", "MEGANEURA_BUCKET_BYTES",
+const char* kVars[] = {"MEGANEURA_DEVICE_ID",
+                       "MEGANEURA_VALIDATION",
+                       "MEGANEURA_REWRITE",
+                       "MEGANEURA_DUMP_PLAN",
+                       "MEGANEURA_CACHE_DIR",
+                       "MEGANEURA_MATMUL",
+                       "MEGANEURA_GPU_TIMING",
+                       "MEGANEURA_TRACE",
+                       "MEGANEURA_TUNE",
+                       "MEGANEURA_FRAMES_IN_FLIGHT",
+                       "MEGANEURA_PRECISION",
+                       "MEGANEURA_SEED",
+                       "HF_HOME",
+                       "HF_HUB_CACHE",
+                       "HF_ENDPOINT",
+                       "HF_TOKEN",
+                       "HF_HUB_OFFLINE",
+                       "MEGANEURA_DISTRIBUTED",
+                       "MEGANEURA_REDUCE_ORDER",
+                       "MEGANEURA_BUCKET_BYTES",
                        "MEGANEURA_DIST_TIMEOUT"};
 
 // Each test starts from a clean environment and restores what the process had.
@@ -39,8 +54,10 @@ class ConfigEnv : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& [name, value] : saved_) {
-      if (value) setenv(name.c_str(), value->c_str(), 1);
-      else unsetenv(name.c_str());
+      if (value)
+        setenv(name.c_str(), value->c_str(), 1);
+      else
+        unsetenv(name.c_str());
     }
   }
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;

@@ -132,7 +132,9 @@ TEST(Idx, ParsesHandMadeFileAndRejectsTruncation) {
   const std::string e = error_of([] { parse_idx(idx_u8({2, 3}, {1, 2, 3, 4, 5}), "short.idx"); });
   EXPECT_NE(e.find("short.idx"), std::string::npos) << e;
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
-  EXPECT_NE(error_of([] { parse_idx({0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1}, "bad-magic"); }).find("bad-magic"),
+  EXPECT_NE(error_of([] {
+              parse_idx({0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1}, "bad-magic");
+            }).find("bad-magic"),
             std::string::npos);
 }
 

@@ -1,5 +1,5 @@
-// runtime::elf_images: ELF64 images found in an opaque blob (a driver's pipeline cache), with their extent, and
-// headers that point outside the blob skipped without reading past its end.
+// runtime::elf_images: ELF64 images found in an opaque blob (a driver's pipeline cache), with their extent,
+// and headers that point outside the blob skipped without reading past its end.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,8 +15,8 @@ void put16(std::vector<std::byte>& b, size_t at, uint16_t v) { std::memcpy(b.dat
 void put32(std::vector<std::byte>& b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
 void put64(std::vector<std::byte>& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
 
-// An ELF64 image of `total` bytes: header, one PROGBITS section at 64 of `payload` bytes, then the section table
-// of two entries (null + that section) at 64 + payload.
+// An ELF64 image of `total` bytes: header, one PROGBITS section at 64 of `payload` bytes, then the section
+// table of two entries (null + that section) at 64 + payload.
 std::vector<std::byte> elf(size_t payload) {
   std::vector<std::byte> b(64 + payload + 2 * 64, std::byte{0x5a});
   const unsigned char ident[8] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};

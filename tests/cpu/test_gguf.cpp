@@ -1,6 +1,6 @@
 // GGUF reader and writer without Python: malformed files (each a FormatError naming what is wrong), every
-// truncation of a valid file, the writer's round trip, typed getters, describe(). Files are built byte by byte
-// here, following the GGUF specification, so the reader is not checked only against our own writer.
+// truncation of a valid file, the writer's round trip, typed getters, describe(). Files are built byte by
+// byte here, following the GGUF specification, so the reader is not checked only against our own writer.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,7 +32,9 @@ struct Bytes {
     return *this;
   }
   Bytes& str(const std::string& s) { return u64(s.size()).raw(s); }
-  Bytes& header(uint64_t tensors, uint64_t kvs, uint32_t version = 3) { return raw("GGUF").u32(version).u64(tensors).u64(kvs); }
+  Bytes& header(uint64_t tensors, uint64_t kvs, uint32_t version = 3) {
+    return raw("GGUF").u32(version).u64(tensors).u64(kvs);
+  }
   Bytes& kv_u32(const std::string& k, uint32_t v) { return str(k).u32(4).u32(v); }
   Bytes& tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(dims.size()));
@@ -87,43 +89,115 @@ TEST(Gguf, MalformedFilesNameWhatIsWrong) {
   const uint64_t huge = 1ull << 62;
   const std::vector<Case> cases = {
       {"empty", [] { return Bytes{}; }, {"bad.gguf", "header", "truncated"}},
-      {"bad magic", [] { Bytes f = valid(); f.b[3] = 'X'; return f; }, {"magic", "GGUX"}},
+      {"bad magic",
+       [] {
+         Bytes f = valid();
+         f.b[3] = 'X';
+         return f;
+       },
+       {"magic", "GGUX"}},
       {"version 1", [] { return Bytes{}.header(0, 0, 1); }, {"version", "got 1"}},
       {"version 4", [] { return Bytes{}.header(0, 0, 4); }, {"version 2 or 3", "got 4"}},
       {"big-endian", [] { return Bytes{}.header(0, 0, 0x03000000); }, {"version", "big-endian"}},
-      {"huge metadata count", [] { return Bytes{}.header(0, huge); }, {"metadata count", std::to_string(huge)}},
+      {"huge metadata count",
+       [] { return Bytes{}.header(0, huge); },
+       {"metadata count", std::to_string(huge)}},
       {"huge tensor count", [] { return Bytes{}.header(huge, 0); }, {"tensor count"}},
-      {"key past end", [] { return Bytes{}.header(0, 1).u64(1000).raw("abc").zeros(10); }, {"metadata entry 0", "key", "truncated"}},
-      {"bad value type", [] { return Bytes{}.header(0, 1).str("k.t").u32(13).u32(0); }, {"key 'k.t'", "value type", "got 13"}},
-      {"string past end", [] { return Bytes{}.header(0, 1).str("k.s").u32(8).u64(huge).raw("xy"); }, {"key 'k.s'", "string", "truncated"}},
-      {"huge array", [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(4).u64(huge).zeros(16); }, {"key 'k.a'", "array", std::to_string(huge)}},
-      {"huge string array", [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(8).u64(1000).zeros(16); }, {"key 'k.a'", "1000 string elements"}},
-      {"bad array element type", [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(77).u64(1).zeros(8); }, {"key 'k.a'", "array element type", "got 77"}},
-      {"arrays nested too deep", [] {
+      {"key past end",
+       [] { return Bytes{}.header(0, 1).u64(1000).raw("abc").zeros(10); },
+       {"metadata entry 0", "key", "truncated"}},
+      {"bad value type",
+       [] { return Bytes{}.header(0, 1).str("k.t").u32(13).u32(0); },
+       {"key 'k.t'", "value type", "got 13"}},
+      {"string past end",
+       [] { return Bytes{}.header(0, 1).str("k.s").u32(8).u64(huge).raw("xy"); },
+       {"key 'k.s'", "string", "truncated"}},
+      {"huge array",
+       [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(4).u64(huge).zeros(16); },
+       {"key 'k.a'", "array", std::to_string(huge)}},
+      {"huge string array",
+       [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(8).u64(1000).zeros(16); },
+       {"key 'k.a'", "1000 string elements"}},
+      {"bad array element type",
+       [] { return Bytes{}.header(0, 1).str("k.a").u32(9).u32(77).u64(1).zeros(8); },
+       {"key 'k.a'", "array element type", "got 77"}},
+      {"arrays nested too deep",
+       [] {
          Bytes f;
          f.header(0, 1).str("k.deep").u32(9);
          for (int i = 0; i < 20; ++i) f.u32(9).u64(1);
          return f.u32(4).u64(0);
-       }, {"key 'k.deep'", "nested at most 16"}},
-      {"duplicate key", [] { return Bytes{}.header(0, 2).kv_u32("k.d", 1).kv_u32("k.d", 2); }, {"key 'k.d'", "duplicate"}},
-      {"alignment type", [] { return Bytes{}.header(0, 1).str("general.alignment").u32(10).u64(32); }, {"general.alignment", "u32", "u64"}},
-      {"alignment zero", [] { return Bytes{}.header(0, 1).kv_u32("general.alignment", 0); }, {"general.alignment", "power of two", "got 0"}},
-      {"alignment 48", [] { return Bytes{}.header(0, 1).kv_u32("general.alignment", 48); }, {"general.alignment", "got 48"}},
-      {"five dimensions", [] { return Bytes{}.header(1, 0).tensor("t.five", {1, 1, 1, 1, 1}, 0, 0).pad().zeros(32); }, {"tensor 't.five'", "at most 4", "got 5"}},
-      {"dimension product overflow", [] { return Bytes{}.header(1, 0).tensor("t.big", {1ull << 32, 1ull << 32}, 0, 0).pad(); }, {"tensor 't.big'", "2^63"}},
-      {"dimension above int64", [] { return Bytes{}.header(1, 0).tensor("t.neg", {1ull << 63}, 0, 0).pad(); }, {"tensor 't.neg'", "2^63"}},
-      {"byte size overflow", [] { return Bytes{}.header(1, 0).tensor("t.bytes", {1ull << 62}, 0, 0).pad(); }, {"tensor 't.bytes'", "2^64"}},
-      {"unsupported type", [] { return Bytes{}.header(1, 0).tensor("t.q2k", {256}, 10, 0).pad().zeros(96); }, {"tensor 't.q2k'", "Q2_K", "id 10", "Q4_K"}},
-      {"unknown type", [] { return Bytes{}.header(1, 0).tensor("t.x", {4}, 1234, 0).pad(); }, {"tensor 't.x'", "type 1234"}},
-      {"dimension not a block multiple", [] { return Bytes{}.header(1, 0).tensor("t.q4", {33, 2}, 2, 0).pad().zeros(64); }, {"tensor 't.q4'", "multiple", "Q4_0", "32"}},
-      {"misaligned offset", [] { return Bytes{}.header(1, 0).tensor("t.mis", {4}, 0, 4).pad().zeros(64); }, {"tensor 't.mis'", "aligned to 32", "got 4"}},
-      {"offset past end", [] { return Bytes{}.header(1, 0).tensor("t.far", {4}, 0, 1ull << 40).pad().zeros(32); }, {"tensor 't.far'", "past the end"}},
-      {"offset overflow", [] { return Bytes{}.header(1, 0).tensor("t.wrap", {8}, 0, ~uint64_t{31}).pad().zeros(32); }, {"tensor 't.wrap'", "past the end"}},
-      {"data truncated", [] { return Bytes{}.header(1, 0).tensor("t.short", {16}, 0, 0).pad().zeros(60); }, {"tensor 't.short'", "64 bytes", "data section of 60"}},
-      {"data section past end", [] { return Bytes{}.header(1, 0).tensor("t.nodata1", {0}, 0, 0); /* header ends at 65, data at 96 */ }, {"data section", "truncated"}},
-      {"overlap", [] { return Bytes{}.header(2, 0).tensor("t.one", {16}, 0, 0).tensor("t.two", {8}, 0, 32).pad().zeros(96); }, {"tensor 't.two'", "overlap", "tensor 't.one'"}},
-      {"duplicate tensor", [] { return Bytes{}.header(2, 0).tensor("t.dup", {8}, 0, 0).tensor("t.dup", {8}, 0, 32).pad().zeros(64); }, {"tensor 't.dup'", "duplicate"}},
-      {"tensor name past end", [] { return Bytes{}.header(1, 0).u64(1ull << 40).raw("abcdefghijklmnopqrstuvwxyz"); }, {"tensor info 0", "name", "truncated"}},
+       },
+       {"key 'k.deep'", "nested at most 16"}},
+      {"duplicate key",
+       [] { return Bytes{}.header(0, 2).kv_u32("k.d", 1).kv_u32("k.d", 2); },
+       {"key 'k.d'", "duplicate"}},
+      {"alignment type",
+       [] { return Bytes{}.header(0, 1).str("general.alignment").u32(10).u64(32); },
+       {"general.alignment", "u32", "u64"}},
+      {"alignment zero",
+       [] { return Bytes{}.header(0, 1).kv_u32("general.alignment", 0); },
+       {"general.alignment", "power of two", "got 0"}},
+      {"alignment 48",
+       [] { return Bytes{}.header(0, 1).kv_u32("general.alignment", 48); },
+       {"general.alignment", "got 48"}},
+      {"five dimensions",
+       [] {
+         return Bytes{}.header(1, 0).tensor("t.five", {1, 1, 1, 1, 1}, 0, 0).pad().zeros(32);
+       },
+       {"tensor 't.five'", "at most 4", "got 5"}},
+      {"dimension product overflow",
+       [] {
+         return Bytes{}.header(1, 0).tensor("t.big", {1ull << 32, 1ull << 32}, 0, 0).pad();
+       },
+       {"tensor 't.big'", "2^63"}},
+      {"dimension above int64",
+       [] { return Bytes{}.header(1, 0).tensor("t.neg", {1ull << 63}, 0, 0).pad(); },
+       {"tensor 't.neg'", "2^63"}},
+      {"byte size overflow",
+       [] { return Bytes{}.header(1, 0).tensor("t.bytes", {1ull << 62}, 0, 0).pad(); },
+       {"tensor 't.bytes'", "2^64"}},
+      {"unsupported type",
+       [] { return Bytes{}.header(1, 0).tensor("t.q2k", {256}, 10, 0).pad().zeros(96); },
+       {"tensor 't.q2k'", "Q2_K", "id 10", "Q4_K"}},
+      {"unknown type",
+       [] { return Bytes{}.header(1, 0).tensor("t.x", {4}, 1234, 0).pad(); },
+       {"tensor 't.x'", "type 1234"}},
+      {"dimension not a block multiple",
+       [] {
+         return Bytes{}.header(1, 0).tensor("t.q4", {33, 2}, 2, 0).pad().zeros(64);
+       },
+       {"tensor 't.q4'", "multiple", "Q4_0", "32"}},
+      {"misaligned offset",
+       [] { return Bytes{}.header(1, 0).tensor("t.mis", {4}, 0, 4).pad().zeros(64); },
+       {"tensor 't.mis'", "aligned to 32", "got 4"}},
+      {"offset past end",
+       [] { return Bytes{}.header(1, 0).tensor("t.far", {4}, 0, 1ull << 40).pad().zeros(32); },
+       {"tensor 't.far'", "past the end"}},
+      {"offset overflow",
+       [] { return Bytes{}.header(1, 0).tensor("t.wrap", {8}, 0, ~uint64_t{31}).pad().zeros(32); },
+       {"tensor 't.wrap'", "past the end"}},
+      {"data truncated",
+       [] { return Bytes{}.header(1, 0).tensor("t.short", {16}, 0, 0).pad().zeros(60); },
+       {"tensor 't.short'", "64 bytes", "data section of 60"}},
+      {"data section past end",
+       [] {
+         return Bytes{}.header(1, 0).tensor("t.nodata1", {0}, 0, 0); /* header ends at 65, data at 96 */
+       },
+       {"data section", "truncated"}},
+      {"overlap",
+       [] {
+         return Bytes{}.header(2, 0).tensor("t.one", {16}, 0, 0).tensor("t.two", {8}, 0, 32).pad().zeros(96);
+       },
+       {"tensor 't.two'", "overlap", "tensor 't.one'"}},
+      {"duplicate tensor",
+       [] {
+         return Bytes{}.header(2, 0).tensor("t.dup", {8}, 0, 0).tensor("t.dup", {8}, 0, 32).pad().zeros(64);
+       },
+       {"tensor 't.dup'", "duplicate"}},
+      {"tensor name past end",
+       [] { return Bytes{}.header(1, 0).u64(1ull << 40).raw("abcdefghijklmnopqrstuvwxyz"); },
+       {"tensor info 0", "name", "truncated"}},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.make().b);
@@ -147,7 +221,8 @@ TEST(Gguf, EveryTruncationIsAFormatError) {
     if (n >= data_end) {
       EXPECT_NO_THROW(gguf::File::parse(cut, "cut")) << n;  // only the last tensor's padding is missing
     } else {
-      EXPECT_THROW(gguf::File::parse(cut, "cut"), FormatError) << "truncated to " << n << " of " << full.size();
+      EXPECT_THROW(gguf::File::parse(cut, "cut"), FormatError)
+          << "truncated to " << n << " of " << full.size();
     }
   }
 }
@@ -206,7 +281,8 @@ TEST(Gguf, GettersNameTheKeyAndTheTypes) {
     }
     return std::string("(no error)");
   };
-  EXPECT_NE(msg([&] { f.get_uint("s"); }).find("key 's': expected a non-negative integer, got string"), std::string::npos);
+  EXPECT_NE(msg([&] { f.get_uint("s"); }).find("key 's': expected a non-negative integer, got string"),
+            std::string::npos);
   EXPECT_NE(msg([&] { f.get_uint("neg"); }).find("key 'neg'"), std::string::npos);
   EXPECT_EQ(f.get_int("neg"), -1);
   EXPECT_NE(msg([&] { f.get_int("big"); }).find("fits int64"), std::string::npos);
@@ -214,7 +290,8 @@ TEST(Gguf, GettersNameTheKeyAndTheTypes) {
   EXPECT_NE(msg([&] { f.get_string("missing"); }).find("expected key 'missing'"), std::string::npos);
   EXPECT_NE(msg([&] { f.tensor("w"); }).find("expected tensor 'w'"), std::string::npos);
   EXPECT_NE(msg([&] { f.get_strings("s"); }).find("an array of string"), std::string::npos);
-  EXPECT_NE(msg([&] { gguf::File::open("/nonexistent/model.gguf"); }).find("/nonexistent/model.gguf"), std::string::npos);
+  EXPECT_NE(msg([&] { gguf::File::open("/nonexistent/model.gguf"); }).find("/nonexistent/model.gguf"),
+            std::string::npos);
 }
 
 TEST(Gguf, WriterRefusesWhatTheReaderWould) {
@@ -232,7 +309,8 @@ TEST(Gguf, WriterRefusesWhatTheReaderWould) {
   refuses(c, "tensor 't.a'");
   c.tensors = {{"t.b", {32}, quant::Type::Q8_0, std::vector<uint8_t>(33)}};
   refuses(c, "expected 34 bytes");
-  c.tensors = {{"t.c", {4}, quant::Type::F32, std::vector<uint8_t>(16)}, {"t.c", {4}, quant::Type::F32, std::vector<uint8_t>(16)}};
+  c.tensors = {{"t.c", {4}, quant::Type::F32, std::vector<uint8_t>(16)},
+               {"t.c", {4}, quant::Type::F32, std::vector<uint8_t>(16)}};
   refuses(c, "duplicate");
   c.tensors.clear();
   c.metadata = {{"general.alignment", Value::of_u32(3)}};
@@ -251,8 +329,9 @@ TEST(Gguf, DescribeListsArchitectureKeysAndTensors) {
                 {"tokenizer.ggml.tokens", Value::string_array({"<s>", "a\nb", "c", "d", "e"})}};
   c.tensors.push_back({"blk.0.attn_q.weight", {64, 3}, quant::Type::Q4_1, std::vector<uint8_t>(2 * 20 * 3)});
   const std::string d = gguf::File::parse(gguf::serialize(c), "m.gguf").describe();
-  for (const char* part : {"m.gguf: GGUF v3, 3 metadata keys, 1 tensors", "architecture: llama",
-                           "llama.block_count: u32 = 30", "tokenizer.ggml.tokens: [string; 5] = [\"<s>\", \"a\\nb\", \"c\", \"d\", ...]",
-                           "blk.0.attn_q.weight: Q4_1 [3, 64], 120 bytes at +0", "tensor types: Q4_1 x1"})
+  for (const char* part :
+       {"m.gguf: GGUF v3, 3 metadata keys, 1 tensors", "architecture: llama", "llama.block_count: u32 = 30",
+        "tokenizer.ggml.tokens: [string; 5] = [\"<s>\", \"a\\nb\", \"c\", \"d\", ...]",
+        "blk.0.attn_q.weight: Q4_1 [3, 64], 120 bytes at +0", "tensor types: Q4_1 x1"})
     EXPECT_NE(d.find(part), std::string::npos) << "expected '" << part << "' in:\n" << d;
 }

@@ -68,7 +68,8 @@ void expect_error(const gguf::Contents& c, std::initializer_list<std::string> pa
     (void)models::load_gguf(file_of(c));
     ADD_FAILURE() << "expected a FormatError mentioning " << *parts.begin();
   } catch (const FormatError& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
   }
 }
 
@@ -87,8 +88,8 @@ TEST(GgufModel, TinyLlamaLoadsWithItsHyperParameters) {
   for (const auto& w : m.weights) EXPECT_EQ(w.bytes.size(), size_t(numel(w.shape)) * 4) << w.name;
 }
 
-// llama.cpp's converter stores HF row s·D/2 + i of a head as row 2i + s (D = 4 here: GGUF rows 0,1,2,3 of a head
-// are HF rows 0,2,1,3). attn_q has 2 heads, attn_k one.
+// llama.cpp's converter stores HF row s·D/2 + i of a head as row 2i + s (D = 4 here: GGUF rows 0,1,2,3 of a
+// head are HF rows 0,2,1,3). attn_q has 2 heads, attn_k one.
 TEST(GgufModel, LlamaQKRowsAreUnpermutedPerHead) {
   gguf::Contents c = tiny_llama();
   for (auto& t : c.tensors)
@@ -102,7 +103,8 @@ TEST(GgufModel, LlamaQKRowsAreUnpermutedPerHead) {
     for (const auto& w : m.weights)
       if (w.name == name) {
         std::vector<float> out;
-        for (int64_t r = 0; r < w.shape[0]; ++r) out.push_back(reinterpret_cast<const float*>(w.bytes.data())[r * 8]);
+        for (int64_t r = 0; r < w.shape[0]; ++r)
+          out.push_back(reinterpret_cast<const float*>(w.bytes.data())[r * 8]);
         return out;
       }
     return std::vector<float>{};
@@ -145,7 +147,8 @@ TEST(GgufModel, MissingOrInconsistentHyperParametersNameTheKey) {
   set(c, "llama.vocab_size", Value::of_u32(6));
   expect_error(c, {"llama.vocab_size", "token_embd.weight"});
   c = tiny_llama();
-  set(c, "llama.block_count", Value::of_u64(uint64_t(1) << 39));  // fuzz find: was a 2^39-entry parameter list
+  set(c, "llama.block_count",
+      Value::of_u64(uint64_t(1) << 39));  // fuzz find: was a 2^39-entry parameter list
   expect_error(c, {"llama.block_count", "at most 1 blocks"});
   c = tiny_llama();
   set(c, "llama.embedding_length", Value::of_string("8"));
@@ -182,25 +185,26 @@ TEST(GgufTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
     }
   };
   const Value toks = Value::string_array({"a", "b", "ab"});
-  expect(with({{"tokenizer.ggml.model", Value::of_string("bert")}, {"tokenizer.ggml.tokens", toks}}), "tokenizer.ggml.model",
-         "gpt2, llama");
-  expect(with({{"tokenizer.ggml.model", Value::of_string("llama")}, {"tokenizer.ggml.tokens", toks}}), "tokenizer.ggml.scores",
-         "no such key");
+  expect(with({{"tokenizer.ggml.model", Value::of_string("bert")}, {"tokenizer.ggml.tokens", toks}}),
+         "tokenizer.ggml.model", "gpt2, llama");
+  expect(with({{"tokenizer.ggml.model", Value::of_string("llama")}, {"tokenizer.ggml.tokens", toks}}),
+         "tokenizer.ggml.scores", "no such key");
   expect(with({{"tokenizer.ggml.model", Value::of_string("llama")},
                {"tokenizer.ggml.tokens", toks},
                {"tokenizer.ggml.scores", Value::array_of(gguf::ValueType::F32, std::vector<float>{0, 1})}}),
          "tokenizer.ggml.scores", "3 elements");
   expect(with({{"tokenizer.ggml.model", Value::of_string("gpt2")},
                {"tokenizer.ggml.tokens", toks},
-               {"tokenizer.ggml.token_type", Value::array_of(gguf::ValueType::I32, std::vector<int32_t>{1, 9, 1})}}),
+               {"tokenizer.ggml.token_type",
+                Value::array_of(gguf::ValueType::I32, std::vector<int32_t>{1, 9, 1})}}),
          "tokenizer.ggml.token_type", "9");
   expect(with({{"tokenizer.ggml.model", Value::of_string("gpt2")},
                {"tokenizer.ggml.tokens", toks},
                {"tokenizer.ggml.merges", Value::string_array({"a b"})},
                {"tokenizer.ggml.pre", Value::of_string("deepseek-coder")}}),
          "tokenizer.ggml.pre", "deepseek-coder");
-  expect(with({{"tokenizer.ggml.model", Value::of_string("gpt2")}, {"tokenizer.ggml.tokens", toks}}), "tokenizer.ggml.merges",
-         "no such key");
+  expect(with({{"tokenizer.ggml.model", Value::of_string("gpt2")}, {"tokenizer.ggml.tokens", toks}}),
+         "tokenizer.ggml.merges", "no such key");
   expect(with({{"tokenizer.ggml.model", Value::of_string("gpt2")},
                {"tokenizer.ggml.tokens", toks},
                {"tokenizer.ggml.merges", Value::string_array({"a b"})},
@@ -209,14 +213,17 @@ TEST(GgufTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
          "tokenizer.ggml.add_bos_token", "bos_token_id");
 }
 
-// llama.cpp's defaults: a SentencePiece vocabulary without the keys has <unk> 0, <s> 1, </s> 2 and adds BOS; an
-// id outside the vocabulary keeps the default.
+// llama.cpp's defaults: a SentencePiece vocabulary without the keys has <unk> 0, <s> 1, </s> 2 and adds BOS;
+// an id outside the vocabulary keeps the default.
 TEST(GgufTokenizer, SentencePieceDefaultsAreLlamaCpps) {
   gguf::Contents c;
-  c.metadata = {{"tokenizer.ggml.model", Value::of_string("llama")},
-                {"tokenizer.ggml.tokens", Value::string_array({"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a"})},
-                {"tokenizer.ggml.scores", Value::array_of(gguf::ValueType::F32, std::vector<float>{0, 0, 0, -1})},
-                {"tokenizer.ggml.eos_token_id", Value::of_u32(99)}};
+  c.metadata = {
+      {"tokenizer.ggml.model", Value::of_string("llama")},
+      {"tokenizer.ggml.tokens", Value::string_array({"<unk>", "<s>", "</s>",
+                                                     "\xe2\x96\x81"
+                                                     "a"})},
+      {"tokenizer.ggml.scores", Value::array_of(gguf::ValueType::F32, std::vector<float>{0, 0, 0, -1})},
+      {"tokenizer.ggml.eos_token_id", Value::of_u32(99)}};
   const TokenizerData d = gguf::tokenizer_data(file_of(c));
   EXPECT_EQ(d.model, TokenizerData::Model::Spm);
   EXPECT_EQ(d.unk_id, 0);

@@ -32,22 +32,38 @@ const char* kTokenizer = R"({"version": "1.0", "truncation": null, "padding": nu
   "model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "b": 3, "ab": 4, "<|im_end|>": 5}, "merges": ["a b"]}})";
 
 json base_config() {
-  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 8}, {"hidden_size", 8},
-          {"num_hidden_layers", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"intermediate_size", 12},
-          {"rope_theta", 500000.0}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", true}, {"hidden_act", "silu"},
-          {"max_position_embeddings", 64}, {"bos_token_id", 0}, {"eos_token_id", 1}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", 8},
+          {"hidden_size", 8},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 2},
+          {"num_key_value_heads", 1},
+          {"intermediate_size", 12},
+          {"rope_theta", 500000.0},
+          {"rms_norm_eps", 1e-5},
+          {"tie_word_embeddings", true},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", 64},
+          {"bos_token_id", 0},
+          {"eos_token_id", 1}};
 }
 
 // Hugging Face tensor names and shapes of base_config() (hidden 8, 2 heads of 4, 1 kv head, inter 12).
 std::vector<std::pair<std::string, Shape>> hf_tensors(bool tied, int layers = 2) {
-  std::vector<std::pair<std::string, Shape>> t = {{"model.embed_tokens.weight", {8, 8}}, {"model.norm.weight", {8}}};
+  std::vector<std::pair<std::string, Shape>> t = {{"model.embed_tokens.weight", {8, 8}},
+                                                  {"model.norm.weight", {8}}};
   if (!tied) t.push_back({"lm_head.weight", {8, 8}});
   for (int n = 0; n < layers; ++n) {
     const std::string p = "model.layers." + std::to_string(n) + ".";
-    t.insert(t.end(), {{p + "input_layernorm.weight", {8}},          {p + "self_attn.q_proj.weight", {8, 8}},
-                       {p + "self_attn.k_proj.weight", {4, 8}},      {p + "self_attn.v_proj.weight", {4, 8}},
-                       {p + "self_attn.o_proj.weight", {8, 8}},      {p + "post_attention_layernorm.weight", {8}},
-                       {p + "mlp.gate_proj.weight", {12, 8}},        {p + "mlp.up_proj.weight", {12, 8}},
+    t.insert(t.end(), {{p + "input_layernorm.weight", {8}},
+                       {p + "self_attn.q_proj.weight", {8, 8}},
+                       {p + "self_attn.k_proj.weight", {4, 8}},
+                       {p + "self_attn.v_proj.weight", {4, 8}},
+                       {p + "self_attn.o_proj.weight", {8, 8}},
+                       {p + "post_attention_layernorm.weight", {8}},
+                       {p + "mlp.gate_proj.weight", {12, 8}},
+                       {p + "mlp.up_proj.weight", {12, 8}},
                        {p + "mlp.down_proj.weight", {8, 12}}});
   }
   return t;
@@ -63,7 +79,9 @@ class HfLoad : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void put(const std::string& file, const std::string& text) const { std::ofstream(dir_ / file, std::ios::binary) << text; }
+  void put(const std::string& file, const std::string& text) const {
+    std::ofstream(dir_ / file, std::ios::binary) << text;
+  }
 
   // Every tensor's values continue a running counter k/64 (k = 1, 2, ...), as F32, or as BF16 by truncation
   // (exact for the first values, which the tests read back).
@@ -79,7 +97,8 @@ class HfLoad : public ::testing::Test {
       for (size_t i = 0; i < v.size(); ++i) {
         uint32_t bits;
         std::memcpy(&bits, &v[i], 4);
-        if (dtype == "F32") std::memcpy(&b[i * 4], &bits, 4);
+        if (dtype == "F32")
+          std::memcpy(&b[i * 4], &bits, 4);
         else {
           const uint16_t h = uint16_t(bits >> 16);  // bf16: exact for these values (8 significant bits)
           std::memcpy(&b[i * 2], &h, 2);
@@ -102,7 +121,8 @@ class HfLoad : public ::testing::Test {
       models::load_hf(dir_.string(), o);
       ADD_FAILURE() << "expected a FormatError naming " << ::testing::PrintToString(parts);
     } catch (const FormatError& e) {
-      for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\nlacks: " << p;
+      for (const std::string& p : parts)
+        EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\nlacks: " << p;
     }
   }
 
@@ -141,13 +161,14 @@ TEST_F(HfLoad, ReadsConfigWeightsAndTokenizerFiles) {
     EXPECT_EQ(m.weights[i].dtype, DType::F32);
     EXPECT_EQ(m.weights[i].bytes.size(), size_t(numel(params[i].second)) * 4);
   }
-  // embed_tokens is the first tensor written: values 1/64, 2/64, ...; q_proj of layer 1 follows the 10 tensors
-  // before it (embed 64, norm 8, then layer 0's 8+64+32+32+64+8+96+96+96, then layer 1's norm 8).
+  // embed_tokens is the first tensor written: values 1/64, 2/64, ...; q_proj of layer 1 follows the 10
+  // tensors before it (embed 64, norm 8, then layer 0's 8+64+32+32+64+8+96+96+96, then layer 1's norm 8).
   float first[2];
   std::memcpy(first, m.weights[0].bytes.data(), 8);
   EXPECT_EQ(first[0], 1.0f / 64);
   EXPECT_EQ(first[1], 2.0f / 64);
-  const auto q1 = std::find_if(m.weights.begin(), m.weights.end(), [](const auto& w) { return w.name == "blk.1.attn_q.weight"; });
+  const auto q1 = std::find_if(m.weights.begin(), m.weights.end(),
+                               [](const auto& w) { return w.name == "blk.1.attn_q.weight"; });
   ASSERT_NE(q1, m.weights.end());
   std::memcpy(first, q1->bytes.data(), 4);
   EXPECT_EQ(first[0], float(64 + 8 + 8 + 64 + 32 + 32 + 64 + 8 + 96 + 96 + 96 + 8 + 1) / 64);
@@ -213,7 +234,10 @@ TEST_F(HfLoad, MalformedConfigNamesFileAndField) {
       {[](json& j) { j["model_type"] = "gpt2"; }, {"model_type", "\"gpt2\""}},
       {[](json& j) { j["model_type"] = "qwen2"; }, {"model_type", "Qwen2"}},
       {[](json& j) { j["hidden_act"] = "gelu"; }, {"hidden_act", "gelu"}},
-      {[](json& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }, {"rope_scaling", "linear"}},
+      {[](json& j) {
+         j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+       },
+       {"rope_scaling", "linear"}},
       {[](json& j) { j["attention_bias"] = true; }, {"attention_bias"}},
       {[](json& j) { j["rms_norm_eps"] = -1; }, {"rms_norm_eps", "positive"}},
       {[](json& j) { j["tie_word_embeddings"] = 1; }, {"tie_word_embeddings", "boolean"}},
@@ -238,7 +262,8 @@ TEST_F(HfLoad, WrongOrMissingTensorsAreNamed) {
   put("config.json", base_config().dump());
   put("tokenizer.json", kTokenizer);
   auto t = hf_tensors(true);
-  t.erase(std::find_if(t.begin(), t.end(), [](const auto& x) { return x.first == "model.layers.1.mlp.up_proj.weight"; }));
+  t.erase(std::find_if(t.begin(), t.end(),
+                       [](const auto& x) { return x.first == "model.layers.1.mlp.up_proj.weight"; }));
   write_weights(t);
   expect_error({"model.safetensors", "model.layers.1.mlp.up_proj.weight", "blk.1.ffn_up.weight", "got none"});
 
@@ -262,7 +287,8 @@ TEST_F(HfLoad, WrongOrMissingTensorsAreNamed) {
   expect_error({"lm_head.weight", "tie_word_embeddings"});
 
   put("config.json", base_config().dump());
-  write_weights(hf_tensors(true), "F32", [](std::vector<SafetensorsTensor>& ts) { ts[1].dtype = DType::I32; });
+  write_weights(hf_tensors(true), "F32",
+                [](std::vector<SafetensorsTensor>& ts) { ts[1].dtype = DType::I32; });
   expect_error({"model.norm.weight", "F32, F16 or BF16", "I32"});
 
   fs::remove(dir_ / "model.safetensors");
@@ -324,7 +350,8 @@ TEST_F(HfHub, RepoIdDownloadsIntoTheCacheAndLoads) {
   fs::create_directories(snap);
   test::put(snap / "config.json", base_config().dump());
   test::put(snap / "tokenizer.json", kTokenizer);
-  test::put(snap / "tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "<|im_end|>", "chat_template": "C"})");
+  test::put(snap / "tokenizer_config.json",
+            R"({"bos_token": "<s>", "eos_token": "<|im_end|>", "chat_template": "C"})");
   test::put(snap / "generation_config.json", R"({"eos_token_id": 1})");
   std::vector<float> values;
   std::deque<std::vector<float>> bufs;
@@ -344,7 +371,8 @@ TEST_F(HfHub, RepoIdDownloadsIntoTheCacheAndLoads) {
   o.download = options_;
   models::LanguageModel m = models::load_hf(repo, o);
   const fs::path cached = repo_dir(repo) / "snapshots" / test::kCommitB;
-  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "tokenizer_config.json", "generation_config.json"})
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "tokenizer_config.json",
+                        "generation_config.json"})
     EXPECT_EQ(test::slurp(cached / f), test::slurp(snap / f)) << f;
   EXPECT_EQ(m.source, repo + "@" + test::kCommitB);
   EXPECT_EQ(m.bos_id, 0);
@@ -357,7 +385,8 @@ TEST_F(HfHub, RepoIdDownloadsIntoTheCacheAndLoads) {
   ASSERT_EQ(m.weights[0].bytes.size(), embed.bytes.size());
   EXPECT_TRUE(std::equal(embed.bytes.begin(), embed.bytes.end(), m.weights[0].bytes.begin()));
   const auto down = file.tensor("model.layers.1.mlp.down_proj.weight");
-  const auto it = std::find_if(m.weights.begin(), m.weights.end(), [](const auto& w) { return w.name == "blk.1.ffn_down.weight"; });
+  const auto it = std::find_if(m.weights.begin(), m.weights.end(),
+                               [](const auto& w) { return w.name == "blk.1.ffn_down.weight"; });
   ASSERT_NE(it, m.weights.end());
   EXPECT_TRUE(std::equal(down.bytes.begin(), down.bytes.end(), it->bytes.begin(), it->bytes.end()));
   EXPECT_EQ(test::slurp(cached / "model.safetensors"), served);

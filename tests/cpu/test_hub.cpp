@@ -31,7 +31,8 @@ TEST_F(HubTest, DownloadsIntoTheHuggingFaceCacheLayout) {
   // A small file's blob is named by its git blob SHA-1 (the ETag), and nested paths nest in the snapshot.
   const std::string nested = hf::download(config_, "org/tiny", "sub/notes.txt", "main", options_);
   EXPECT_EQ(fs::path(nested), repo / "snapshots" / kCommitA / "sub" / "notes.txt");
-  EXPECT_EQ(fs::read_symlink(nested), fs::path("../../../blobs") / etag("org/tiny", kCommitA, "sub/notes.txt"));
+  EXPECT_EQ(fs::read_symlink(nested),
+            fs::path("../../../blobs") / etag("org/tiny", kCommitA, "sub/notes.txt"));
   EXPECT_EQ(slurp(nested), "nested file");
 }
 
@@ -52,7 +53,8 @@ TEST_F(HubTest, SecondDownloadIsACacheHit) {
 TEST_F(HubTest, InterruptedDownloadResumesOnTheNextCall) {
   start("drop-once");
   options_.retries = 0;
-  const HubError e = hub_error([&] { hf::download(config_, "org/tiny", "model.safetensors", "main", options_); });
+  const HubError e =
+      hub_error([&] { hf::download(config_, "org/tiny", "model.safetensors", "main", options_); });
   EXPECT_EQ(e.kind(), HubError::Kind::Network);
   EXPECT_TRUE(contains(e.what(), "resumes")) << e.what();
   const std::string sha = etag("org/tiny", kCommitA, "model.safetensors");
@@ -68,7 +70,8 @@ TEST_F(HubTest, InterruptedDownloadResumesOnTheNextCall) {
   const std::string path = hf::download(config_, "org/tiny", "model.safetensors", "main", options_);
   EXPECT_EQ(slurp(path), weights_);
   bool ranged = false;
-  for (const std::string& l : requests()) ranged |= contains(l, "GET /lfs/" + sha + " bytes=" + std::to_string(kept) + "-");
+  for (const std::string& l : requests())
+    ranged |= contains(l, "GET /lfs/" + sha + " bytes=" + std::to_string(kept) + "-");
   EXPECT_TRUE(ranged) << "the second call did not ask for the missing bytes only";
 }
 
@@ -97,7 +100,8 @@ TEST_F(HubTest, ServerIgnoringRangeRestartsTheFile) {
 
 TEST_F(HubTest, CorruptBlobIsRejectedAndNotLinked) {
   start("corrupt");
-  const HubError e = hub_error([&] { hf::download(config_, "org/tiny", "model.safetensors", "main", options_); });
+  const HubError e =
+      hub_error([&] { hf::download(config_, "org/tiny", "model.safetensors", "main", options_); });
   const std::string sha = etag("org/tiny", kCommitA, "model.safetensors");
   EXPECT_EQ(e.kind(), HubError::Kind::Checksum);
   EXPECT_TRUE(contains(e.what(), sha)) << e.what();
@@ -114,7 +118,8 @@ TEST_F(HubTest, CorruptBlobIsRejectedAndNotLinked) {
 TEST_F(HubTest, OfflineModeUsesTheCacheAndFailsClearlyWithout) {
   config_.offline = true;
   config_.endpoint = "http://127.0.0.1:9";  // never contacted
-  const HubError absent = hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); });
+  const HubError absent =
+      hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); });
   EXPECT_EQ(absent.kind(), HubError::Kind::Offline);
   EXPECT_TRUE(contains(absent.what(), "HF_HUB_OFFLINE")) << absent.what();
   EXPECT_TRUE(contains(absent.what(), "'config.json' of 'org/tiny' at revision 'main'")) << absent.what();
@@ -135,7 +140,8 @@ TEST_F(HubTest, NetworkFailureUsesTheCacheOrSaysWhy) {
   const std::string endpoint = config_.endpoint;
   stop();  // the port is closed now: connection refused
   EXPECT_EQ(hf::download(config_, "org/tiny", "config.json", "main", options_), cached);
-  const HubError e = hub_error([&] { hf::download(config_, "org/tiny", "tokenizer.json", "main", options_); });
+  const HubError e =
+      hub_error([&] { hf::download(config_, "org/tiny", "tokenizer.json", "main", options_); });
   EXPECT_EQ(e.kind(), HubError::Kind::Network);
   EXPECT_TRUE(contains(e.what(), endpoint + "/org/tiny/resolve/main/tokenizer.json")) << e.what();
   EXPECT_TRUE(contains(e.what(), "not in the cache")) << e.what();
@@ -156,16 +162,19 @@ TEST_F(HubTest, HttpErrorsNameTheCause) {
   EXPECT_EQ(e.status(), 401);
   EXPECT_TRUE(contains(e.what(), "HF_TOKEN")) << e.what();
   start("404");
-  EXPECT_EQ(hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); }).status(), 404);
+  EXPECT_EQ(hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); }).status(),
+            404);
   // Nothing of a failed file reaches the cache.
   EXPECT_FALSE(fs::exists(repo_dir("org/tiny") / "snapshots"));
 }
 
 TEST_F(HubTest, TokenIsSentAsBearer) {
   start("normal", "hf_secret");
-  EXPECT_EQ(hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); }).status(), 401);
+  EXPECT_EQ(hub_error([&] { hf::download(config_, "org/tiny", "config.json", "main", options_); }).status(),
+            401);
   config_.token = "hf_secret";
-  EXPECT_EQ(slurp(hf::download(config_, "org/tiny", "config.json", "main", options_)), R"({"hidden_size": 8})");
+  EXPECT_EQ(slurp(hf::download(config_, "org/tiny", "config.json", "main", options_)),
+            R"({"hidden_size": 8})");
   // The LFS storage is another host: the token stays with the hub.
   clear_log();
   EXPECT_EQ(slurp(hf::download(config_, "org/tiny", "model.safetensors", "main", options_)), weights_);
@@ -184,7 +193,8 @@ TEST_F(HubTest, ModelSnapshotsComeFromOneCommit) {
   EXPECT_EQ(s.commit, kCommitB);
   EXPECT_EQ(fs::path(s.folder), repo_dir("org/sharded") / "snapshots" / kCommitB);
   EXPECT_EQ(s.files, (std::vector<std::string>{"config.json", "model.safetensors.index.json",
-                                                "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}));
+                                               "model-00001-of-00002.safetensors",
+                                               "model-00002-of-00002.safetensors"}));
   for (const std::string& f : s.files)
     EXPECT_EQ(slurp(fs::path(s.folder) / f), slurp(root_ / "org" / "sharded" / kCommitB / f)) << f;
   const hf::Snapshot t = hf::download_model(config_, "org/tiny", "main", options_);
@@ -223,15 +233,19 @@ TEST_F(HubTest, ArgumentsThatWouldEscapeTheCacheAreRefused) {
   EXPECT_THROW(hf::download(none, "org/tiny", "config.json", "main", options_), ConfigError);
 }
 
-// --- SHA-256 --------------------------------------------------------------------------------------------------
+// --- SHA-256
+// --------------------------------------------------------------------------------------------------
 
 TEST(Sha256, Fips180Vectors) {
-  auto hex = [](const std::string& s) { return hf::sha256_hex(std::as_bytes(std::span(s.data(), s.size()))); };
+  auto hex = [](const std::string& s) {
+    return hf::sha256_hex(std::as_bytes(std::span(s.data(), s.size())));
+  };
   EXPECT_EQ(hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
+  EXPECT_EQ(hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmno"
+                "pqrsmnopqrstnopqrstu"),
             "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
   hf::Sha256 million;
   const std::string chunk(1000, 'a');
@@ -244,12 +258,14 @@ TEST(Sha256, MatchesHashlibAcrossBlockBoundaries) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("sha_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::vector<std::string> messages;
-  for (size_t n : {1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 4097}) messages.push_back(random_bytes(n, uint32_t(n)));
+  for (size_t n : {1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 4097})
+    messages.push_back(random_bytes(n, uint32_t(n)));
   for (size_t i = 0; i < messages.size(); ++i) put(dir / std::to_string(i), messages[i]);
   const std::string out = (dir / "digests").string();
-  const std::string cmd = "python3 -c \"import hashlib,sys; d=sys.argv[1]; n=int(sys.argv[2]); "
-                          "print('\\n'.join(hashlib.sha256(open(d+'/'+str(i),'rb').read()).hexdigest() for i in range(n)))\" " +
-                          dir.string() + " " + std::to_string(messages.size()) + " > " + out;
+  const std::string cmd =
+      "python3 -c \"import hashlib,sys; d=sys.argv[1]; n=int(sys.argv[2]); "
+      "print('\\n'.join(hashlib.sha256(open(d+'/'+str(i),'rb').read()).hexdigest() for i in range(n)))\" " +
+      dir.string() + " " + std::to_string(messages.size()) + " > " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(out);
   for (size_t i = 0; i < messages.size(); ++i) {

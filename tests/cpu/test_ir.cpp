@@ -321,7 +321,8 @@ TEST(Ir, DuplicateNameErrorNamesBothLines) {
   g.parameter("w", {2});
   const int second = __LINE__ + 1;
   const std::string e = error_of<GraphError>([&] { g.input("w", {3}); });
-  const size_t s = e.find("test_ir.cpp:" + std::to_string(second)), f = e.find("test_ir.cpp:" + std::to_string(first));
+  const size_t s = e.find("test_ir.cpp:" + std::to_string(second)),
+               f = e.find("test_ir.cpp:" + std::to_string(first));
   ASSERT_NE(s, std::string::npos) << e;
   ASSERT_NE(f, std::string::npos) << e;
   EXPECT_LT(s, f) << e;
@@ -373,10 +374,12 @@ TEST(Ir, GlslTemplatesExpandOperandsAndAttributes) {
   Graph g;
   auto x = g.input("x", {3});
   auto y = g.leaky_relu(x, 0.25);
-  EXPECT_EQ(ops::expand_glsl(ops::def(Op::Relu), g.node(g.relu(x)), {"v"}), "mn_relu((v))");  // NaN-propagating
+  EXPECT_EQ(ops::expand_glsl(ops::def(Op::Relu), g.node(g.relu(x)), {"v"}),
+            "mn_relu((v))");  // NaN-propagating
   EXPECT_EQ(ops::expand_glsl(ops::def(Op::LeakyRelu), g.node(y), {"v"}), "((v) > 0.0 ? (v) : 0.25 * (v))");
   EXPECT_EQ(ops::expand_glsl(ops::def(Op::Gelu), g.node(g.gelu(x, true)), {"v"}), "mn_gelu((v), 1.0)");
-  EXPECT_EQ(ops::expand_glsl(ops::def(Op::Clamp), g.node(g.clamp(x, -1.0, 2.0)), {"v"}), "mn_clamp((v), (-1.0), 2.0)");
+  EXPECT_EQ(ops::expand_glsl(ops::def(Op::Clamp), g.node(g.clamp(x, -1.0, 2.0)), {"v"}),
+            "mn_clamp((v), (-1.0), 2.0)");
   EXPECT_NE(std::string(ops::pointwise_glsl_prelude()).find("float mn_erf("), std::string::npos);
 }
 
@@ -405,7 +408,9 @@ TEST(Ir, TextAndDotListNamesOpsAndLines) {
   auto loss = g.sum(g.relu(h));
   g.set_outputs({loss});
   std::string t = g.to_text();
-  EXPECT_NE(t.find("%2 = matmul(%0, %1) f32[4,2] \"blk0.fc\"  # test_ir.cpp:" + std::to_string(line)), std::string::npos) << t;
+  EXPECT_NE(t.find("%2 = matmul(%0, %1) f32[4,2] \"blk0.fc\"  # test_ir.cpp:" + std::to_string(line)),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("%0 = input f32[4,3] \"x\""), std::string::npos) << t;
   EXPECT_NE(t.find("outputs: %4"), std::string::npos) << t;
   Graph dg = differentiate(g, loss);

@@ -1,5 +1,6 @@
 // Layers point down: every #include "meganeura/<folder>/..." in src/meganeura/ goes to a folder listed before
-// its own in kStageOrder (or its own folder). The order is the one docs/architecture.md gives ("Stage order").
+// its own in kStageOrder (or its own folder). The order is the one docs/architecture.md gives ("Stage
+// order").
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,9 +20,10 @@ namespace fs = std::filesystem;
 
 // Lowest first. A folder may include itself and the folders before it, nothing after it.
 const std::vector<std::string> kStageOrder = {
-    "core",    "quant",   "tokenizer", "hub",   "distributed", "ir",      "formats", "config",  "ops",   "reference",
-    "autodiff", "rewrite", "schedule", "plan",   "runtime", "shader",  "kernels", "codegen", "session",
-    "eager",   "nn",      "data",      "train",   "models",  "onnx",
+    "core",    "quant",  "tokenizer", "hub",      "distributed", "ir",       "formats",
+    "config",  "ops",    "reference", "autodiff", "rewrite",     "schedule", "plan",
+    "runtime", "shader", "kernels",   "codegen",  "session",     "eager",    "nn",
+    "data",    "train",  "models",    "onnx",
 };
 
 // The top folder under src/meganeura of a path relative to it ("" for a file at the top, meganeura.hpp).
@@ -62,8 +64,10 @@ std::vector<Edge> disallowed_edges(const fs::path& root, std::vector<std::string
       if (!std::regex_search(line, m, include)) continue;
       const std::string to = m[1];
       const int to_rank = rank_of(to);
-      if (to_rank < 0) unknown.push_back(to);
-      else if (to != from && to_rank > from_rank) bad.push_back({rel.generic_string(), to});
+      if (to_rank < 0)
+        unknown.push_back(to);
+      else if (to != from && to_rank > from_rank)
+        bad.push_back({rel.generic_string(), to});
     }
   }
   std::sort(unknown.begin(), unknown.end());

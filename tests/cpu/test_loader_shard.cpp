@@ -1,5 +1,5 @@
-// DataLoader sharding by rank (distributed training): the ranks' batches of step i, concatenated in rank order, are
-// exactly batch i of one loader with the global batch size and the same seed.
+// DataLoader sharding by rank (distributed training): the ranks' batches of step i, concatenated in rank
+// order, are exactly batch i of one loader with the global batch size and the same seed.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -26,9 +26,12 @@ TEST(LoaderShard, RanksTogetherMakeTheGlobalBatch) {
     DataLoader global(ds, g);
     std::vector<std::unique_ptr<DataLoader>> ranks;
     for (int r = 0; r < world; ++r)
-      ranks.push_back(std::make_unique<DataLoader>(
-          ds, LoaderOptions{.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = r % 2 ? 2 : 0, .rank = r,
-                            .world = world}));
+      ranks.push_back(std::make_unique<DataLoader>(ds, LoaderOptions{.batch_size = 8,
+                                                                     .shuffle = true,
+                                                                     .seed = 5,
+                                                                     .prefetch = r % 2 ? 2 : 0,
+                                                                     .rank = r,
+                                                                     .world = world}));
     for (uint64_t epoch : {0u, 1u}) {
       global.start_epoch(epoch);
       for (auto& l : ranks) l->start_epoch(epoch);
@@ -55,8 +58,10 @@ TEST(LoaderShard, RejectsBadRankAndPartialBatches) {
   const auto ds = rows(10);
   EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 2, .rank = 2, .world = 2}), DataError);
   EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 2, .rank = -1, .world = 2}), DataError);
-  EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 2, .drop_last = false, .rank = 0, .world = 2}), DataError);
-  EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 4, .rank = 0, .world = 3}), DataError);  // 10 < 12 rows
+  EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 2, .drop_last = false, .rank = 0, .world = 2}),
+               DataError);
+  EXPECT_THROW(DataLoader(ds, LoaderOptions{.batch_size = 4, .rank = 0, .world = 3}),
+               DataError);  // 10 < 12 rows
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ TEST(MatmulVariant, RuleFillsTheDeviceWithTilesThenSplitsK) {
   // Cooperative tier: the 128x128 tile, split when the grid is small.
   kernels::MatmulShape f16 = shape(256, 256, 4096);
   f16.input = kernels::MatmulInput::F16;
-  EXPECT_EQ(kernels::choose_variant(h200, f16, MatmulTier::CoopMatNV).to_string(), "coopmat-nv.128x128x32/2x4.k32");
+  EXPECT_EQ(kernels::choose_variant(h200, f16, MatmulTier::CoopMatNV).to_string(),
+            "coopmat-nv.128x128x32/2x4.k32");
   f16.m = f16.n = 2048;
   EXPECT_EQ(kernels::choose_variant(h200, f16, MatmulTier::CoopMatNV).split_k, 1u);
 }
@@ -84,7 +85,7 @@ TEST(MatmulVariant, SplitCountLeavesNoSliceEmpty) {
       EXPECT_GE(n, 1u);
       EXPECT_LE(n, s);
       EXPECT_EQ(kc % 32, 0u);
-      EXPECT_GE(uint64_t(n) * kc, k) << k << "/" << s;     // the slices cover K
+      EXPECT_GE(uint64_t(n) * kc, k) << k << "/" << s;      // the slices cover K
       EXPECT_LT(uint64_t(n - 1) * kc, k) << k << "/" << s;  // and the last one is not empty
       EXPECT_EQ(kernels::split_chunk(k, n), kc) << "normalising keeps the chunk";
     }
@@ -97,13 +98,18 @@ TEST(MatmulVariant, StringsRoundTripAndBadOnesAreRejected) {
     EXPECT_EQ(MatmulVariant::parse(s).to_string(), s);
   }
   EXPECT_EQ(MatmulVariant::parse("coopmat-nv.k2").coop, kernels::CoopMatTile{});
-  for (const char* s : {"", "scalar", "scalar.x", "scalar.64.3", "scalar.64.k0", "gemv.k", "tensor.64", "scalar.64.k2.z"})
+  for (const char* s :
+       {"", "scalar", "scalar.x", "scalar.64.3", "scalar.64.k0", "gemv.k", "tensor.64", "scalar.64.k2.z"})
     EXPECT_THROW(MatmulVariant::parse(s), ConfigError) << s;
   const runtime::DeviceCaps caps = sm_caps(132);
-  EXPECT_THROW(kernels::select_matmul(caps, shape(32, 32, 32), MatmulVariant::parse("scalar.32")), ConfigError);
-  EXPECT_THROW(kernels::select_matmul(caps, shape(4, 32, 512), MatmulVariant{MatmulTier::Gemv, 0, 2, {}}), ConfigError);
+  EXPECT_THROW(kernels::select_matmul(caps, shape(32, 32, 32), MatmulVariant::parse("scalar.32")),
+               ConfigError);
+  EXPECT_THROW(kernels::select_matmul(caps, shape(4, 32, 512), MatmulVariant{MatmulTier::Gemv, 0, 2, {}}),
+               ConfigError);
   // A request for more slices than K holds is normalised.
-  EXPECT_EQ(kernels::select_matmul(caps, shape(32, 32, 100), MatmulVariant::parse("scalar.16.k50")).variant.split_k, 4u);
+  EXPECT_EQ(
+      kernels::select_matmul(caps, shape(32, 32, 100), MatmulVariant::parse("scalar.16.k50")).variant.split_k,
+      4u);
 }
 
 TEST(MatmulVariant, CandidatesStartWithTheRuleAndAreDistinct) {
@@ -118,8 +124,8 @@ TEST(MatmulVariant, CandidatesStartWithTheRuleAndAreDistinct) {
   EXPECT_GE(c.size(), 9u);  // three tiles, split 1, 2, 4, 8 where K allows
 }
 
-// The profiled fc0 (32x128x784 with its bias epilogue) must stay split on a 132-SM device: two dispatches of one
-// kernel, a barrier between them, the partial products in scratch that the plan places in the arena.
+// The profiled fc0 (32x128x784 with its bias epilogue) must stay split on a 132-SM device: two dispatches of
+// one kernel, a barrier between them, the partial products in scratch that the plan places in the arena.
 TEST(MatmulVariant, MlpFirstLayerIsSplitInTheCompiledStep) {
   const CompiledStep s = compile_step(mlp(32), adam(), sm_caps(132));
   size_t product = SIZE_MAX, sum = SIZE_MAX;
@@ -164,7 +170,8 @@ TEST(MatmulVariant, MlpFirstLayerIsSplitInTheCompiledStep) {
   EXPECT_EQ(partials, 1u) << text;
 }
 
-// The tuner's knobs (KernelVariant tier / tile / split) replace the rule's choices; a split variant is two dispatches.
+// The tuner's knobs (KernelVariant tier / tile / split) replace the rule's choices; a split variant is two
+// dispatches.
 TEST(MatmulVariant, TunerKnobsReplaceTheRule) {
   const CompiledStep s = compile_step(mlp(32), adam(), sm_caps(132));
   size_t fc0 = SIZE_MAX, sum = SIZE_MAX;

@@ -120,7 +120,7 @@ TEST(Nn, ConvBatchNormShapes) {
   EXPECT_EQ(c.weights().at("conv1.weight").size(), size_t(8 * 3 * 3 * 3));
   EXPECT_EQ(c.buffers().at("bn1.running_var"), std::vector<float>(8, 1.0f));
   EXPECT_EQ(c.weights().at("bn1.weight"), std::vector<float>(8, 1.0f));
-  EXPECT_FALSE(c.weights().count("bn1.running_mean"));  // state, not trainable
+  EXPECT_FALSE(c.weights().count("bn1.running_mean"));              // state, not trainable
   EXPECT_THROW(Conv2d(c, "bad", 3, 8, 3, 1, 0, 1, 2), ShapeError);  // 3 channels, 2 groups
 }
 
@@ -146,7 +146,8 @@ TEST(Nn, TransformerBlockShapesAndNames) {
   // q: 4 heads x 4, k and v: 2 heads x 4 each
   EXPECT_EQ(shape_of(g, *g.find("blk3.attn.qkv")), (Shape{2, 5, 32}));
   EXPECT_EQ(shape_of(g, *g.find("blk3.attn.k")), (Shape{2, 2, 5, 4}));
-  for (const char* p : {"blk3.attn.qkv.weight", "blk3.attn.o.weight", "blk3.ffn.up.weight", "blk3.ffn_norm.weight"})
+  for (const char* p :
+       {"blk3.attn.qkv.weight", "blk3.attn.o.weight", "blk3.ffn.up.weight", "blk3.ffn_norm.weight"})
     EXPECT_TRUE(c.weights().count(p)) << p;
   EXPECT_EQ(c.weights().size(), 7u);
 }
@@ -204,7 +205,8 @@ TEST(Nn, LinearComputesXWPlusBFromItsHostWeights) {
   Linear l(c, "fc", 3, 2);
   NodeId y = l(g.input("x", {2, 3}));
   reference::Feeds f{{"x", HostTensor({2, 3}, std::vector<double>{1, 2, 3, -1, 0, 0.5})}};
-  for (const auto& [name, v] : c.weights()) f[name] = HostTensor(g.node(*g.find(name)).shape, {v.begin(), v.end()});
+  for (const auto& [name, v] : c.weights())
+    f[name] = HostTensor(g.node(*g.find(name)).shape, {v.begin(), v.end()});
   const auto& w = c.weights().at("fc.weight");  // [in, out] row-major
   const auto& b = c.weights().at("fc.bias");
   HostTensor got = reference::evaluate(g, f, y);

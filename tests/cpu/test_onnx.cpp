@@ -1,6 +1,7 @@
 // load_onnx on models written byte by byte here (a minimal protobuf writer), device-free: the wire reader,
 // initializers as parameters, symbolic dims, names, load-time shape evaluation, and ImportError collecting
-// every unsupported (op, attribute, node) at once. The conformance suite is tests/oracle/test_onnx_conformance.
+// every unsupported (op, attribute, node) at once. The conformance suite is
+// tests/oracle/test_onnx_conformance.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,10 +17,11 @@ namespace {
 using namespace test::onnx_writer;
 
 TEST(Onnx, LowersGemmReluWithParametersAndSymbolicDims) {
-  const std::string bytes = model({node("Gemm", {"x", "W", "b"}, {"h"}, "fc", {attr_int("transB", 1)}),
-                                   node("Relu", {"h"}, {"r"}, "act")},
-                                  {tensor_f32("W", {3, 2}, {1, 0, 0, 1, 1, 1}), tensor_f32("b", {3}, {0.5f, -10, 0})},
-                                  {value_info("x", 1, {"batch", "2"})}, {value_info("r", 1, {"batch", "3"})});
+  const std::string bytes =
+      model({node("Gemm", {"x", "W", "b"}, {"h"}, "fc", {attr_int("transB", 1)}),
+             node("Relu", {"h"}, {"r"}, "act")},
+            {tensor_f32("W", {3, 2}, {1, 0, 0, 1, 1, 1}), tensor_f32("b", {3}, {0.5f, -10, 0})},
+            {value_info("x", 1, {"batch", "2"})}, {value_info("r", 1, {"batch", "3"})});
   OnnxOptions o;
   o.dims["batch"] = 2;
   OnnxModel m = load_onnx_bytes(as_bytes(bytes), "mlp", o);
@@ -52,13 +54,12 @@ TEST(Onnx, UnboundSymbolicDimIsAnImportErrorNamingIt) {
 
 TEST(Onnx, ShapeComputationsFoldAtLoadTime) {
   // Reshape(x, Concat(Shape(x)[0:1], [-1])) with the shape computed at load time
-  const std::string bytes = model(
-      {node("Shape", {"x"}, {"s"}, "shape"),
-       node("Slice", {"s", "zero", "one"}, {"s0"}, "first"),
-       node("Concat", {"s0", "minus_one"}, {"target"}, "cat", {attr_int("axis", 0)}),
-       node("Reshape", {"x", "target"}, {"y"}, "reshape")},
-      {tensor_i64("zero", {0}), tensor_i64("one", {1}), tensor_i64("minus_one", {-1})},
-      {value_info("x", 1, {"2", "3", "4"})}, {value_info("y", 1, {"2", "12"})});
+  const std::string bytes =
+      model({node("Shape", {"x"}, {"s"}, "shape"), node("Slice", {"s", "zero", "one"}, {"s0"}, "first"),
+             node("Concat", {"s0", "minus_one"}, {"target"}, "cat", {attr_int("axis", 0)}),
+             node("Reshape", {"x", "target"}, {"y"}, "reshape")},
+            {tensor_i64("zero", {0}), tensor_i64("one", {1}), tensor_i64("minus_one", {-1})},
+            {value_info("x", 1, {"2", "3", "4"})}, {value_info("y", 1, {"2", "12"})});
   OnnxModel m = load_onnx_bytes(as_bytes(bytes), "m", {});
   EXPECT_EQ(m.graph.node(m.graph.outputs()[0]).shape, (Shape{2, 12}));
   EXPECT_TRUE(m.parameters.empty());
@@ -66,11 +67,9 @@ TEST(Onnx, ShapeComputationsFoldAtLoadTime) {
 
 TEST(Onnx, EveryUnsupportedOpAndAttributeIsReportedAtOnce) {
   const std::string bytes = model(
-      {node("Relu", {"x"}, {"a"}, "ok"),
-       node("FancyOp", {"a"}, {"b"}, "first_unknown"),
+      {node("Relu", {"x"}, {"a"}, "ok"), node("FancyOp", {"a"}, {"b"}, "first_unknown"),
        node("Elu", {"x"}, {"c"}, "elu_with_extra", {attr_float("alpha", 1.0f), attr_int("bogus", 3)}),
-       node("OtherOp", {"x"}, {"d"}, "second_unknown"),
-       node("Add", {"b", "c"}, {"e"}, "after_unknown")},
+       node("OtherOp", {"x"}, {"d"}, "second_unknown"), node("Add", {"b", "c"}, {"e"}, "after_unknown")},
       {}, {value_info("x", 1, {"2"})}, {value_info("e", 1, {"2"}), value_info("d", 1, {"2"})});
   try {
     load_onnx_bytes(as_bytes(bytes), "m", {});
@@ -89,8 +88,9 @@ TEST(Onnx, EveryUnsupportedOpAndAttributeIsReportedAtOnce) {
 // Fuzz find: a Conv whose weight has no rank read its kernel size past the end of an empty shape.
 TEST(Onnx, ConvWithARankZeroWeightIsAnImportError) {
   std::string w0 = tensor_f32("W", {}, {1.0f});
-  const std::string bytes = model({node("Conv", {"x", "W"}, {"y"}, "conv")}, {w0}, {value_info("x", 1, {"1", "1", "4", "4"})},
-                                  {value_info("y", 1, {"1", "1", "4", "4"})});
+  const std::string bytes =
+      model({node("Conv", {"x", "W"}, {"y"}, "conv")}, {w0}, {value_info("x", 1, {"1", "1", "4", "4"})},
+            {value_info("y", 1, {"1", "1", "4", "4"})});
   try {
     load_onnx_bytes(as_bytes(bytes), "m", {});
     FAIL() << "expected ImportError";
@@ -119,8 +119,10 @@ TEST(Onnx, MalformedBytesAreFormatErrorsNamingTheField) {
     EXPECT_NE(std::string(e.what()).find("model.graph"), std::string::npos) << e.what();
   }
   // an initializer whose raw data does not match its dims
-  std::string t = field_varint(1, 4) + field_varint(2, 1) + field_bytes(8, "w") + field_bytes(9, std::string(8, '\0'));
-  const std::string short_init = model({node("Relu", {"w"}, {"y"}, "act")}, {t}, {}, {value_info("y", 1, {"4"})});
+  std::string t =
+      field_varint(1, 4) + field_varint(2, 1) + field_bytes(8, "w") + field_bytes(9, std::string(8, '\0'));
+  const std::string short_init =
+      model({node("Relu", {"w"}, {"y"}, "act")}, {t}, {}, {value_info("y", 1, {"4"})});
   try {
     load_onnx_bytes(as_bytes(short_init), "short", {});
     FAIL() << "expected FormatError";

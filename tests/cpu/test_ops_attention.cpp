@@ -70,26 +70,36 @@ TEST(OpsAttention, GroupedQueryHeadsShareKv) {
 
 TEST(OpsAttention, Gradchecks) {
   const std::vector<InputSpec> qkv{{{2, 4, 3, 4}}, {{2, 2, 5, 4}}, {{2, 2, 5, 3}}};
-  EXPECT_TRUE(gradcheck_op("sdpa_gqa", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv));
-  EXPECT_TRUE(gradcheck_op("sdpa_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, qkv));
-  EXPECT_TRUE(gradcheck_op("sdpa_scale_square",
-                           [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); },
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_gqa", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv));
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, qkv));
+  EXPECT_TRUE(gradcheck_op("sdpa_scale_square", [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); },
                            {{{1, 2, 4, 2}}, {{1, 2, 4, 2}}, {{1, 2, 4, 2}}}));
   InputSpec mask{{3, 5}, -2.0, 2.0};
   mask.differentiable = false;
   auto with_mask = qkv;
   with_mask.push_back(mask);
-  EXPECT_TRUE(gradcheck_op("sdpa_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, with_mask));
-  EXPECT_TRUE(gradcheck_op("sdpa_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, with_mask));
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, with_mask));
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, with_mask));
   // a learned additive bias, broadcast over batch and heads, gets its gradient too
   auto learned = qkv;
   learned.push_back(InputSpec{{1, 3, 5}});
-  EXPECT_TRUE(gradcheck_op("sdpa_learned_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, learned));
-  EXPECT_TRUE(gradcheck_op("sdpa_learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned));
-  EXPECT_TRUE(gradcheck_op("rope", [](Graph& g, auto& v) { return g.rope(v[0], 100.0, 3); }, {{{2, 3, 4, 6}}}));
-  EXPECT_TRUE(gradcheck_op("swiglu", [](Graph& g, auto& v) { return g.make(Op::SwiGlu, {v[0], v[1]}, {}, {}); },
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_learned_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, learned));
+  EXPECT_TRUE(gradcheck_op(
+      "sdpa_learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned));
+  EXPECT_TRUE(
+      gradcheck_op("rope", [](Graph& g, auto& v) { return g.rope(v[0], 100.0, 3); }, {{{2, 3, 4, 6}}}));
+  EXPECT_TRUE(gradcheck_op("swiglu",
+                           [](Graph& g, auto& v) {
+                             return g.make(Op::SwiGlu, {v[0], v[1]}, {}, {});
+                           },
                            {{{3, 4}}, {{3, 4}}}));
-  EXPECT_TRUE(gradcheck_op("dropout", [](Graph& g, auto& v) { return g.dropout(v[0], 0.3, 11); }, {{{4, 5}}}));
+  EXPECT_TRUE(
+      gradcheck_op("dropout", [](Graph& g, auto& v) { return g.dropout(v[0], 0.3, 11); }, {{{4, 5}}}));
 }
 
 TEST(OpsAttention, LogSumExpOfTheScores) {
@@ -180,7 +190,7 @@ TEST(OpsAttention, ShapeErrors) {
   EXPECT_THROW(g.scaled_dot_product_attention(q4, g.input("k6", {1, 2, 5, 6}), v), ShapeError);  // D differs
   EXPECT_THROW(g.scaled_dot_product_attention(q4, k, g.input("v4", {1, 2, 4, 8})), ShapeError);  // T differs
   EXPECT_THROW(g.scaled_dot_product_attention(q4, k, v, false, g.input("m", {4, 4})), ShapeError);  // T is 5
-  EXPECT_THROW(g.scaled_dot_product_attention(g.input("q3", {4, 4, 8}), k, v), ShapeError);        // rank 3
+  EXPECT_THROW(g.scaled_dot_product_attention(g.input("q3", {4, 4, 8}), k, v), ShapeError);         // rank 3
   EXPECT_NO_THROW(g.scaled_dot_product_attention(q4, k, v, true, g.input("m2", {1, 4, 1, 5})));
   EXPECT_THROW(g.rope(g.input("odd", {2, 3, 5})), ShapeError);
   EXPECT_THROW(g.rope(g.input("r1", {4})), ShapeError);

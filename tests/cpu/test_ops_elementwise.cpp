@@ -65,8 +65,9 @@ TEST(OpsGradcheck, WhereWithBroadcasting) {
     return g.where(g.gt(in[0], g.scalar(0.0)), in[1], in[2]);
   };
   auto cond = [](std::mt19937_64& rng) { return test::random_tensor({3, 1}, rng); };
-  EXPECT_TRUE(gradcheck_op("where", build,
-                           {InputSpec{{3, 1}, -1, 1, false, DType::F32, cond}, InputSpec{{3, 4}}, InputSpec{{4}}}));
+  EXPECT_TRUE(
+      gradcheck_op("where", build,
+                   {InputSpec{{3, 1}, -1, 1, false, DType::F32, cond}, InputSpec{{3, 4}}, InputSpec{{4}}}));
 }
 
 TEST(OpsGradcheck, MatMulAllLayoutsAndBatchBroadcast) {
@@ -75,14 +76,15 @@ TEST(OpsGradcheck, MatMulAllLayoutsAndBatchBroadcast) {
     bool ta, tb;
   };
   const Case cases[] = {
-      {{3, 4}, {4, 5}, false, false},       {{4, 3}, {4, 5}, true, false},
-      {{3, 4}, {5, 4}, false, true},        {{4, 3}, {5, 4}, true, true},
-      {{2, 3, 4}, {4, 5}, false, false},    {{2, 1, 3, 4}, {3, 4, 2}, false, false},
-      {{2, 4, 3}, {2, 5, 4}, true, true},   {{3, 4}, {2, 2, 5, 4}, false, true},
+      {{3, 4}, {4, 5}, false, false},     {{4, 3}, {4, 5}, true, false},
+      {{3, 4}, {5, 4}, false, true},      {{4, 3}, {5, 4}, true, true},
+      {{2, 3, 4}, {4, 5}, false, false},  {{2, 1, 3, 4}, {3, 4, 2}, false, false},
+      {{2, 4, 3}, {2, 5, 4}, true, true}, {{3, 4}, {2, 2, 5, 4}, false, true},
   };
   for (const Case& c : cases) {
     auto build = [&](Graph& g, const std::vector<NodeId>& in) { return g.matmul(in[0], in[1], c.ta, c.tb); };
-    std::string label = "matmul " + shape_str(c.a) + (c.ta ? "T" : "") + " x " + shape_str(c.b) + (c.tb ? "T" : "");
+    std::string label =
+        "matmul " + shape_str(c.a) + (c.ta ? "T" : "") + " x " + shape_str(c.b) + (c.tb ? "T" : "");
     EXPECT_TRUE(gradcheck_op(label, build, {InputSpec{c.a}, InputSpec{c.b}}));
   }
 }
@@ -96,7 +98,8 @@ TEST(OpsGradcheck, Reductions) {
       {"min", [](Graph& g, NodeId x, std::vector<int64_t> a, bool k) { return g.min(x, a, k); }},
       {"variance", [](Graph& g, NodeId x, std::vector<int64_t> a, bool k) { return g.variance(x, a, k); }},
   };
-  const std::pair<std::vector<int64_t>, bool> axes[] = {{{}, false}, {{1}, false}, {{0, 2}, true}, {{-1}, true}};
+  const std::pair<std::vector<int64_t>, bool> axes[] = {
+      {{}, false}, {{1}, false}, {{0, 2}, true}, {{-1}, true}};
   for (const auto& [name, f] : ops)
     for (const auto& [ax, keep] : axes) {
       auto build = [&](Graph& g, const std::vector<NodeId>& in) { return f(g, in[0], ax, keep); };
@@ -127,23 +130,25 @@ HostTensor probabilities(const Shape& s, std::mt19937_64& rng) {
 
 TEST(OpsGradcheck, CrossEntropyWithProbabilityTargets) {
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
-    auto build = [&](Graph& g, const std::vector<NodeId>& in) { return g.cross_entropy_loss(in[0], in[1], r); };
+    auto build = [&](Graph& g, const std::vector<NodeId>& in) {
+      return g.cross_entropy_loss(in[0], in[1], r);
+    };
     auto targets = [](std::mt19937_64& rng) { return probabilities({2, 3, 5}, rng); };
-    EXPECT_TRUE(gradcheck_op("cross_entropy logits", build,
-                             {InputSpec{{2, 3, 5}, -2, 2}, InputSpec{{2, 3, 5}, 0, 1, false, DType::F32, targets}}));
+    EXPECT_TRUE(
+        gradcheck_op("cross_entropy logits", build,
+                     {InputSpec{{2, 3, 5}, -2, 2}, InputSpec{{2, 3, 5}, 0, 1, false, DType::F32, targets}}));
     // Gradient w.r.t. the targets too (distillation); targets are normalised in the graph, since the
     // compact backward (softmax - targets) assumes rows that sum to 1.
     auto soft = [&](Graph& g, const std::vector<NodeId>& in) {
       return g.cross_entropy_loss(in[0], g.div(in[1], g.sum(in[1], {-1}, true)), r);
     };
-    EXPECT_TRUE(gradcheck_op("cross_entropy targets", soft, {InputSpec{{2, 3, 5}, -2, 2}, InputSpec{{2, 3, 5}, 0.1, 0.3}}));
+    EXPECT_TRUE(gradcheck_op("cross_entropy targets", soft,
+                             {InputSpec{{2, 3, 5}, -2, 2}, InputSpec{{2, 3, 5}, 0.1, 0.3}}));
   }
 }
 
 TEST(OpsGradcheck, CrossEntropyWithIndexLabelsAndIgnoreIndex) {
-  auto labels = [](std::mt19937_64&) {
-    return HostTensor({6}, std::vector<double>{0, 3, -100, 2, 4, -100});
-  };
+  auto labels = [](std::mt19937_64&) { return HostTensor({6}, std::vector<double>{0, 3, -100, 2, 4, -100}); };
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
     auto build = [&](Graph& g, const std::vector<NodeId>& in) {
       return g.cross_entropy_loss_index(in[0], in[1], -100, r);

@@ -39,11 +39,17 @@ TEST(OpsMovement, SliceGradientScattersIntoZeros) {
 }
 
 TEST(OpsMovement, ConcatSplitSqueezeHandComputed) {
-  auto y = eval_op([](Graph& g, auto& v) { return g.concat({v[0], v[1]}, 1); },
-                   {f32({2, 1}, {1, 2}), f32({2, 2}, {3, 4, 5, 6})});
+  auto y = eval_op(
+      [](Graph& g, auto& v) {
+        return g.concat({v[0], v[1]}, 1);
+      },
+      {f32({2, 1}, {1, 2}), f32({2, 2}, {3, 4, 5, 6})});
   EXPECT_TRUE(near_all(y, {2, 3}, {1, 3, 4, 2, 5, 6}));
-  y = eval_op([](Graph& g, auto& v) { return g.concat({v[0], v[1], v[0]}, 0); },
-              {f32({1, 2}, {1, 2}), f32({1, 2}, {3, 4})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return g.concat({v[0], v[1], v[0]}, 0);
+      },
+      {f32({1, 2}, {1, 2}), f32({1, 2}, {3, 4})});
   EXPECT_TRUE(near_all(y, {3, 2}, {1, 2, 3, 4, 1, 2}));
   y = eval_op([](Graph& g, auto& v) { return g.split(v[0], {1, 2}, -1)[1]; }, {iota({2, 3})});
   EXPECT_TRUE(near_all(y, {2, 2}, {1, 2, 4, 5}));
@@ -52,10 +58,17 @@ TEST(OpsMovement, ConcatSplitSqueezeHandComputed) {
 }
 
 TEST(OpsMovement, PadHandComputed) {
-  auto y = eval_op([](Graph& g, auto& v) { return g.pad(v[0], {1, 0}, {0, 2}, -1.0); }, {f32({1, 2}, {5, 6})});
+  auto y = eval_op(
+      [](Graph& g, auto& v) {
+        return g.pad(v[0], {1, 0}, {0, 2}, -1.0);
+      },
+      {f32({1, 2}, {5, 6})});
   EXPECT_TRUE(near_all(y, {2, 4}, {-1, -1, -1, -1, 5, 6, -1, -1}));
-  auto dx = grad_op([](Graph& g, auto& v) { return g.pad(v[0], {1, 0}, {0, 2}, 3.0); }, {f32({1, 2}, {5, 6})}, 0,
-                    HostTensor({2, 4}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+  auto dx = grad_op(
+      [](Graph& g, auto& v) {
+        return g.pad(v[0], {1, 0}, {0, 2}, 3.0);
+      },
+      {f32({1, 2}, {5, 6})}, 0, HostTensor({2, 4}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_TRUE(near_all(dx, {1, 2}, {5, 6}));
 }
 
@@ -82,24 +95,37 @@ TEST(OpsMovement, BadIndexIsADataErrorWhenEvaluated) {
 }
 
 TEST(OpsMovement, Gradchecks) {
-  EXPECT_TRUE(gradcheck_op("slice_step", [](Graph& g, auto& v) { return g.slice(v[0], 1, 0, 7, 3); }, {{{2, 8, 2}}}));
-  EXPECT_TRUE(gradcheck_op("slice_neg", [](Graph& g, auto& v) { return g.slice(v[0], -1, -3, 100); }, {{{3, 5}}}));
-  EXPECT_TRUE(gradcheck_op("slice_step_end", [](Graph& g, auto& v) { return g.slice(v[0], 0, 2, 9, 2); }, {{{9, 2}}}));
-  EXPECT_TRUE(gradcheck_op("concat", [](Graph& g, auto& v) { return g.concat({v[0], v[1], v[2]}, 1); },
+  EXPECT_TRUE(
+      gradcheck_op("slice_step", [](Graph& g, auto& v) { return g.slice(v[0], 1, 0, 7, 3); }, {{{2, 8, 2}}}));
+  EXPECT_TRUE(
+      gradcheck_op("slice_neg", [](Graph& g, auto& v) { return g.slice(v[0], -1, -3, 100); }, {{{3, 5}}}));
+  EXPECT_TRUE(gradcheck_op("slice_step_end", [](Graph& g, auto& v) { return g.slice(v[0], 0, 2, 9, 2); },
+                           {{{9, 2}}}));
+  EXPECT_TRUE(gradcheck_op("concat",
+                           [](Graph& g, auto& v) {
+                             return g.concat({v[0], v[1], v[2]}, 1);
+                           },
                            {{{2, 1, 3}}, {{2, 2, 3}}, {{2, 3, 3}}}));
-  EXPECT_TRUE(gradcheck_op("split", [](Graph& g, auto& v) {
-    auto parts = g.split(v[0], {2, 1, 2}, 0);
-    return g.add(g.mul(parts[0], parts[2]), parts[1]);  // [1,3] broadcasts
-  }, {{{5, 3}}}));
-  EXPECT_TRUE(gradcheck_op("pad", [](Graph& g, auto& v) { return g.pad(v[0], {1, 0, 2}, {0, 3, 1}, 0.5); },
+  EXPECT_TRUE(gradcheck_op("split",
+                           [](Graph& g, auto& v) {
+                             auto parts = g.split(v[0], {2, 1, 2}, 0);
+                             return g.add(g.mul(parts[0], parts[2]), parts[1]);  // [1,3] broadcasts
+                           },
+                           {{{5, 3}}}));
+  EXPECT_TRUE(gradcheck_op("pad",
+                           [](Graph& g, auto& v) {
+                             return g.pad(v[0], {1, 0, 2}, {0, 3, 1}, 0.5);
+                           },
                            {{{2, 2, 3}}}));
   EXPECT_TRUE(gradcheck_op("squeeze_unsqueeze",
-                           [](Graph& g, auto& v) { return g.unsqueeze(g.squeeze(v[0], 1), 0); }, {{{3, 1, 2}}}));
+                           [](Graph& g, auto& v) { return g.unsqueeze(g.squeeze(v[0], 1), 0); },
+                           {{{3, 1, 2}}}));
   InputSpec idx{{2, 3}};
   idx.differentiable = false;
   idx.dtype = DType::I32;
   idx.values = fixed({2, 3}, {4, 0, 4, 2, 1, 4});
-  EXPECT_TRUE(gradcheck_op("gather", [](Graph& g, auto& v) { return g.gather(v[0], v[1]); }, {{{5, 3}}, idx}));
+  EXPECT_TRUE(
+      gradcheck_op("gather", [](Graph& g, auto& v) { return g.gather(v[0], v[1]); }, {{{5, 3}}, idx}));
   EXPECT_TRUE(gradcheck_op("scatter_add", [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 6); },
                            {idx, {{2, 3, 2}}}));
 }
@@ -107,9 +133,9 @@ TEST(OpsMovement, Gradchecks) {
 TEST(OpsMovement, ShapeErrors) {
   Graph g;
   auto x = g.input("x", {3, 4});
-  EXPECT_THROW(g.slice(x, 0, 0, 3, 0), ShapeError);   // step 0
-  EXPECT_THROW(g.slice(x, 0, 2, 1), ShapeError);      // empty
-  EXPECT_THROW(g.slice(x, 2, 0, 1), ShapeError);      // axis out of range
+  EXPECT_THROW(g.slice(x, 0, 0, 3, 0), ShapeError);  // step 0
+  EXPECT_THROW(g.slice(x, 0, 2, 1), ShapeError);     // empty
+  EXPECT_THROW(g.slice(x, 2, 0, 1), ShapeError);     // axis out of range
   EXPECT_THROW(g.concat({x, g.input("y", {3, 5})}, 0), ShapeError);
   EXPECT_THROW(g.concat({x, g.input("z", {3})}, 0), ShapeError);
   EXPECT_THROW(g.concat({}, 0), Error);

@@ -33,17 +33,20 @@ TEST(OpsNorm, BatchNormHandComputed) {
   auto rm = f32({2}, {1, 0});
   auto rv = f32({2}, {3, 0});
   const double eps = 1.0;
-  auto train = eval_op([&](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, eps); },
-                       {x, w, b, rm, rv});
+  auto train =
+      eval_op([&](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, eps); },
+              {x, w, b, rm, rv});
   const double s = 1.0 / std::sqrt(2.0);
   EXPECT_TRUE(near_all(train, {2, 2}, {-2 * s, 5, 2 * s, 5}));
   // evaluation: the running statistics, not the batch's
-  auto eval = eval_op([&](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false, eps); },
-                      {x, w, b, rm, rv});
+  auto eval =
+      eval_op([&](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false, eps); },
+              {x, w, b, rm, rv});
   EXPECT_TRUE(near_all(eval, {2, 2}, {0, 15, 2, 15}));
   // NCHW: statistics over N, H and W per channel
-  auto y = eval_op([](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.0); },
-                   {f32({2, 1, 1, 2}, {1, 2, 3, 6}), f32({1}, {1}), f32({1}, {0}), f32({1}, {0}), f32({1}, {1})});
+  auto y =
+      eval_op([](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.0); },
+              {f32({2, 1, 1, 2}, {1, 2, 3, 6}), f32({1}, {1}), f32({1}, {0}), f32({1}, {0}), f32({1}, {1})});
   // mean 3, var (4 + 1 + 0 + 9) / 4 = 3.5
   const double q = 1.0 / std::sqrt(3.5);
   EXPECT_TRUE(near_all(y, {2, 1, 1, 2}, {-2 * q, -1 * q, 0, 3 * q}));
@@ -61,8 +64,8 @@ TEST(OpsNorm, Gradchecks) {
                            {{{2, 3, 5}}, {{5}}, {{5}}}));
   EXPECT_TRUE(gradcheck_op("layer_norm_1d", [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2]); },
                            {{{4}}, {{4}}, {{4}}}));
-  EXPECT_TRUE(gradcheck_op("rms_norm", [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1]); },
-                           {{{3, 4}}, {{4}}}));
+  EXPECT_TRUE(
+      gradcheck_op("rms_norm", [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1]); }, {{{3, 4}}, {{4}}}));
   InputSpec rm{{3}}, rv{{3}, 0.5, 1.5};
   rm.differentiable = rv.differentiable = false;
   EXPECT_TRUE(gradcheck_op("batch_norm_train",
@@ -71,21 +74,23 @@ TEST(OpsNorm, Gradchecks) {
   EXPECT_TRUE(gradcheck_op("batch_norm_train_2d",
                            [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true); },
                            {{{4, 3}}, {{3}}, {{3}}, rm, rv}));
-  EXPECT_TRUE(gradcheck_op("batch_norm_eval",
-                           [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
-                           {{{2, 3, 2, 1}}, {{3}}, {{3}}, rm, rv}));
+  EXPECT_TRUE(gradcheck_op(
+      "batch_norm_eval", [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+      {{{2, 3, 2, 1}}, {{3}}, {{3}}, rm, rv}));
   EXPECT_TRUE(gradcheck_op("group_norm", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); },
                            {{{2, 4, 2, 2}}, {{4}}, {{4}}}));
-  EXPECT_TRUE(gradcheck_op("group_norm_3d", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 3); },
+  EXPECT_TRUE(gradcheck_op("group_norm_3d",
+                           [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 3); },
                            {{{2, 6, 3}}, {{6}}, {{6}}}));
 }
 
 TEST(OpsNorm, BatchNormGradientsOfRunningStatistics) {
   // evaluation mode depends on the running statistics (gradcheck), training mode does not (exact zero)
   InputSpec rv{{3}, 0.5, 1.5};
-  EXPECT_TRUE(gradcheck_op("batch_norm_eval_stats",
-                           [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
-                           {{{2, 3, 2}}, {{3}}, {{3}}, {{3}}, rv}));
+  EXPECT_TRUE(
+      gradcheck_op("batch_norm_eval_stats",
+                   [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+                   {{{2, 3, 2}}, {{3}}, {{3}}, {{3}}, rv}));
   Graph g;
   auto x = g.input("x", {2, 2});
   auto rm = g.parameter("rm", {2});

@@ -27,24 +27,39 @@ TEST(OpsVision, Conv2dHandComputed) {
   // x = 1..9 in a 3x3 image
   auto x = iota({1, 1, 3, 3}, 1.0);
   // identity-diagonal 2x2 kernel: x[i][j] + x[i+1][j+1]
-  auto y = eval_op([](Graph& g, auto& v) { return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 1); },
-                   {x, f32({1, 1, 2, 2}, {1, 0, 0, 1})});
+  auto y = eval_op(
+      [](Graph& g, auto& v) {
+        return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 1);
+      },
+      {x, f32({1, 1, 2, 2}, {1, 0, 0, 1})});
   EXPECT_TRUE(near_all(y, {1, 1, 2, 2}, {6, 8, 12, 14}));
   // stride 2, padding 1, all-ones kernel: windows at (-1,-1), (-1,1), (1,-1), (1,1)
-  y = eval_op([](Graph& g, auto& v) { return conv(g, v, {2, 2}, {1, 1}, {1, 1}, 1); },
-              {x, f32({1, 1, 2, 2}, {1, 1, 1, 1})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return conv(g, v, {2, 2}, {1, 1}, {1, 1}, 1);
+      },
+      {x, f32({1, 1, 2, 2}, {1, 1, 1, 1})});
   EXPECT_TRUE(near_all(y, {1, 1, 2, 2}, {1, 5, 11, 28}));
   // dilation 2: the four corners
-  y = eval_op([](Graph& g, auto& v) { return conv(g, v, {1, 1}, {0, 0}, {2, 2}, 1); },
-              {x, f32({1, 1, 2, 2}, {1, 1, 1, 1})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return conv(g, v, {1, 1}, {0, 0}, {2, 2}, 1);
+      },
+      {x, f32({1, 1, 2, 2}, {1, 1, 1, 1})});
   EXPECT_TRUE(near_all(y, {1, 1, 1, 1}, {20}));
   // groups 2: each output channel sees only its own input channel
-  y = eval_op([](Graph& g, auto& v) { return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 2); },
-              {f32({1, 2, 1, 1}, {2, 3}), f32({2, 1, 1, 1}, {10, 100})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 2);
+      },
+      {f32({1, 2, 1, 1}, {2, 3}), f32({2, 1, 1, 1}, {10, 100})});
   EXPECT_TRUE(near_all(y, {1, 2, 1, 1}, {20, 300}));
   // two input channels summed, two output channels
-  y = eval_op([](Graph& g, auto& v) { return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 1); },
-              {f32({1, 2, 1, 2}, {1, 2, 3, 4}), f32({2, 2, 1, 1}, {1, 1, 1, -1})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return conv(g, v, {1, 1}, {0, 0}, {1, 1}, 1);
+      },
+      {f32({1, 2, 1, 2}, {1, 2, 3, 4}), f32({2, 2, 1, 1}, {1, 1, 1, -1})});
   EXPECT_TRUE(near_all(y, {1, 2, 1, 2}, {4, 6, -2, -2}));
 }
 
@@ -124,12 +139,18 @@ TEST(OpsVision, PoolingHandComputed) {
   y = eval_op([](Graph& g, auto& v) { return g.avg_pool2d(v[0], {2, 2}); }, {x});
   EXPECT_TRUE(near_all(y, {1, 1, 2, 2}, {2.5, 4.5, 10.5, 12.5}));
   // padded cells count in the divisor: the corner window holds only x[0][0] = 1
-  y = eval_op([](Graph& g, auto& v) { return g.avg_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}); },
-              {f32({1, 1, 2, 2}, {1, 2, 3, 4})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return g.avg_pool2d(v[0], {2, 2}, {1, 1}, {1, 1});
+      },
+      {f32({1, 1, 2, 2}, {1, 2, 3, 4})});
   EXPECT_TRUE(near_all(y, {1, 1, 3, 3}, {0.25, 0.75, 0.5, 1, 2.5, 1.5, 0.75, 1.75, 1}));
   // max pool with padding never picks the padding, even for all-negative inputs
-  y = eval_op([](Graph& g, auto& v) { return g.max_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}); },
-              {f32({1, 1, 1, 1}, {-5})});
+  y = eval_op(
+      [](Graph& g, auto& v) {
+        return g.max_pool2d(v[0], {2, 2}, {1, 1}, {1, 1});
+      },
+      {f32({1, 1, 1, 1}, {-5})});
   EXPECT_TRUE(near_all(y, {1, 1, 2, 2}, {-5, -5, -5, -5}));
   y = eval_op([](Graph& g, auto& v) { return g.global_avg_pool(v[0]); }, {iota({2, 2, 1, 2})});
   EXPECT_TRUE(near_all(y, {2, 2}, {0.5, 2.5, 4.5, 6.5}));
@@ -146,26 +167,38 @@ TEST(OpsVision, MaxPoolBackwardIsExact) {
   EXPECT_TRUE(near_all(dx, {1, 1, 2, 2}, {1, 0, 0, 0}));
   // overlapping windows accumulate
   auto b2 = [](Graph& g, auto& v) { return g.max_pool2d(v[0], {2, 2}, {1, 1}); };
-  dx = grad_op(b2, {f32({1, 1, 2, 3}, {0, 9, 0, 0, 0, 0})}, 0, HostTensor({1, 1, 1, 2}, std::vector<double>{1, 1}));
+  dx = grad_op(b2, {f32({1, 1, 2, 3}, {0, 9, 0, 0, 0, 0})}, 0,
+               HostTensor({1, 1, 1, 2}, std::vector<double>{1, 1}));
   EXPECT_TRUE(near_all(dx, {1, 1, 2, 3}, {0, 2, 0, 0, 0, 0}));
 }
 
 TEST(OpsVision, PoolGradchecks) {
-  EXPECT_TRUE(gradcheck_op("max_pool2d", [](Graph& g, auto& v) { return g.max_pool2d(v[0], {2, 2}); },
+  EXPECT_TRUE(gradcheck_op("max_pool2d",
+                           [](Graph& g, auto& v) {
+                             return g.max_pool2d(v[0], {2, 2});
+                           },
                            {{{2, 2, 4, 5}}}));
   EXPECT_TRUE(gradcheck_op("max_pool2d_overlap_pad",
-                           [](Graph& g, auto& v) { return g.max_pool2d(v[0], {3, 2}, {2, 1}, {1, 1}); },
+                           [](Graph& g, auto& v) {
+                             return g.max_pool2d(v[0], {3, 2}, {2, 1}, {1, 1});
+                           },
                            {{{1, 2, 5, 4}}}));
-  EXPECT_TRUE(gradcheck_op("avg_pool2d", [](Graph& g, auto& v) { return g.avg_pool2d(v[0], {2, 2}); },
+  EXPECT_TRUE(gradcheck_op("avg_pool2d",
+                           [](Graph& g, auto& v) {
+                             return g.avg_pool2d(v[0], {2, 2});
+                           },
                            {{{2, 2, 4, 5}}}));
   EXPECT_TRUE(gradcheck_op("avg_pool2d_pad",
-                           [](Graph& g, auto& v) { return g.avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); },
-                           {{{1, 2, 5, 6}}}));
-  EXPECT_TRUE(gradcheck_op("avg_pool2d_grad",
                            [](Graph& g, auto& v) {
-                             return g.make(Op::AvgPool2dGrad, {v[0]}, ints_attrs({3, 3, 2, 2, 1, 1, 5, 6}), {});
+                             return g.avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1});
                            },
-                           {{{1, 2, 3, 3}}}));
+                           {{{1, 2, 5, 6}}}));
+  EXPECT_TRUE(
+      gradcheck_op("avg_pool2d_grad",
+                   [](Graph& g, auto& v) {
+                     return g.make(Op::AvgPool2dGrad, {v[0]}, ints_attrs({3, 3, 2, 2, 1, 1, 5, 6}), {});
+                   },
+                   {{{1, 2, 3, 3}}}));
   EXPECT_TRUE(gradcheck_op("global_avg_pool", [](Graph& g, auto& v) { return g.global_avg_pool(v[0]); },
                            {{{2, 3, 2, 2}}}));
   EXPECT_TRUE(gradcheck_op("upsample_nearest", [](Graph& g, auto& v) { return g.upsample_nearest(v[0], 3); },
@@ -173,7 +206,8 @@ TEST(OpsVision, PoolGradchecks) {
 }
 
 TEST(OpsVision, UpsampleNearestHandComputed) {
-  auto y = eval_op([](Graph& g, auto& v) { return g.upsample_nearest(v[0], 2); }, {f32({1, 1, 2, 2}, {1, 2, 3, 4})});
+  auto y = eval_op([](Graph& g, auto& v) { return g.upsample_nearest(v[0], 2); },
+                   {f32({1, 1, 2, 2}, {1, 2, 3, 4})});
   EXPECT_TRUE(near_all(y, {1, 1, 4, 4}, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
 }
 
@@ -185,14 +219,14 @@ TEST(OpsVision, ShapeErrors) {
   auto w3 = g.parameter("w3", {4, 3, 7, 7});
   EXPECT_THROW(g.conv2d(x, w3), ShapeError);  // kernel larger than the image
   auto w1 = g.parameter("w1", {4, 3, 1, 1});
-  EXPECT_THROW(g.conv2d(x, w1, {0, 1}), ShapeError);            // stride 0
-  EXPECT_THROW(g.conv2d(x, w1, {1, 1}, {-1, 0}), ShapeError);   // negative padding
+  EXPECT_THROW(g.conv2d(x, w1, {0, 1}), ShapeError);                     // stride 0
+  EXPECT_THROW(g.conv2d(x, w1, {1, 1}, {-1, 0}), ShapeError);            // negative padding
   EXPECT_THROW(g.conv2d(x, w1, {1, 1}, {0, 0}, {1, 1}, 2), ShapeError);  // 3 channels, 2 groups
-  EXPECT_THROW(g.conv2d(g.input("v", {3, 5, 5}), w1), ShapeError);     // rank 3
-  EXPECT_THROW(g.max_pool2d(x, {2, 2}, {2, 2}, {2, 2}), ShapeError);  // padding above half the kernel
-  EXPECT_THROW(g.avg_pool2d(x, {6, 6}), ShapeError);                  // window larger than the image
+  EXPECT_THROW(g.conv2d(g.input("v", {3, 5, 5}), w1), ShapeError);       // rank 3
+  EXPECT_THROW(g.max_pool2d(x, {2, 2}, {2, 2}, {2, 2}), ShapeError);     // padding above half the kernel
+  EXPECT_THROW(g.avg_pool2d(x, {6, 6}), ShapeError);                     // window larger than the image
   EXPECT_THROW(g.conv2d(x, g.parameter("w6", {1, 3, 6, 6}), {2, 2}), ShapeError);  // same, strided
-  EXPECT_THROW(g.max_pool2d(x, {2}), ShapeError);                     // kernel needs two values
+  EXPECT_THROW(g.max_pool2d(x, {2}), ShapeError);                                  // kernel needs two values
   EXPECT_THROW(g.upsample_nearest(x, 0), ShapeError);
   EXPECT_THROW(g.global_avg_pool(g.input("m", {2, 3})), ShapeError);
   // the message names the op, the shapes and the user's line

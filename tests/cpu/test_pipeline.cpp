@@ -81,8 +81,8 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   ASSERT_EQ(kernels.size(), s.code.size());
   std::vector<bool> barriers = plan_barriers(s, kernels);
   std::string text = plan_text(s);
-  EXPECT_NE(text.find("matmul [h]"), std::string::npos) << text;        // labels carry the user's names
-  EXPECT_EQ(text.find("pointwise"), std::string::npos) << text;         // relu is x·w1's epilogue
+  EXPECT_NE(text.find("matmul [h]"), std::string::npos) << text;  // labels carry the user's names
+  EXPECT_EQ(text.find("pointwise"), std::string::npos) << text;   // relu is x·w1's epilogue
   EXPECT_NE(text.find("row-reduce [loss]"), std::string::npos) << text;
   EXPECT_NE(text.find("matmul [grad/w1,update w1]"), std::string::npos) << text;  // the update is fused
   EXPECT_NE(text.find("in  x f32[32,784] (100352 B)"), std::string::npos) << text;
@@ -92,7 +92,8 @@ TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
   // kernels whose memory is disjoint.
   EXPECT_TRUE(barriers[0]);
   for (size_t i = 1; i < s.kernels.kernels.size(); ++i) {
-    if (s.kernels.kernels[i].level == s.kernels.kernels[i - 1].level && s.kernels.kernels[i].arch != Archetype::Optimizer) {
+    if (s.kernels.kernels[i].level == s.kernels.kernels[i - 1].level &&
+        s.kernels.kernels[i].arch != Archetype::Optimizer) {
       EXPECT_FALSE(barriers[i]) << "kernel " << i << "\n" << text;
     }
   }
@@ -225,8 +226,8 @@ TEST(Pipeline, DispatchesKnowTheirKernelWhenAScatterNeedsAClear) {
   for (size_t i = 0; i < s.code.size(); ++i) {
     ASSERT_LT(s.code[i].kernel, s.kernels.kernels.size());
     const std::string& label = s.kernels.kernels[s.code[i].kernel].label;
-    EXPECT_NE(s.code[i].label.find(label), std::string::npos) << "dispatch " << i << " [" << s.code[i].label
-                                                              << "] vs kernel [" << label << "]";
+    EXPECT_NE(s.code[i].label.find(label), std::string::npos)
+        << "dispatch " << i << " [" << s.code[i].label << "] vs kernel [" << label << "]";
   }
   EXPECT_EQ(step_kernels(s, true).size(), s.code.size());
   EXPECT_NE(plan_text(s).find("clear "), std::string::npos);

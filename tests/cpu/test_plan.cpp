@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "meganeura/autodiff/autodiff.hpp"
 #include "fake_caps.hpp"
+#include "meganeura/autodiff/autodiff.hpp"
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/plan/plan.hpp"
 #include "meganeura/session/pipeline.hpp"
@@ -27,8 +27,8 @@ void expect_no_live_overlap(const MemoryPlan& p) {
       bool live_together = !(a.last < b.first || b.last < a.first);
       bool bytes_overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
       EXPECT_FALSE(live_together && bytes_overlap)
-          << "slots " << i << " [" << a.first << "," << a.last << "] @" << a.offset << "+" << a.bytes << " and " << j
-          << " [" << b.first << "," << b.last << "] @" << b.offset << "+" << b.bytes;
+          << "slots " << i << " [" << a.first << "," << a.last << "] @" << a.offset << "+" << a.bytes
+          << " and " << j << " [" << b.first << "," << b.last << "] @" << b.offset << "+" << b.bytes;
     }
   }
 }
@@ -149,10 +149,10 @@ TEST(Plan, TrainingPlanSizesPersistentKinds) {
   EXPECT_EQ(f.parameters, params);
 }
 
-// A device that binds at most 64 KiB per buffer: the training step of a 4-block language model (an Adam step's
-// parameters and moments, ~1 MiB, and its activations) is planned in parts of 64 KiB; no value straddles a
-// part, activations live together still never share bytes, and a value larger than a part is a SessionError
-// naming it.
+// A device that binds at most 64 KiB per buffer: the training step of a 4-block language model (an Adam
+// step's parameters and moments, ~1 MiB, and its activations) is planned in parts of 64 KiB; no value
+// straddles a part, activations live together still never share bytes, and a value larger than a part is a
+// SessionError naming it.
 TEST(Plan, ArenasSplitIntoPartsThatNoValueStraddles) {
   auto lm = [](int64_t vocab) {
     Graph g;

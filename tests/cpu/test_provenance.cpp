@@ -1,14 +1,14 @@
 // Provenance end to end, device-free: a user's name follows its value through autodiff (grad/<name>), every
-// rewrite driver and fusion into dispatch labels, the phase of each dispatch and the plan dump; codegen reports
-// each kernel's variant and workgroup for profiles.
+// rewrite driver and fusion into dispatch labels, the phase of each dispatch and the plan dump; codegen
+// reports each kernel's variant and workgroup for profiles.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
 
-#include "meganeura/autodiff/autodiff.hpp"
 #include "fake_caps.hpp"
+#include "meganeura/autodiff/autodiff.hpp"
 #include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
@@ -135,13 +135,16 @@ TEST(Provenance, CodegenReportsVariantAndWorkgroupOfEveryKernel) {
 TEST(Provenance, DebugConfigKeepsRewriteAndPrecisionSeparate) {
   const char* vars[] = {"MEGANEURA_REWRITE", "MEGANEURA_MATMUL"};
   std::vector<std::optional<std::string>> saved;
-  for (const char* v : vars) saved.push_back(std::getenv(v) ? std::optional<std::string>(std::getenv(v)) : std::nullopt);
+  for (const char* v : vars)
+    saved.push_back(std::getenv(v) ? std::optional<std::string>(std::getenv(v)) : std::nullopt);
   setenv("MEGANEURA_REWRITE", "saturate", 1);
   setenv("MEGANEURA_MATMUL", "scalar", 1);
   const SessionConfig d = SessionConfig::debug();
   for (size_t i = 0; i < 2; ++i) {
-    if (saved[i]) setenv(vars[i], saved[i]->c_str(), 1);
-    else unsetenv(vars[i]);
+    if (saved[i])
+      setenv(vars[i], saved[i]->c_str(), 1);
+    else
+      unsetenv(vars[i]);
   }
   ASSERT_NE(SessionConfig{}.rewrite, RewriteMode::Saturate);
   EXPECT_FALSE(d.alias_memory);

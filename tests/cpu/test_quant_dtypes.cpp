@@ -27,8 +27,9 @@ std::string error_of(F&& f) {
 TEST(QuantDtypes, BlockSizesAreTheGgufTable) {
   // (elements, bytes) of one block, from the GGUF specification's block structs.
   const std::pair<DType, std::pair<uint32_t, uint32_t>> table[] = {
-      {DType::Q4_0, {32, 18}}, {DType::Q4_1, {32, 20}},  {DType::Q5_0, {32, 22}},  {DType::Q5_1, {32, 24}},
-      {DType::Q8_0, {32, 34}}, {DType::Q4_K, {256, 144}}, {DType::Q5_K, {256, 176}}, {DType::Q6_K, {256, 210}}};
+      {DType::Q4_0, {32, 18}},   {DType::Q4_1, {32, 20}},  {DType::Q5_0, {32, 22}},
+      {DType::Q5_1, {32, 24}},   {DType::Q8_0, {32, 34}},  {DType::Q4_K, {256, 144}},
+      {DType::Q5_K, {256, 176}}, {DType::Q6_K, {256, 210}}};
   for (const auto& [t, eb] : table) {
     EXPECT_TRUE(is_quantized(t)) << dtype_name(t);
     EXPECT_EQ(dtype_block_elems(t), eb.first) << dtype_name(t);

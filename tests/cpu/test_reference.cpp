@@ -13,7 +13,8 @@ using reference::Feeds;
 
 HostTensor T(Shape s, std::vector<double> d) { return HostTensor(std::move(s), std::move(d)); }
 
-void expect_values(const HostTensor& t, const Shape& shape, const std::vector<double>& want, double tol = 1e-12) {
+void expect_values(const HostTensor& t, const Shape& shape, const std::vector<double>& want,
+                   double tol = 1e-12) {
   EXPECT_EQ(t.shape, shape);
   ASSERT_EQ(t.data.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(t.data[i], want[i], tol) << "at " << i;
@@ -49,7 +50,8 @@ TEST(Reference, BroadcastingBinaryAndWhere) {
   expect_values(evaluate(g, f, g.pow(a, g.scalar(3.0))), {2, 1}, {1, 8});
   expect_values(evaluate(g, f, g.maximum(a, g.scalar(1.5))), {2, 1}, {1.5, 2});
   expect_values(evaluate(g, f, g.lt(a, g.scalar(1.5))), {2, 1}, {1, 0});
-  expect_values(evaluate(g, f, g.where(g.lt(a, g.scalar(1.5)), b, g.scalar(-1.0))), {2, 3}, {10, 20, 30, -1, -1, -1});
+  expect_values(evaluate(g, f, g.where(g.lt(a, g.scalar(1.5)), b, g.scalar(-1.0))), {2, 3},
+                {10, 20, 30, -1, -1, -1});
 }
 
 TEST(Reference, UnaryValues) {
@@ -102,7 +104,8 @@ TEST(Reference, SoftmaxAndLogSoftmax) {
   auto x = g.input("x", {1, 3});
   Feeds f{{"x", T({1, 3}, {0, std::log(2.0), std::log(3.0)})}};
   expect_values(evaluate(g, f, g.softmax(x)), {1, 3}, {1.0 / 6, 2.0 / 6, 3.0 / 6}, 1e-15);
-  expect_values(evaluate(g, f, g.log_softmax(x)), {1, 3}, {std::log(1.0 / 6), std::log(2.0 / 6), std::log(0.5)}, 1e-15);
+  expect_values(evaluate(g, f, g.log_softmax(x)), {1, 3},
+                {std::log(1.0 / 6), std::log(2.0 / 6), std::log(0.5)}, 1e-15);
   // Along axis 0 of a column: every column normalises separately.
   auto c = g.input("c", {2, 2});
   Feeds fc{{"c", T({2, 2}, {0, 5, 0, 5})}};

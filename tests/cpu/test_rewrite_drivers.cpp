@@ -91,7 +91,8 @@ TEST_P(Drivers, RewritingTwiceChangesNothing) {
   RewriteResult r = rewrite::rewrite(g, GetParam(), rep);
   RewriteResult r2 = rewrite::rewrite(r.graph, GetParam(), rep2);
   EXPECT_EQ(dump(r2.graph), dump(r.graph));
-  for (const auto& [name, n] : rep2.rules_fired) ADD_FAILURE() << name << " fired " << n << " times on a rewritten graph";
+  for (const auto& [name, n] : rep2.rules_fired)
+    ADD_FAILURE() << name << " fired " << n << " times on a rewritten graph";
 }
 
 // Forty residual layers: every layer's motifs must be rewritten, the deepest as well as the first (a tree
@@ -168,7 +169,8 @@ TEST_P(Drivers, NoOutputsIsAnError) {
     rewrite::rewrite(g, GetParam(), rep);
     FAIL() << "expected GraphError";
   } catch (const GraphError& e) {
-    EXPECT_NE(std::string(e.what()).find("[rewrite] expected a graph with at least one output"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("[rewrite] expected a graph with at least one output"),
+              std::string::npos);
   }
 }
 
@@ -198,8 +200,9 @@ std::vector<rewrite::Rule> cycling_rules() {
          }};
   Rule c{"neg_neg", node(Op::Neg, {node(Op::Neg, {any("x")})}), nullptr,
          [](TermBuilder&, const Match& m) -> std::optional<Handle> { return m["x"]; }};
-  Rule flip{"flip_add", node(Op::Add, {any("p"), any("q")}), nullptr,
-            [](TermBuilder& b, const Match& m) { return b.make(Op::Add, {m.root_kids[1], m.root_kids[0]}, {}); }};
+  Rule flip{"flip_add", node(Op::Add, {any("p"), any("q")}), nullptr, [](TermBuilder& b, const Match& m) {
+              return b.make(Op::Add, {m.root_kids[1], m.root_kids[0]}, {});
+            }};
   return {flip, c, a};
 }
 

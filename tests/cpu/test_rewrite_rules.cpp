@@ -78,8 +78,8 @@ TEST_P(Rules, NegNeg) {
 TEST_P(Rules, MulNegOneAddNegSubNeg) {
   Graph g;
   NodeId x = g.input("x", {3}), y = g.input("y", {3}), z = g.input("z", {3});
-  NodeId a = g.add(g.neg(y), x);        // -> x - y
-  NodeId b = g.sub(a, g.neg(z));        // -> (x - y) + z
+  NodeId a = g.add(g.neg(y), x);               // -> x - y
+  NodeId b = g.sub(a, g.neg(z));               // -> (x - y) + z
   NodeId c = g.mul(g.exp(b), g.scalar(-1.0));  // -> neg(exp(b))
   g.set_outputs({c});
   auto r = run(g);
@@ -156,8 +156,8 @@ TEST_P(Rules, ReshapeFolding) {
 TEST_P(Rules, PermuteFolding) {
   Graph g;
   NodeId x = g.input("x", {2, 3, 4});
-  NodeId back = g.permute(g.permute(x, {1, 2, 0}), {2, 0, 1});     // identity
-  NodeId two = g.permute(g.permute(x, {1, 0, 2}), {0, 2, 1});     // one permute [1, 2, 0]
+  NodeId back = g.permute(g.permute(x, {1, 2, 0}), {2, 0, 1});  // identity
+  NodeId two = g.permute(g.permute(x, {1, 0, 2}), {0, 2, 1});   // one permute [1, 2, 0]
   NodeId id = g.permute(x, {0, 1, 2});
   g.set_outputs({g.exp(back), g.exp(two), g.exp(id)});
   auto r = run(g);
@@ -174,8 +174,8 @@ TEST_P(Rules, MatMulTransposedOperandsBecomeFlags) {
   Graph g;
   NodeId a = g.input("a", {4, 3}), b = g.input("b", {5, 4});
   NodeId c = g.input("c", {3, 4}), d = g.input("d", {4, 2});
-  NodeId y = g.matmul(g.transpose(a), g.transpose(b));        // [3,4] x [4,5]
-  NodeId z = g.matmul(g.transpose(c), d, true, false);         // (c^T)^T x d
+  NodeId y = g.matmul(g.transpose(a), g.transpose(b));  // [3,4] x [4,5]
+  NodeId z = g.matmul(g.transpose(c), d, true, false);  // (c^T)^T x d
   g.set_outputs({y, z});
   auto r = run(g);
   EXPECT_EQ(count_op(r.graph, Op::Permute), 0);
@@ -279,9 +279,9 @@ TEST_P(Rules, CrossEntropyForms) {
   Graph g;
   NodeId x = g.input("x", {4, 6}), t = g.input("t", {4, 6});
   NodeId rows = g.sum(g.mul(t, g.log_softmax(x)), {-1});
-  NodeId mean_of_neg = g.mean(g.neg(rows));       // mean(-sum(t*ls))
-  NodeId neg_of_mean = g.neg(g.mean(rows));       // -mean(sum(t*ls))
-  NodeId sum_of_neg = g.sum(g.neg(rows));         // sum(-sum(t*ls))
+  NodeId mean_of_neg = g.mean(g.neg(rows));  // mean(-sum(t*ls))
+  NodeId neg_of_mean = g.neg(g.mean(rows));  // -mean(sum(t*ls))
+  NodeId sum_of_neg = g.sum(g.neg(rows));    // sum(-sum(t*ls))
   NodeId per_row = g.neg(g.sum(g.mul(g.log(g.softmax(x)), t), {1}));
   g.set_outputs({mean_of_neg, neg_of_mean, sum_of_neg, per_row});
   auto r = run(g);

@@ -46,7 +46,8 @@ TEST(Schedule, MlpForwardIsThreeKernels) {
   Mlp m;
   KernelGraph kg = schedule(m.g, {m.loss});
   ASSERT_EQ(kg.kernels.size(), 3u) << kg.to_text(m.g);
-  EXPECT_EQ(archetypes(kg), (std::vector<Archetype>{Archetype::MatMul, Archetype::MatMul, Archetype::RowReduce}));
+  EXPECT_EQ(archetypes(kg),
+            (std::vector<Archetype>{Archetype::MatMul, Archetype::MatMul, Archetype::RowReduce}));
   EXPECT_EQ(kernel_writing(kg, m.h).core, m.g.node(m.h).inputs[0]);
   // Levels follow dependencies: each kernel needs the previous one.
   EXPECT_EQ(kg.kernels[0].level, 0);
@@ -290,7 +291,8 @@ TEST(Schedule, UpdatesFuseIntoTheKernelsComputingTheirGradients) {
   for (const auto& [node, index] : kg.producer) EXPECT_TRUE(kg.kernels[index].fused(node));
 
   // Clipping and accumulation read whole gradients: no fusion.
-  for (UpdatePlan plan : {UpdatePlan{.clip = true, .fuse = true}, UpdatePlan{.accumulate = true, .fuse = true}}) {
+  for (UpdatePlan plan :
+       {UpdatePlan{.clip = true, .fuse = true}, UpdatePlan{.accumulate = true, .fuse = true}}) {
     KernelGraph c = plain;
     append_optimizer(c, t, pg, plan);
     EXPECT_EQ(c.count(Archetype::Optimizer), 2u);

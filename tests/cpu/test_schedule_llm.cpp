@@ -67,13 +67,14 @@ TEST(ScheduleLlm, TransformerStepArchetypes) {
   }
   // per block: 6 weights (qkv, o, gate, up, down) = 5 matmul updates; plus the head's gradient into embed
   size_t weight_updates = 0;
-  for (const Kernel& k : s.kernels.kernels) weight_updates += is_weight(g, k.update) && k.arch == Archetype::MatMul;
+  for (const Kernel& k : s.kernels.kernels)
+    weight_updates += is_weight(g, k.update) && k.arch == Archetype::MatMul;
   EXPECT_EQ(weight_updates, 2u * 5u + 1u) << describe(s);
   const std::map<std::string, size_t> want{
       // matmuls: per block 5 forward, 5 input gradients, 5 weight gradients; the head, its input gradient and
       // the embedding's gradient
-      {"attention", 6},  {"copy", 36},       {"counter", 1}, {"gather", 1}, {"matmul", 2 * 15 + 3},
-      {"pointwise", 23}, {"row-reduce", 23}, {"scatter", 1}};
+      {"attention", 6},       {"copy", 36},      {"counter", 1},     {"gather", 1},
+      {"matmul", 2 * 15 + 3}, {"pointwise", 23}, {"row-reduce", 23}, {"scatter", 1}};
   EXPECT_EQ(archetype_counts(s), want) << describe(s);
   EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 0u) << describe(s);
 
@@ -110,24 +111,34 @@ TEST(ScheduleLlm, LongRowsSplitIntoChunks) {
   // the loss (batch-reduced: one combining workgroup), the count of counted labels for the gradient's mean (a
   // short row), the gradient's softmax (a workgroup per chunk)
   const std::pair<std::string, uint32_t> count{"row-reduce", 1};
-  EXPECT_EQ(dispatches(4, 49152), (V{{"reduce.partials", 48}, {"reduce.combine", 1}, count,
-                                     {"reduce.partials", 48}, {"reduce.combine", 48}}));
+  EXPECT_EQ(dispatches(4, 49152), (V{{"reduce.partials", 48},
+                                     {"reduce.combine", 1},
+                                     count,
+                                     {"reduce.partials", 48},
+                                     {"reduce.combine", 48}}));
   // 1 row: enough chunks (of at least 512 elements) for every compute unit
-  EXPECT_EQ(dispatches(1, 8192), (V{{"reduce.partials", 8}, {"reduce.combine", 1}, count,
-                                    {"reduce.partials", 8}, {"reduce.combine", 8}}));
+  EXPECT_EQ(dispatches(1, 8192), (V{{"reduce.partials", 8},
+                                    {"reduce.combine", 1},
+                                    count,
+                                    {"reduce.partials", 8},
+                                    {"reduce.combine", 8}}));
   // 16 rows of 8192 fill 8 units: the softmax stays one pass, the batch-reduced loss is still split over rows
-  EXPECT_EQ(dispatches(16, 8192), (V{{"reduce.partials", 32}, {"reduce.combine", 1}, count, {"row-reduce", 16}}));
+  EXPECT_EQ(dispatches(16, 8192),
+            (V{{"reduce.partials", 32}, {"reduce.combine", 1}, count, {"row-reduce", 16}}));
   // short rows: one pass each
   EXPECT_EQ(dispatches(4, 1000), (V{{"row-reduce", 1}, count, {"row-reduce", 4}}));
 }
 
-// SmolLM2's attention (9 query heads over 3 KV heads, S = 128, head dim 64) on a device of 8 compute units with
-// 32 KiB of shared memory: the forward fits 32-row tiles, the backward 16; forward and dQ a workgroup per (query
-// tile, head); dK/dV a workgroup per (key tile, query head) into parts, summed by a thread per element.
+// SmolLM2's attention (9 query heads over 3 KV heads, S = 128, head dim 64) on a device of 8 compute units
+// with 32 KiB of shared memory: the forward fits 32-row tiles, the backward 16; forward and dQ a workgroup
+// per (query tile, head); dK/dV a workgroup per (key tile, query head) into parts, summed by a thread per
+// element.
 TEST(ScheduleLlm, AttentionBackwardGrids) {
   Graph g;
-  NodeId q = g.parameter("q", {1, 9, 128, 64}), k = g.parameter("k", {1, 3, 128, 64}), v = g.parameter("v", {1, 3, 128, 64});
-  g.set_outputs({g.named(g.sum(g.mul(g.scaled_dot_product_attention(q, k, v, true), g.input("r", {1, 9, 128, 64}))), "loss")});
+  NodeId q = g.parameter("q", {1, 9, 128, 64}), k = g.parameter("k", {1, 3, 128, 64}),
+         v = g.parameter("v", {1, 3, 128, 64});
+  g.set_outputs({g.named(
+      g.sum(g.mul(g.scaled_dot_product_attention(q, k, v, true), g.input("r", {1, 9, 128, 64}))), "loss")});
   SessionConfig c;
   const CompiledStep s = compile_step(g, c, fake_caps());
   std::vector<std::pair<std::string, std::array<uint32_t, 3>>> got;

@@ -12,13 +12,13 @@ using namespace meganeura;
 TEST(Storage, HalfBitsOfKnownValues) {
   EXPECT_EQ(f32_to_f16_bits(1.0f), 0x3C00);
   EXPECT_EQ(f32_to_f16_bits(-2.0f), 0xC000);
-  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7BFF);                 // largest finite
-  EXPECT_EQ(f32_to_f16_bits(65519.0f), 0x7BFF);                 // below the midpoint to infinity
-  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7C00);                 // the midpoint rounds (to even) to infinity
-  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -24)), 0x0001);     // smallest subnormal
-  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -25)), 0x0000);     // half of it: a tie, to even (zero)
-  EXPECT_EQ(f32_to_f16_bits(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 subnormal units: a tie, to even (2)
-  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -14)), 0x0400);     // smallest normal
+  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7BFF);               // largest finite
+  EXPECT_EQ(f32_to_f16_bits(65519.0f), 0x7BFF);               // below the midpoint to infinity
+  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7C00);               // the midpoint rounds (to even) to infinity
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -25)), 0x0000);  // half of it: a tie, to even (zero)
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 subnormal units: a tie, to even (2)
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   EXPECT_EQ(f32_to_f16_bits(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie between 1 and 1+2^-10: even
   EXPECT_EQ(f32_to_f16_bits(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie between 1+2^-10 and 1+2^-9: even
   EXPECT_EQ(f32_to_f16_bits(0.333333343f), 0x3555);
@@ -36,10 +36,11 @@ TEST(Storage, HalfBitsOfKnownValues) {
 TEST(Storage, BfloatBitsOfKnownValues) {
   EXPECT_EQ(f32_to_bf16_bits(1.0f), 0x3F80);
   EXPECT_EQ(f32_to_bf16_bits(-2.0f), 0xC000);
-  EXPECT_EQ(f32_to_bf16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3F80);   // tie: to even
-  EXPECT_EQ(f32_to_bf16_bits(1.0f + std::ldexp(3.0f, -8)), 0x3F82);   // tie: to even
+  EXPECT_EQ(f32_to_bf16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // tie: to even
+  EXPECT_EQ(f32_to_bf16_bits(1.0f + std::ldexp(3.0f, -8)), 0x3F82);  // tie: to even
   EXPECT_EQ(f32_to_bf16_bits(3.0e38f), 0x7F62);
-  EXPECT_EQ(f32_to_bf16_bits(std::numeric_limits<float>::max()), 0x7F80);  // rounds past the largest: infinity
+  EXPECT_EQ(f32_to_bf16_bits(std::numeric_limits<float>::max()),
+            0x7F80);  // rounds past the largest: infinity
   EXPECT_EQ(bf16_bits_to_f32(0x3F80), 1.0f);
   EXPECT_NE(f32_to_bf16_bits(std::nanf("")) & 0x007F, 0);  // NaN stays NaN
   EXPECT_EQ(dtype_round(1.0 + std::ldexp(1.0, -9), DType::BF16), 1.0);
@@ -53,6 +54,7 @@ TEST(Storage, BytesRoundTripThroughEachDtype) {
     ASSERT_EQ(b.size(), v.size() * dtype_size(t));
     const std::vector<float> back = from_storage(b.data(), v.size(), t);
     for (size_t i = 0; i < v.size(); ++i)
-      EXPECT_EQ(back[i], t == DType::U32 && v[i] < 0 ? 4294967296.0f + v[i] : v[i]) << dtype_name(t) << " " << i;
+      EXPECT_EQ(back[i], t == DType::U32 && v[i] < 0 ? 4294967296.0f + v[i] : v[i])
+          << dtype_name(t) << " " << i;
   }
 }

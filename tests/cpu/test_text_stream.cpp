@@ -9,7 +9,9 @@ using namespace meganeura;
 
 TEST(TextStream, PiecesWaitForTheBytesThatFinishACharacter) {
   TokenizerData d;
-  d.tokens = {"\xC3\xA2", "\xC4\xA4", "\xC2\xAC", "a", "\xC4\xA0" "b"};  // â Ĥ ¬ a Ġb
+  d.tokens = {"\xC3\xA2", "\xC4\xA4", "\xC2\xAC", "a",
+              "\xC4\xA0"
+              "b"};  // â Ĥ ¬ a Ġb
   const Tokenizer tok = Tokenizer::from_data(d);
   models::TextStream s(tok);
   EXPECT_EQ(s.push(3), "a");

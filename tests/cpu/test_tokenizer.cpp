@@ -13,8 +13,9 @@ using namespace meganeura;
 namespace {
 
 // A byte-level BPE with the GPT-2 split: every byte has a token ("a"/"b" merge to "ab").
-std::string tiny_json(const std::string& normalizer = "null", const std::string& pre =
-                          R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})") {
+std::string tiny_json(
+    const std::string& normalizer = "null",
+    const std::string& pre = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})") {
   std::string vocab;
   int next = 256;
   for (int b = 0; b < 256; ++b) {
@@ -27,7 +28,8 @@ std::string tiny_json(const std::string& normalizer = "null", const std::string&
   }
   return R"({"normalizer": )" + normalizer + R"(, "pre_tokenizer": )" + pre +
          R"(, "decoder": {"type": "ByteLevel"}, "added_tokens": [{"id": 257, "content": "<s>", "special": true}],
-            "model": {"type": "BPE", "vocab": {)" + vocab + R"(, "ab": 256}, "merges": [["a", "b"]]}})";
+            "model": {"type": "BPE", "vocab": {)" +
+         vocab + R"(, "ab": 256}, "merges": [["a", "b"]]}})";
 }
 
 std::string error_of(const std::string& json) {
@@ -62,26 +64,37 @@ TEST(Tokenizer, InvalidUtf8IsEncodedByteForByte) {
   ASSERT_EQ(ids.size(), bad.size());
   for (size_t i = 0; i < bad.size(); ++i) EXPECT_EQ(ids[i], static_cast<unsigned char>(bad[i]));
   EXPECT_EQ(t.decode(ids), "a\xEF\xBF\xBD(\xEF\xBF\xBD\xEF\xBF\xBD b\xEF\xBF\xBD");
-  EXPECT_EQ(tok::utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: 3 subparts
-  EXPECT_EQ(tok::utf8_lossy("\xF4\x90\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // above U+10FFFF
-  EXPECT_EQ(tok::utf8_lossy("\xF0\x9F\x98x"), "\xEF\xBF\xBDx");  // a truncated sequence is one subpart
+  EXPECT_EQ(tok::utf8_lossy("\xED\xA0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: 3 subparts
+  EXPECT_EQ(tok::utf8_lossy("\xF4\x90\x80\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // above U+10FFFF
+  EXPECT_EQ(tok::utf8_lossy("\xF0\x9F\x98x"), "\xEF\xBF\xBDx");   // a truncated sequence is one subpart
 }
 
 TEST(Tokenizer, UnsupportedComponentsAreClearErrors) {
-  EXPECT_NE(error_of(tiny_json(R"({"type": "NFC"})")).find("normalizer: expected a normalizer of type Sequence, Prepend or Replace, got \"NFC\""),
+  EXPECT_NE(error_of(tiny_json(R"({"type": "NFC"})"))
+                .find("normalizer: expected a normalizer of type Sequence, Prepend or Replace, got \"NFC\""),
             std::string::npos)
       << error_of(tiny_json(R"({"type": "NFC"})"));
-  const std::string split = R"({"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated", "invert": false})";
-  EXPECT_NE(error_of(tiny_json("null", split)).find("expected the GPT-2, Llama-3 or Qwen2 split regex"), std::string::npos);
-  EXPECT_NE(error_of(tiny_json("null", R"({"type": "Whitespace"})")).find("got \"Whitespace\""), std::string::npos);
+  const std::string split =
+      R"({"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated", "invert": false})";
+  EXPECT_NE(error_of(tiny_json("null", split)).find("expected the GPT-2, Llama-3 or Qwen2 split regex"),
+            std::string::npos);
+  EXPECT_NE(error_of(tiny_json("null", R"({"type": "Whitespace"})")).find("got \"Whitespace\""),
+            std::string::npos);
   EXPECT_NE(error_of("{\"model\": 3").find("test.json: document: expected JSON"), std::string::npos);
-  EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {}}})").find("model.type: expected \"BPE\""), std::string::npos);
-  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 0}, "merges": [["a", "b"]]}})").find("model.merges[0]: expected a token of the vocabulary, got \"b\""),
+  EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {}}})").find("model.type: expected \"BPE\""),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 0}, "merges": [["a", "a"]]}})").find("merged token \"aa\""), std::string::npos);
-  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 40000000}, "merges": []}})").find("expected an id in [0, 4194304)"),
+  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 0}, "merges": [["a", "b"]]}})")
+                .find("model.merges[0]: expected a token of the vocabulary, got \"b\""),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 4000000}, "merges": []}})").find("expected dense ids"), std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 0}, "merges": [["a", "a"]]}})").find("merged token \"aa\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 40000000}, "merges": []}})")
+                .find("expected an id in [0, 4194304)"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"vocab": {"a": 4000000}, "merges": []}})").find("expected dense ids"),
+            std::string::npos);
 }
 
 TEST(Tokenizer, BadTokenizerDataIsAClearError) {
@@ -125,19 +138,19 @@ TEST(Tokenizer, SentencePieceWithoutByteOrUnknownTokenSaysWhichByte) {
 // Facts of Unicode 14 (the table's version), including the classes the split patterns depend on.
 TEST(Tokenizer, UnicodeTableClasses) {
   EXPECT_STREQ(tok::kUnicodeVersion, "14.0.0");
-  EXPECT_EQ(tok::category_flags(0x00E9), tok::kLetter);                    // é
-  EXPECT_EQ(tok::category_flags(0x0663), tok::kNumber | tok::kDigit);      // ARABIC-INDIC DIGIT THREE
-  EXPECT_EQ(tok::category_flags(0x00BD), tok::kNumber);                    // ½ (No)
-  EXPECT_EQ(tok::category_flags(0x216B), tok::kNumber);                    // Ⅻ (Nl)
-  EXPECT_EQ(tok::category_flags(0x3000), tok::kSpace);                     // IDEOGRAPHIC SPACE (Zs)
-  EXPECT_EQ(tok::category_flags(0x0085), tok::kSpace);                     // NEXT LINE
-  EXPECT_EQ(tok::category_flags(0x2028), tok::kSpace);                     // LINE SEPARATOR (Zl)
-  EXPECT_EQ(tok::category_flags(0x200B), 0);                               // ZERO WIDTH SPACE is Cf
-  EXPECT_EQ(tok::category_flags(0x0301), tok::kMark);                      // COMBINING ACUTE
-  EXPECT_EQ(tok::category_flags(0x4E00), tok::kLetter);                    // 一
-  EXPECT_EQ(tok::category_flags(0x1F600), 0);                              // 😀 is So
-  EXPECT_EQ(tok::category_flags(0x1D400), tok::kLetter);                   // 𝐀
-  EXPECT_EQ(tok::category_flags(0x0378), 0);                               // unassigned
+  EXPECT_EQ(tok::category_flags(0x00E9), tok::kLetter);                // é
+  EXPECT_EQ(tok::category_flags(0x0663), tok::kNumber | tok::kDigit);  // ARABIC-INDIC DIGIT THREE
+  EXPECT_EQ(tok::category_flags(0x00BD), tok::kNumber);                // ½ (No)
+  EXPECT_EQ(tok::category_flags(0x216B), tok::kNumber);                // Ⅻ (Nl)
+  EXPECT_EQ(tok::category_flags(0x3000), tok::kSpace);                 // IDEOGRAPHIC SPACE (Zs)
+  EXPECT_EQ(tok::category_flags(0x0085), tok::kSpace);                 // NEXT LINE
+  EXPECT_EQ(tok::category_flags(0x2028), tok::kSpace);                 // LINE SEPARATOR (Zl)
+  EXPECT_EQ(tok::category_flags(0x200B), 0);                           // ZERO WIDTH SPACE is Cf
+  EXPECT_EQ(tok::category_flags(0x0301), tok::kMark);                  // COMBINING ACUTE
+  EXPECT_EQ(tok::category_flags(0x4E00), tok::kLetter);                // 一
+  EXPECT_EQ(tok::category_flags(0x1F600), 0);                          // 😀 is So
+  EXPECT_EQ(tok::category_flags(0x1D400), tok::kLetter);               // 𝐀
+  EXPECT_EQ(tok::category_flags(0x0378), 0);                           // unassigned
   EXPECT_EQ(tok::category_flags(0x10FFFF), 0);
 }
 

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "meganeura/core/error.hpp"
-#include "meganeura/train/trainer.hpp"
 #include "meganeura/train/progress.hpp"
+#include "meganeura/train/trainer.hpp"
 
 namespace fs = std::filesystem;
 using namespace meganeura;
@@ -33,7 +33,8 @@ class FakeLinear : public TrainTarget {
   uint64_t updates = 0;
 
   std::vector<TensorInfo> inputs() const override {
-    return {{"x", TensorRole::Parameter, DType::F32, {batch_, 2}}, {"y", TensorRole::Parameter, DType::F32, {batch_, 1}}};
+    return {{"x", TensorRole::Parameter, DType::F32, {batch_, 2}},
+            {"y", TensorRole::Parameter, DType::F32, {batch_, 1}}};
   }
   std::vector<TensorInfo> parameters() const override {
     return {{"w", TensorRole::Parameter, DType::F32, {2, 1}}, {"b", TensorRole::Parameter, DType::F32, {1}}};
@@ -89,7 +90,9 @@ class FakeLinear : public TrainTarget {
     return {{"optim.momentum/w", TensorRole::OptimizerState, DType::F32, {2, 1}},
             {"optim.momentum/b", TensorRole::OptimizerState, DType::F32, {1}}};
   }
-  std::vector<float> read_optimizer_state(const std::string& n) override { return n == "optim.momentum/w" ? mw : mb; }
+  std::vector<float> read_optimizer_state(const std::string& n) override {
+    return n == "optim.momentum/w" ? mw : mb;
+  }
   void set_optimizer_state(const std::string& n, std::span<const float> v) override {
     (n == "optim.momentum/w" ? mw : mb).assign(v.begin(), v.end());
   }
@@ -302,7 +305,8 @@ TEST(Trainer, PipelinedTargetMatchesSynchronousAndStopsAfterSubmittedSteps) {
 }
 
 TEST(Trainer, ResumeFromCheckpointMatchesUninterruptedTraining) {
-  const fs::path path = fs::temp_directory_path() / ("meganeura-resume-" + std::to_string(::getpid()) + ".ckpt");
+  const fs::path path =
+      fs::temp_directory_path() / ("meganeura-resume-" + std::to_string(::getpid()) + ".ckpt");
   TrainConfig c = quiet(8);
   c.schedule.kind = ScheduleKind::Cosine;
   c.epochs = 2;
@@ -329,7 +333,8 @@ TEST(Trainer, ResumeFromCheckpointMatchesUninterruptedTraining) {
 }
 
 TEST(Trainer, MismatchedCheckpointLeavesTheModelAlone) {
-  const fs::path path = fs::temp_directory_path() / ("meganeura-mismatch-" + std::to_string(::getpid()) + ".ckpt");
+  const fs::path path =
+      fs::temp_directory_path() / ("meganeura-mismatch-" + std::to_string(::getpid()) + ".ckpt");
   MemoryStore other;
   other.add_f32("w", {1, 2}, {1, 2});
   other.add_f32("b", {1}, {3});

@@ -75,10 +75,12 @@ class KnownLayerLimitsReport : public ::testing::Environment {
  public:
   void TearDown() override {
     if (!gpu_config().validation) return;
-    std::printf("[meganeura] validation: %zu messages, %zu set apart as the layer's known limits "
-                "(VK_KHR_cooperative_matrix modules under a layer older than 1.3.255)\n",
-                gpu_device().validation_messages().size(), gpu_device().validation_known_limits());
-    for (const std::string& m : gpu_device().validation_messages()) std::printf("[meganeura]   %s\n", m.substr(0, 600).c_str());
+    std::printf(
+        "[meganeura] validation: %zu messages, %zu set apart as the layer's known limits "
+        "(VK_KHR_cooperative_matrix modules under a layer older than 1.3.255)\n",
+        gpu_device().validation_messages().size(), gpu_device().validation_known_limits());
+    for (const std::string& m : gpu_device().validation_messages())
+      std::printf("[meganeura]   %s\n", m.substr(0, 600).c_str());
   }
 };
 inline ::testing::Environment* const known_layer_limits_report =

@@ -18,12 +18,12 @@
 //   rounded to f32 before the reference sees them, so both sides compute on the same inputs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "../cpu/gradcheck.hpp"
@@ -54,20 +54,20 @@ inline SessionConfig session_config(bool training) {
 }
 
 struct GpuTolerance {
-  double atol = 1e-5, rtol = 1e-4;   // GPU vs float64 reference (values and gradients)
-  double fd_eps = 1e-3;              // step of the GPU finite difference (w_i are near 1)
-  double fd_rtol = 2e-2;             // |fd - <g,d>| <= fd_rtol |<g,d>| + fd_noise sum_i |g_i| + fd_atol
+  double atol = 1e-5, rtol = 1e-4;  // GPU vs float64 reference (values and gradients)
+  double fd_eps = 1e-3;             // step of the GPU finite difference (w_i are near 1)
+  double fd_rtol = 2e-2;            // |fd - <g,d>| <= fd_rtol |<g,d>| + fd_noise sum_i |g_i| + fd_atol
   double fd_noise = 1e-3;
   double fd_atol = 1e-3;
-  bool finite_difference = true;     // off where the loss jumps (comparisons, sign) or autodiff is meant
-                                     // to differ from the derivative (stop_gradient)
+  bool finite_difference = true;  // off where the loss jumps (comparisons, sign) or autodiff is meant
+                                  // to differ from the derivative (stop_gradient)
 };
 
 inline ::testing::AssertionResult close_to(const std::vector<float>& got, const HostTensor& want, double atol,
                                            double rtol, const std::string& what) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " values from the GPU, reference has "
-                                         << want.size();
+    return ::testing::AssertionFailure()
+           << what << ": " << got.size() << " values from the GPU, reference has " << want.size();
   size_t bad = 0;
   std::ostringstream os;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -76,7 +76,8 @@ inline ::testing::AssertionResult close_to(const std::vector<float>& got, const 
       os << "\n  " << what << "[" << i << "]: gpu " << got[i] << " vs reference " << want[i];
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << got.size() << " values of " << what << " differ:" << os.str();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " values of " << what << " differ:" << os.str();
 }
 
 // One kernel cache for every session of the process (the device lives as long): lavapipe JIT-compiles each
@@ -134,8 +135,9 @@ inline ::testing::AssertionResult check_forward_gpu(const Graph& g, const refere
 }
 
 inline ::testing::AssertionResult check_op_gpu(const std::string& label, const test::OpBuilder& build_op,
-                                               const std::vector<test::InputSpec>& specs, GpuTolerance tol = {},
-                                               uint64_t seed = 1, const CompileOptions& options = {}) {
+                                               const std::vector<test::InputSpec>& specs,
+                                               GpuTolerance tol = {}, uint64_t seed = 1,
+                                               const CompileOptions& options = {}) {
   std::mt19937_64 rng(seed);
   test::PlacedOp placed = test::place_op(build_op, specs, rng);
   Graph& g = placed.g;
@@ -156,7 +158,8 @@ inline ::testing::AssertionResult check_op_gpu(const std::string& label, const t
   feed_all(f, g, feeds);
   f.run();
   for (size_t o = 0; o < 2; ++o) {
-    auto r = close_to(f.read_output(o), want[o], tol.atol, tol.rtol, label + (o ? " value" : " loss") + " (forward session)");
+    auto r = close_to(f.read_output(o), want[o], tol.atol, tol.rtol,
+                      label + (o ? " value" : " loss") + " (forward session)");
     if (!r) return r;
   }
   Session s = build_gpu(g, !params.empty(), options);
@@ -199,11 +202,12 @@ inline ::testing::AssertionResult check_op_gpu(const std::string& label, const t
     f.set_parameter(pname, orig);
     // A step of fd_eps can cross a kink of a piecewise op (minimum, maximum, relu, abs: about one of 2000
     // elements is within a step of its tie), and then the central difference differs from any gradient by a
-    // bias the GPU has no part in. The float64 reference takes the same steps, so its own difference minus its
-    // own gradient is that bias, and the GPU's must match it.
+    // bias the GPU has no part in. The float64 reference takes the same steps, so its own difference minus
+    // its own gradient is that bias, and the GPU's must match it.
     auto ref_loss_at = [&](double sign) {
       reference::Feeds moved = feeds;
-      for (size_t i = 0; i < d.size(); ++i) moved.at(pname).data[i] = double(float(w[i] + sign * tol.fd_eps * d[i]));
+      for (size_t i = 0; i < d.size(); ++i)
+        moved.at(pname).data[i] = double(float(w[i] + sign * tol.fd_eps * d[i]));
       return reference::evaluate(g, moved, std::vector<NodeId>{loss})[0][0];
     };
     double ref_dot = 0;
@@ -212,10 +216,10 @@ inline ::testing::AssertionResult check_op_gpu(const std::string& label, const t
     // The f32 loss carries rounding noise proportional to the gradient's size (fd_noise * sum |g|); a ±1
     // direction makes <g, d> only ~sqrt(n) times one |g_i|, so the relative part is taken of <g, d> itself.
     if (!(std::fabs(fd - dot - kink) <= tol.fd_rtol * std::fabs(dot) + tol.fd_noise * scale + tol.fd_atol))
-      return ::testing::AssertionFailure() << label << ": GPU finite difference of the loss along a ±1 direction in "
-                                           << pname << " is " << fd << ", GPU gradient gives " << dot
-                                           << " and the reference's kink bias " << kink << " (sum |g| = " << scale
-                                           << ")";
+      return ::testing::AssertionFailure()
+             << label << ": GPU finite difference of the loss along a ±1 direction in " << pname << " is "
+             << fd << ", GPU gradient gives " << dot << " and the reference's kink bias " << kink
+             << " (sum |g| = " << scale << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -41,32 +41,37 @@ GpuTolerance tol() {
 // Each case covers several features: every check compiles two sessions, which dominates on lavapipe.
 TEST_F(AttentionGpu, ShapesNotMultiplesOfTiles) {
   // one query, one key, grouped-query heads 2 -> 1
-  EXPECT_TRUE(check_op_gpu("s1_gqa", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv(1, 2, 1, 1, 1, 8, 8),
-                           tol()));
-  EXPECT_TRUE(check_op_gpu("s7_d12_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
-                           qkv(2, 2, 2, 7, 7, 12, 12), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "s1_gqa", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv(1, 2, 1, 1, 1, 8, 8), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "s7_d12_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, qkv(2, 2, 2, 7, 7, 12, 12),
+      tol()));
   // two tiles, the second partial; Dv != D; grouped-query heads 4 -> 2
-  EXPECT_TRUE(check_op_gpu("s37_d20_dv12_gqa_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
-                           qkv(1, 4, 2, 37, 37, 20, 12), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "s37_d20_dv12_gqa_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+      qkv(1, 4, 2, 37, 37, 20, 12), tol()));
 }
 
 // Up to 8 queries take the row kernel (a workgroup per query, its 128 threads over the keys): more keys than
 // threads and not a multiple of them, grouped-query heads, an output wider than the workgroup (small head
 // sizes: the finite-difference check costs a session run per input element).
 TEST_F(AttentionGpu, FewQueriesOverManyKeys) {
-  EXPECT_TRUE(check_op_gpu("decode_s1_t150_gqa_3_1", [](Graph& g, auto& v) { return sdpa(g, v, true); },
-                           qkv(1, 3, 1, 1, 150, 4, 4), tol()));
-  EXPECT_TRUE(check_op_gpu("s3_t130_dv136", [](Graph& g, auto& v) { return sdpa(g, v, false); },
-                           qkv(1, 1, 1, 3, 130, 2, 136), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "decode_s1_t150_gqa_3_1", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+      qkv(1, 3, 1, 1, 150, 4, 4), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "s3_t130_dv136", [](Graph& g, auto& v) { return sdpa(g, v, false); }, qkv(1, 1, 1, 3, 130, 2, 136),
+      tol()));
 }
 
 TEST_F(AttentionGpu, CausalWithUnequalLengths) {
   // S < T: a query block after a cache sees every cached key; 4 query heads over 1 KV head; a given scale
-  EXPECT_TRUE(check_op_gpu("decode_gqa_4_1", [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); },
-                           qkv(2, 4, 1, 7, 13, 8, 8), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "decode_gqa_4_1", [](Graph& g, auto& v) { return sdpa(g, v, true, 0.7); }, qkv(2, 4, 1, 7, 13, 8, 8),
+      tol()));
   // S > T: the first S - T queries see no key, their output and gradients are zero (not NaN)
-  EXPECT_TRUE(check_op_gpu("no_key_rows", [](Graph& g, auto& v) { return sdpa(g, v, true); },
-                           qkv(1, 2, 2, 9, 5, 8, 8), tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "no_key_rows", [](Graph& g, auto& v) { return sdpa(g, v, true); }, qkv(1, 2, 2, 9, 5, 8, 8), tol()));
 }
 
 TEST_F(AttentionGpu, ExplicitMasks) {
@@ -83,11 +88,13 @@ TEST_F(AttentionGpu, ExplicitMasks) {
     return m;
   };
   specs.push_back(mask);
-  EXPECT_TRUE(check_op_gpu("fixed_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, specs, tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "fixed_mask", [](Graph& g, auto& v) { return sdpa(g, v, false); }, specs, tol()));
   // a learned bias per head [1, HQ, S, T] with a causal mask: its gradient comes from primitive ops
   auto learned = qkv(1, 2, 2, 5, 6, 8, 8);
   learned.push_back(InputSpec{{1, 2, 5, 6}, -1.0, 1.0});
-  EXPECT_TRUE(check_op_gpu("learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned, tol()));
+  EXPECT_TRUE(check_op_gpu(
+      "learned_mask_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); }, learned, tol()));
 }
 
 // The fused step (forward with its log-sum-exp in one kernel, dK with dV in one kernel) against one kernel
@@ -106,7 +113,8 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
 
   std::mt19937_64 rng(3);
   reference::Feeds feeds;
-  for (NodeId n : g.inputs()) feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
+  for (NodeId n : g.inputs())
+    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
   for (NodeId n : g.parameters())
     feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.9, 1.1);
 
@@ -115,7 +123,8 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   unfused.fuse = false;
   const CompiledStep fs = compile_step(g, cfg, device().caps(), fused);
   const CompiledStep us = compile_step(g, cfg, device().caps(), unfused);
-  EXPECT_EQ(fs.kernels.count(Archetype::Attention), 3u) << fs.kernels.to_text(fs.graph);  // fwd+lse, dQ, dK+dV
+  EXPECT_EQ(fs.kernels.count(Archetype::Attention), 3u)
+      << fs.kernels.to_text(fs.graph);  // fwd+lse, dQ, dK+dV
   EXPECT_EQ(us.kernels.count(Archetype::Attention), 5u) << us.kernels.to_text(us.graph);
 
   Session a = build_with(g, cfg, shared_device(), fused);
@@ -126,10 +135,12 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   b.run();
   auto same = [](const std::vector<float>& p, const std::vector<float>& q2, const std::string& what) {
     ASSERT_EQ(p.size(), q2.size()) << what;
-    for (size_t i = 0; i < p.size(); ++i) ASSERT_NEAR(p[i], q2[i], 1e-5 + 1e-5 * std::fabs(q2[i])) << what << "[" << i << "]";
+    for (size_t i = 0; i < p.size(); ++i)
+      ASSERT_NEAR(p[i], q2[i], 1e-5 + 1e-5 * std::fabs(q2[i])) << what << "[" << i << "]";
   };
   same(a.read_output(1), b.read_output(1), "y");
-  for (const char* w : {"wq", "wk", "wv"}) same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
+  for (const char* w : {"wq", "wk", "wv"})
+    same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
   // and both against the reference
   std::vector<NodeId> params = g.parameters();
   Graph dg = differentiate(g, loss, params);

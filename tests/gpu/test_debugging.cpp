@@ -76,8 +76,10 @@ struct Block {
     for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
              {"x", {6, 10}}, {"t", {6, 5}}, {"w1", {10, 12}}, {"w2", {12, 5}}}) {
       auto v = random_vec(size_t(numel(shape)), rng);
-      if (name[0] == 'w') s.set_parameter(name, v);
-      else s.set_input(name, v);
+      if (name[0] == 'w')
+        s.set_parameter(name, v);
+      else
+        s.set_input(name, v);
       f[name] = HostTensor(shape, std::vector<double>(v.begin(), v.end()));
     }
     return f;
@@ -140,7 +142,7 @@ TEST_F(Debugging, NormalSessionGivesStructuredErrorsForValuesItDidNotKeep) {
     EXPECT_EQ(e.reason(), ReadFailure::UnknownName);
   }
   EXPECT_THROW(s.read_node_by_name("grad/w1"), NodeReadError);  // inference: no gradients at all
-  EXPECT_EQ(s.read_node_by_name("loss").size(), 1u);             // an output is always readable
+  EXPECT_EQ(s.read_node_by_name("loss").size(), 1u);            // an output is always readable
 }
 
 TEST_F(Debugging, ReusedActivationMemoryIsReportedWithTheKernelThatReusedIt) {
@@ -308,7 +310,8 @@ void check_stats(const nlohmann::json& s, size_t samples, const std::string& wha
   ASSERT_TRUE(s.is_object()) << what;
   ASSERT_TRUE(s["samples_ns"].is_array()) << what;
   EXPECT_EQ(s["samples_ns"].size(), samples) << what;
-  for (const char* k : {"median_ns", "mean_ns", "min_ns", "max_ns"}) ASSERT_TRUE(s[k].is_number()) << what << k;
+  for (const char* k : {"median_ns", "mean_ns", "min_ns", "max_ns"})
+    ASSERT_TRUE(s[k].is_number()) << what << k;
   EXPECT_LE(s["min_ns"].get<double>(), s["median_ns"].get<double>()) << what;
   EXPECT_LE(s["median_ns"].get<double>(), s["max_ns"].get<double>()) << what;
   EXPECT_GT(s["max_ns"].get<double>(), 0.0) << what;
@@ -324,11 +327,16 @@ void check_pipeline_stats(const nlohmann::json& st, const std::string& what) {
     ASSERT_FALSE(name.empty()) << what;
     ASSERT_TRUE(v["description"].is_string()) << what << name;
     const std::string f = v["format"];
-    if (f == "bool32") ASSERT_TRUE(v["value"].is_boolean()) << what << name;
-    else if (f == "int64") ASSERT_TRUE(v["value"].is_number_integer()) << what << name;
-    else if (f == "uint64") ASSERT_TRUE(v["value"].is_number_unsigned()) << what << name;
-    else if (f == "float64") ASSERT_TRUE(v["value"].is_number()) << what << name;
-    else ADD_FAILURE() << what << ": statistic " << name << " has format " << f;
+    if (f == "bool32")
+      ASSERT_TRUE(v["value"].is_boolean()) << what << name;
+    else if (f == "int64")
+      ASSERT_TRUE(v["value"].is_number_integer()) << what << name;
+    else if (f == "uint64")
+      ASSERT_TRUE(v["value"].is_number_unsigned()) << what << name;
+    else if (f == "float64")
+      ASSERT_TRUE(v["value"].is_number()) << what << name;
+    else
+      ADD_FAILURE() << what << ": statistic " << name << " has format " << f;
     nonzero |= v["value"].is_number() && v["value"].get<double>() != 0.0;
   }
   EXPECT_TRUE(nonzero) << what << ": " << st.dump();
@@ -341,8 +349,8 @@ void check_profile(const nlohmann::json& p, int iterations) {
   for (const char* k : {"vendor_id", "device_id", "timestamp_period_ns", "subgroup_size"})
     ASSERT_TRUE(p["device"][k].is_number()) << k;
   ASSERT_TRUE(p["device"]["pipeline_executable_info"].is_boolean());
-  for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "inputs", "outputs", "total",
-                        "device_allocated_bytes"})
+  for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "inputs", "outputs",
+                        "total", "device_allocated_bytes"})
     ASSERT_TRUE(p["memory"][k].is_number_unsigned()) << k;
   ASSERT_TRUE(p["memory"]["heaps"].is_array());
   ASSERT_FALSE(p["memory"]["heaps"].empty());
@@ -371,7 +379,8 @@ void check_profile(const nlohmann::json& p, int iterations) {
     check_stats(d, size_t(iterations), "dispatch " + std::to_string(i));
     // The driver's pipeline statistics: a row has them exactly when the device can capture them.
     ASSERT_EQ(d.contains("pipeline_stats"), p["device"]["pipeline_executable_info"].get<bool>()) << i;
-    if (d.contains("pipeline_stats")) check_pipeline_stats(d["pipeline_stats"], "dispatch " + std::to_string(i));
+    if (d.contains("pipeline_stats"))
+      check_pipeline_stats(d["pipeline_stats"], "dispatch " + std::to_string(i));
     const std::string ph = d["phase"];
     EXPECT_TRUE(ph == "forward" || ph == "backward" || ph == "update") << ph;
     phases.insert(ph);
@@ -406,9 +415,10 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
   ASSERT_TRUE(device().caps().timestamps) << "lavapipe and every GPU we target offer timestamp queries";
   const fs::path out = temp_dir() / "profile.json";
   fs::remove(out);
-  const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() + "' '" +
-                          test::tool("profile_session").string() + "' '" + out.string() +
-                          "' --iterations 2 --warmup 1 --batch 8 > '" + (temp_dir() / "profile.log").string() + "' 2>&1";
+  const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() +
+                          "' '" + test::tool("profile_session").string() + "' '" + out.string() +
+                          "' --iterations 2 --warmup 1 --batch 8 > '" +
+                          (temp_dir() / "profile.log").string() + "' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
   ASSERT_TRUE(f.good());
@@ -418,13 +428,16 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
   bool fwd = false, bwd = false;
   for (const nlohmann::json& d : p["dispatches"]) {
     fwd |= d["phase"] == "forward" && d["label"].get<std::string>().find("mlp.fc0") != std::string::npos;
-    bwd |= d["phase"] == "backward" && d["label"].get<std::string>().find("grad/mlp.fc0") != std::string::npos;
+    bwd |=
+        d["phase"] == "backward" && d["label"].get<std::string>().find("grad/mlp.fc0") != std::string::npos;
   }
   EXPECT_TRUE(fwd);
   EXPECT_TRUE(bwd);
   // Without MEGANEURA_GPU_TIMING the tool refuses, and Session::profile says why.
-  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=0 '" + test::tool("profile_session").string() + "' '" + out.string() +
-                         "' > /dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=0 '" + test::tool("profile_session").string() + "' '" +
+                         out.string() + "' > /dev/null 2>&1")
+                            .c_str()),
+            0);
   Block b;
   Session s = build(b.g, config(true), shared_device());
   EXPECT_THROW(s.profile(), SessionError);
@@ -432,13 +445,14 @@ TEST_F(Debugging, ProfileSessionToolWritesAProfileThatFollowsTheSchema) {
 
 // The CNN and the transformer block of examples/models.hpp profile too, each dispatch labelled by its layer.
 TEST_F(Debugging, ProfileSessionToolProfilesTheCnnAndTheTransformerBlock) {
-  for (const auto& [model, layer] : {std::pair<std::string, std::string>{"cnn", "conv2"}, {"transformer", "blk0.attn"}}) {
+  for (const auto& [model, layer] :
+       {std::pair<std::string, std::string>{"cnn", "conv2"}, {"transformer", "blk0.attn"}}) {
     const fs::path out = temp_dir() / ("profile-" + model + ".json");
     fs::remove(out);
-    const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() + "' '" +
-                            test::tool("profile_session").string() + "' '" + out.string() + "' --model " + model +
-                            " --iterations 2 --warmup 0 --batch 2 > '" + (temp_dir() / "profile.log").string() +
-                            "' 2>&1";
+    const std::string cmd = "MEGANEURA_GPU_TIMING=1 MEGANEURA_CACHE_DIR='" + (temp_dir() / "cache").string() +
+                            "' '" + test::tool("profile_session").string() + "' '" + out.string() +
+                            "' --model " + model + " --iterations 2 --warmup 0 --batch 2 > '" +
+                            (temp_dir() / "profile.log").string() + "' 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     std::ifstream f(out);
     ASSERT_TRUE(f.good()) << model;
@@ -447,14 +461,17 @@ TEST_F(Debugging, ProfileSessionToolProfilesTheCnnAndTheTransformerBlock) {
     bool fwd = false, bwd = false;
     for (const nlohmann::json& d : p["dispatches"]) {
       fwd |= d["phase"] == "forward" && d["label"].get<std::string>().find(layer) != std::string::npos;
-      bwd |= d["phase"] == "backward" && d["label"].get<std::string>().find("grad/" + layer) != std::string::npos;
+      bwd |= d["phase"] == "backward" &&
+             d["label"].get<std::string>().find("grad/" + layer) != std::string::npos;
     }
     EXPECT_TRUE(fwd) << model;
     EXPECT_TRUE(bwd) << model;
   }
   // An unknown model is refused with a non-zero exit.
   EXPECT_NE(std::system(("MEGANEURA_GPU_TIMING=1 '" + test::tool("profile_session").string() + "' '" +
-                         (temp_dir() / "x.json").string() + "' --model resnet > /dev/null 2>&1").c_str()), 0);
+                         (temp_dir() / "x.json").string() + "' --model resnet > /dev/null 2>&1")
+                            .c_str()),
+            0);
 }
 
 TEST_F(Debugging, SessionProfileInProcessCoversEveryDispatch) {
@@ -510,8 +527,8 @@ TEST_F(Debugging, TraceHasCpuBuildAndStepSpansAndGpuDispatchSpans) {
     }
   }
   EXPECT_EQ(tracks, (std::set<std::string>{"cpu", "gpu"}));
-  for (const char* span : {"build", "autodiff", "rewrite", "schedule", "codegen", "compile shaders", "record",
-                           "submit", "wait"})
+  for (const char* span :
+       {"build", "autodiff", "rewrite", "schedule", "codegen", "compile shaders", "record", "submit", "wait"})
     EXPECT_TRUE(cpu.count(span)) << span;
   EXPECT_EQ(gpu, 2 * dispatches) << "two steps of dispatches";
   EXPECT_TRUE(gpu_named);

@@ -24,7 +24,8 @@ std::shared_ptr<TensorDataset> ten_classes(int n) {
   for (int i = 0; i < n; ++i) {
     const int c = i % 10;
     // Class c lights up pixels [78c, 78c + 78) of 784, over a little deterministic noise.
-    for (int p = 0; p < 784; ++p) x.push_back((p / 78 == c ? 1.0f : 0.0f) + 0.1f * std::sin(0.37f * float(i * 784 + p)));
+    for (int p = 0; p < 784; ++p)
+      x.push_back((p / 78 == c ? 1.0f : 0.0f) + 0.1f * std::sin(0.37f * float(i * 784 + p)));
     for (int k = 0; k < 10; ++k) y.push_back(k == c ? 1.0f : 0.0f);
   }
   ds->add_f32("x", {784}, x);
@@ -64,7 +65,8 @@ TEST_F(Defaults, ProductSnippetLearnsAsWritten) {
   ASSERT_EQ(history.epochs.size(), 10u);
   const double first = history.epochs.front().train_loss, last = history.epochs.back().train_loss;
   // All-zero parameters give exactly ln 10 for every step and never move (the bug this guards against).
-  EXPECT_GT(std::fabs(first - std::log(10.0)), 1e-6) << "the first epoch's loss is that of all-zero parameters";
+  EXPECT_GT(std::fabs(first - std::log(10.0)), 1e-6)
+      << "the first epoch's loss is that of all-zero parameters";
   // SGD at 0.01 over 100 steps: a float64 numpy model of this run goes from 2.27 to 1.32.
   EXPECT_LT(last, 0.8 * first) << "first epoch " << first << ", last " << last;
 }
@@ -73,7 +75,7 @@ TEST_F(Defaults, LayerRulesSeedsAndZerosOnRequest) {
   Graph g;
   nn::Context ctx(g, 5);
   const NodeId x = g.input("x", {2, 64});
-  nn::Linear fc(ctx, "fc", 64, 32);  // Kaiming-uniform weight, bias U(+-1/sqrt(64))
+  nn::Linear fc(ctx, "fc", 64, 32);            // Kaiming-uniform weight, bias U(+-1/sqrt(64))
   const NodeId w = g.parameter("w", {32, 8});  // a bare parameter: the default rule
   const NodeId ln = g.parameter("ln.weight", {8});
   g.set_outputs({g.mul(g.matmul(fc(x), w), ln)});

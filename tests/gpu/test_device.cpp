@@ -15,9 +15,9 @@ using meganeura::DeviceError;
 using meganeura::runtime::Buffer;
 using meganeura::runtime::DeviceOptions;
 using meganeura::runtime::KernelDesc;
-using meganeura::test::GpuTest;
 using meganeura::test::gpu_device;
 using meganeura::test::gpu_options;
+using meganeura::test::GpuTest;
 namespace runtime = meganeura::runtime;
 
 std::vector<uint32_t> pattern(size_t words, uint32_t seed) {
@@ -201,7 +201,8 @@ TEST(DeviceBlocks, HostVisibleModeRoundTrips) {
   EXPECT_TRUE(dev->validation_messages().empty());
 }
 
-// out[i] = in[i] * MUL + push.add, for i < push.n; MUL is specialization constant 0, workgroup size constant 1.
+// out[i] = in[i] * MUL + push.add, for i < push.n; MUL is specialization constant 0, workgroup size
+// constant 1.
 const char* kAffine = R"(#version 450
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const float MUL = 1.0;
@@ -416,14 +417,16 @@ TEST(DeviceSelect, PreferenceOrderAndIds) {
   EXPECT_THROW(runtime::choose_device({}, std::nullopt), DeviceError);
 }
 
-// One process per GPU: local rank r takes the r-th (mod count) of the equal candidates, identical GPUs included.
+// One process per GPU: local rank r takes the r-th (mod count) of the equal candidates, identical GPUs
+// included.
 TEST(DeviceSelect, SlotPicksAmongEqualCandidates) {
   std::vector<runtime::DeviceCaps> d = {fake("llvmpipe", "cpu", 0), fake("H200", "discrete", 0x2335),
                                         fake("igpu", "integrated", 0x46a6), fake("H200", "discrete", 0x2335)};
   EXPECT_EQ(runtime::choose_device(d, std::nullopt, 0u), 1u);
   EXPECT_EQ(runtime::choose_device(d, std::nullopt, 1u), 3u);
   EXPECT_EQ(runtime::choose_device(d, std::nullopt, 2u), 1u);
-  EXPECT_EQ(runtime::choose_device(d, 0x2335u, 1u), 3u);  // MEGANEURA_DEVICE_ID first, then the slot among matches
+  EXPECT_EQ(runtime::choose_device(d, 0x2335u, 1u),
+            3u);  // MEGANEURA_DEVICE_ID first, then the slot among matches
   EXPECT_EQ(runtime::choose_device(d, 0x46a6u, 1u), 2u);
   EXPECT_EQ(runtime::choose_device(d, 0u, 5u), 0u);
 }
@@ -441,7 +444,6 @@ TEST(DeviceBlocks, LiveHeapUsageGrowsWithBlocks) {
 }
 
 }  // namespace
-
 
 namespace {
 
@@ -490,7 +492,8 @@ TEST_F(DeviceSlices, SlicesRoundTripZeroAndBind) {
     EXPECT_THROW(list->copy(runtime::slice(arena, 0, 64), runtime::slice(arena, 32, 64), 64), DeviceError);
     list->copy(runtime::slice(arena, 0, 64), runtime::slice(arena, 64, 64), 64);
   }
-  EXPECT_THROW(device().upload(Buffer{arena.block, arena.offset + 4096 + 4096, 16}, data.data(), 16), DeviceError);
+  EXPECT_THROW(device().upload(Buffer{arena.block, arena.offset + 4096 + 4096, 16}, data.data(), 16),
+               DeviceError);
   device().free(arena);
   EXPECT_THROW(device().upload(s, data.data(), 16), DeviceError);  // its allocation is gone
 }

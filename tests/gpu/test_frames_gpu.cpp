@@ -1,6 +1,6 @@
-// Frames in flight: steps queued on the GPU (SessionConfig::frames_in_flight 3) against the same steps run one
-// at a time (frames_in_flight 1). Each step has its own inputs and learning rate, so a step that read another
-// frame's staging, or an output read from the wrong readback, changes the bits compared here.
+// Frames in flight: steps queued on the GPU (SessionConfig::frames_in_flight 3) against the same steps run
+// one at a time (frames_in_flight 1). Each step has its own inputs and learning rate, so a step that read
+// another frame's staging, or an output read from the wrong readback, changes the bits compared here.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -115,7 +115,8 @@ TEST_F(FramesGpu, QueuedAdamStepsEqualSynchronousStepsBitForBit) {
   for (int k = 0; k < n; ++k) EXPECT_EQ(got[size_t(k)], want[size_t(k)]) << "loss of step " << k + 1;
   // Steps differ (their inputs and rates do), so equal losses are each step's own.
   EXPECT_NE(want[0], want[1]);
-  for (const char* p : {"w1", "w2"}) EXPECT_TRUE(same_bits(queued.read_parameter(p), sync.read_parameter(p))) << p;
+  for (const char* p : {"w1", "w2"})
+    EXPECT_TRUE(same_bits(queued.read_parameter(p), sync.read_parameter(p))) << p;
   EXPECT_TRUE(same_bits(queued.read_output("logits"), sync.read_output("logits")));
   EXPECT_EQ(queued.optimizer_step(), uint64_t(n));
 }
@@ -128,7 +129,8 @@ TEST_F(FramesGpu, QueuedAccumulationEqualsSynchronous) {
   const std::vector<float> want = run_synchronously(sync, st, n);
   const std::vector<float> got = run_queued(queued, st, n);
   for (int k = 0; k < n; ++k) EXPECT_EQ(got[size_t(k)], want[size_t(k)]) << "loss of step " << k + 1;
-  for (const char* p : {"w1", "w2"}) EXPECT_TRUE(same_bits(queued.read_parameter(p), sync.read_parameter(p))) << p;
+  for (const char* p : {"w1", "w2"})
+    EXPECT_TRUE(same_bits(queued.read_parameter(p), sync.read_parameter(p))) << p;
   EXPECT_EQ(queued.optimizer_step(), uint64_t(n / 2));
 }
 

@@ -38,11 +38,13 @@ LlamaConfig tiny() {
 // decided by rounding: every weight scaled by 20.
 models::LanguageModel model(uint64_t seed = 5) {
   models::LanguageModel lm = models::random_language_model(tiny(), seed);
-  auto scaled = std::make_shared<std::map<std::string, std::vector<float>>>(models::llama_random_weights(tiny(), seed));
+  auto scaled =
+      std::make_shared<std::map<std::string, std::vector<float>>>(models::llama_random_weights(tiny(), seed));
   for (auto& [name, v] : *scaled)
     if (name.find("norm") == std::string::npos)
       for (float& x : v) x *= 20.0f;
-  for (models::WeightView& w : lm.weights) w.bytes = std::as_bytes(std::span<const float>(scaled->at(w.name)));
+  for (models::WeightView& w : lm.weights)
+    w.bytes = std::as_bytes(std::span<const float>(scaled->at(w.name)));
   lm.storage = scaled;
   lm.eos_ids = {};
   return lm;
@@ -67,10 +69,14 @@ GeneratorOptions options(std::vector<int64_t> buckets = {8}, int64_t batch = 1) 
   return o;
 }
 
-std::shared_ptr<runtime::Device> shared_device() { return {&test::gpu_device(), [](runtime::Device*) {}}; }
+std::shared_ptr<runtime::Device> shared_device() {
+  return {&test::gpu_device(), [](runtime::Device*) {}};
+}
 
-// The greedy continuation by the reference: argmax (first maximum) of the logits of the whole sequence so far.
-std::vector<int32_t> reference_greedy(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& w,
+// The greedy continuation by the reference: argmax (first maximum) of the logits of the whole sequence so
+// far.
+std::vector<int32_t> reference_greedy(const LlamaConfig& c,
+                                      const std::map<std::string, std::vector<float>>& w,
                                       std::vector<int32_t> seq, int64_t steps) {
   std::vector<int32_t> out;
   for (int64_t k = 0; k < steps && int64_t(seq.size()) <= c.max_context; ++k) {
@@ -78,8 +84,10 @@ std::vector<int32_t> reference_greedy(const LlamaConfig& c, const std::map<std::
     const models::LlamaStep st = models::build_llama(c, 1, L);
     reference::Feeds f;
     for (const auto& [name, v] : w)
-      f[name] = HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
-    for (NodeId s : st.graph.states()) f[st.graph.node(s).prov.name] = HostTensor(st.graph.node(s).shape, 0.0);
+      f[name] =
+          HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
+    for (NodeId s : st.graph.states())
+      f[st.graph.node(s).prov.name] = HostTensor(st.graph.node(s).shape, 0.0);
     f["tokens"] = HostTensor({1, L}, std::vector<double>(seq.begin(), seq.end()));
     f["start"] = HostTensor({1}, 0.0);
     f["last"] = HostTensor({1}, double(L - 1));
@@ -130,7 +138,8 @@ TEST_F(Generate, BatchedGenerationEqualsSingleSequences) {
   const std::vector<models::GenerationResult> rs = three.generate_batch(prompts, greedy(5));
   ASSERT_EQ(rs.size(), 3u);
   for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(rs[i].tokens, one.generate(std::span<const int32_t>(prompts[i]), greedy(5)).tokens) << "sequence " << i;
+    EXPECT_EQ(rs[i].tokens, one.generate(std::span<const int32_t>(prompts[i]), greedy(5)).tokens)
+        << "sequence " << i;
 }
 
 TEST_F(Generate, StopTokensMaxTokensAndTheCallbackEndGeneration) {
@@ -160,10 +169,11 @@ TEST_F(Generate, StopTokensMaxTokensAndTheCallbackEndGeneration) {
   EXPECT_TRUE(gen.generate(std::span<const int32_t>(p), greedy(0)).tokens.empty());
   // the callback sees every token in order and stops after the second
   std::vector<int32_t> seen;
-  const models::GenerationResult cb = gen.generate(std::span<const int32_t>(p), greedy(8), [&](int32_t t, std::string_view) {
-    seen.push_back(t);
-    return seen.size() < 2;
-  });
+  const models::GenerationResult cb =
+      gen.generate(std::span<const int32_t>(p), greedy(8), [&](int32_t t, std::string_view) {
+        seen.push_back(t);
+        return seen.size() < 2;
+      });
   EXPECT_EQ(seen, std::vector<int32_t>(all.begin(), all.begin() + 2));
   EXPECT_EQ(cb.tokens, seen);
   EXPECT_EQ(cb.finish, models::FinishReason::Callback);
@@ -183,7 +193,8 @@ TEST_F(Generate, SameSeedSameTokensOtherSeedOtherTokens) {
   EXPECT_NE(gen.generate(std::span<const int32_t>(p), o).tokens, a);
   // top_k = 1 is greedy whatever the seed
   o.sampling.top_k = 1;
-  EXPECT_EQ(gen.generate(std::span<const int32_t>(p), o).tokens, gen.generate(std::span<const int32_t>(p), greedy(12)).tokens);
+  EXPECT_EQ(gen.generate(std::span<const int32_t>(p), o).tokens,
+            gen.generate(std::span<const int32_t>(p), greedy(12)).tokens);
 }
 
 TEST_F(Generate, BadPromptsAndOptionsAreConfigErrors) {
@@ -197,7 +208,7 @@ TEST_F(Generate, BadPromptsAndOptionsAreConfigErrors) {
   o.sampling.top_p = 0;
   const std::vector<int32_t> p = {1};
   EXPECT_THROW(gen.generate(std::span<const int32_t>(p), o), ConfigError);
-  EXPECT_THROW(gen.generate_batch({p, p}), ConfigError);  // batch 1
+  EXPECT_THROW(gen.generate_batch({p, p}), ConfigError);                          // batch 1
   EXPECT_THROW(Generator(model(), options({32}), shared_device()), ConfigError);  // bucket over max_context
   models::LanguageModel missing = model();
   missing.weights.pop_back();

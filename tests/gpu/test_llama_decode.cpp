@@ -51,7 +51,8 @@ std::vector<double> reference_logits(const LlamaConfig& c, const std::map<std::s
   const int64_t L = int64_t(tokens.size());
   const models::LlamaStep st = models::build_llama(c, 1, L);
   reference::Feeds f;
-  for (const auto& [name, v] : w) f[name] = HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
+  for (const auto& [name, v] : w)
+    f[name] = HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
   for (NodeId s : st.graph.states()) f[st.graph.node(s).prov.name] = HostTensor(st.graph.node(s).shape, 0.0);
   f["tokens"] = HostTensor({1, L}, std::vector<double>(tokens.begin(), tokens.end()));
   f["start"] = HostTensor({1}, 0.0);
@@ -59,7 +60,8 @@ std::vector<double> reference_logits(const LlamaConfig& c, const std::map<std::s
   return reference::evaluate_outputs(st.graph, f)[0].data;
 }
 
-void expect_close(const std::vector<float>& got, const double* want, size_t n, double tol, const std::string& what) {
+void expect_close(const std::vector<float>& got, const double* want, size_t n, double tol,
+                  const std::string& what) {
   ASSERT_GE(got.size(), n) << what;
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i)
@@ -148,7 +150,8 @@ TEST_F(LlamaDecode, SessionsShareParametersAndStateByName) {
   uint64_t params = 0;
   for (const auto& [name, shape] : models::llama_parameters(c)) params += uint64_t(numel(shape)) * 2;
   EXPECT_EQ(prefill.memory_summary().parameters, params);
-  EXPECT_EQ(prefill.memory_summary().state, uint64_t(c.layers) * 2 * 2 * 2 * 16 * 8 * 4);  // k and v, f32 cache
+  EXPECT_EQ(prefill.memory_summary().state,
+            uint64_t(c.layers) * 2 * 2 * 2 * 16 * 8 * 4);  // k and v, f32 cache
   std::vector<float> v(size_t(c.hidden), 0.75f);
   prefill.set_parameter("output_norm.weight", v);
   EXPECT_EQ(decode.read_parameter("output_norm.weight"), v);
@@ -166,6 +169,7 @@ TEST_F(LlamaDecode, QkvBiasesMatchTheReference) {
   LlamaConfig c = tiny();
   c.attn_bias = true;
   const auto params = models::llama_parameters(c);
-  EXPECT_TRUE(std::any_of(params.begin(), params.end(), [](const auto& p) { return p.first == "blk.1.attn_k.bias"; }));
+  EXPECT_TRUE(std::any_of(params.begin(), params.end(),
+                          [](const auto& p) { return p.first == "blk.1.attn_k.bias"; }));
   run_batch(c, {3, 6}, 8, 3, 1e-4);
 }

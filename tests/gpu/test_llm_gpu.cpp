@@ -60,10 +60,10 @@ TEST_F(LlmGpu, AttentionBackwardDirectAndByParts) {
   }
 }
 
-// SmolLM2-135M's configuration (vocabulary 49152 x 576 tied to the head, 9 heads over 3 KV heads, SwiGLU 1536,
-// RMSNorm) with two blocks, trained with Adam: parameters and moments (~390 MiB) exceed lavapipe's 128 MiB
-// maxStorageBufferRange, so the persistent arena is split across buffers. The first step's loss matches the
-// reference's on the same seeded weights, and the next step's loss (same batch) is lower.
+// SmolLM2-135M's configuration (vocabulary 49152 x 576 tied to the head, 9 heads over 3 KV heads, SwiGLU
+// 1536, RMSNorm) with two blocks, trained with Adam: parameters and moments (~390 MiB) exceed lavapipe's 128
+// MiB maxStorageBufferRange, so the persistent arena is split across buffers. The first step's loss matches
+// the reference's on the same seeded weights, and the next step's loss (same batch) is lower.
 TEST_F(LlmGpu, SmolLm2TrainingStepAcrossBuffers) {
   Graph g;
   nn::Context ctx(g, 7);
@@ -83,7 +83,8 @@ TEST_F(LlmGpu, SmolLm2TrainingStepAcrossBuffers) {
   if (s.caps().max_storage_buffer_range < (uint64_t(1) << 30))
     EXPECT_GT(mem.parameters + mem.optimizer_state, s.caps().max_storage_buffer_range);
 
-  const std::vector<int32_t> tokens{1, 5, 900, 49151, 77, 3, 12000, 8}, labels{5, 900, 49151, 77, 3, 12000, 8, 2};
+  const std::vector<int32_t> tokens{1, 5, 900, 49151, 77, 3, 12000, 8},
+      labels{5, 900, 49151, 77, 3, 12000, 8, 2};
   reference::Feeds feeds;
   for (const auto& [name, w] : ctx.weights()) {
     s.set_parameter(name, w);

@@ -1,7 +1,7 @@
-// Row reductions over long rows on few rows take the two-pass form (codegen/reduce_split.cpp: partials per row
-// chunk, then the combine). Each case here has rows longer than kMaxRowChunk (4096) and fewer rows than the
-// device's compute units (lavapipe reports none: 64 assumed), or is a batch-reduced loss over more than 4096
-// elements: values and gradients vs the float64 reference (gpu_opcheck.hpp), and NaN propagation.
+// Row reductions over long rows on few rows take the two-pass form (codegen/reduce_split.cpp: partials per
+// row chunk, then the combine). Each case here has rows longer than kMaxRowChunk (4096) and fewer rows than
+// the device's compute units (lavapipe reports none: 64 assumed), or is a batch-reduced loss over more than
+// 4096 elements: values and gradients vs the float64 reference (gpu_opcheck.hpp), and NaN propagation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,12 +59,15 @@ TEST_F(LongRowsGpu, ReductionsSoftmaxAndNorms) {
       {"min axis 0", [](Graph& g, auto& v) { return g.min(v[0], {0}); }, {{{5000, 2}}}},
       {"variance rows", [](Graph& g, auto& v) { return g.variance(v[0], {-1}); }, {{rows}}},
       {"softmax rows", [](Graph& g, auto& v) { return g.softmax(v[0], -1); }, {range(rows, -3, 3)}},
-      {"log_softmax axis 0", [](Graph& g, auto& v) { return g.log_softmax(v[0], 0); }, {range({5000, 2}, -3, 3)}},
+      {"log_softmax axis 0",
+       [](Graph& g, auto& v) { return g.log_softmax(v[0], 0); },
+       {range({5000, 2}, -3, 3)}},
       {"rms_norm", [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1], 1e-6); }, {{rows}, {{9001}}}},
-      {"layer_norm", [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2], 1e-5); },
+      {"layer_norm",
+       [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2], 1e-5); },
        {range(rows, 0.5, 2.5), {{9001}}, {{9001}}}},
-      {"batch_norm train", [](Graph& g, auto& v) {
-         return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 1e-5); },
+      {"batch_norm train",
+       [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 1e-5); },
        {{{5000, 2}}, {{2}}, {{2}}, {{2}, -1, 1, false}, {{2}, 0.5, 1.5, false}}},
   };
   for (const C& c : cases) {
@@ -85,13 +88,14 @@ TEST_F(LongRowsGpu, Losses) {
     const std::vector<InputSpec> specs{range(s, -3, 3), labels({3}, {9000, -100, 17})};
     EXPECT_TRUE(splits(ce_index, specs)) << rn;
     EXPECT_TRUE(test::check_op_gpu("cross_entropy_index [3,9001]" + rn, ce_index, specs, tol));
-    EXPECT_TRUE(test::check_op_gpu("cross_entropy [2,5000]" + rn,
-                                   [r](Graph& g, auto& v) { return g.cross_entropy_loss(v[0], g.softmax(v[1], -1), r); },
-                                   {range({2, 5000}, -3, 3), range({2, 5000}, -2, 2)}, tol));
+    EXPECT_TRUE(test::check_op_gpu(
+        "cross_entropy [2,5000]" + rn,
+        [r](Graph& g, auto& v) { return g.cross_entropy_loss(v[0], g.softmax(v[1], -1), r); },
+        {range({2, 5000}, -3, 3), range({2, 5000}, -2, 2)}, tol));
     if (r != Reduction::None) {
-      EXPECT_TRUE(test::check_op_gpu("mse [3,3000]" + rn,
-                                     [r](Graph& g, auto& v) { return g.mse_loss(v[0], v[1], r); },
-                                     {{{3, 3000}}, {{3, 3000}}}, tol));
+      EXPECT_TRUE(test::check_op_gpu(
+          "mse [3,3000]" + rn, [r](Graph& g, auto& v) { return g.mse_loss(v[0], v[1], r); },
+          {{{3, 3000}}, {{3, 3000}}}, tol));
     }
   }
 }
@@ -133,6 +137,7 @@ TEST_F(LongRowsGpu, NanPropagates) {
   run("sum", [](Graph& g, NodeId x, NodeId, NodeId) { return g.sum(x, {-1}); });
   run("softmax", [](Graph& g, NodeId x, NodeId, NodeId) { return g.softmax(x, -1); });
   run("rms_norm", [](Graph& g, NodeId x, NodeId, NodeId w) { return g.rms_norm(x, w, 1e-6); });
-  run("cross_entropy_index none",
-      [](Graph& g, NodeId x, NodeId l, NodeId) { return g.cross_entropy_loss_index(x, l, -100, Reduction::None); });
+  run("cross_entropy_index none", [](Graph& g, NodeId x, NodeId l, NodeId) {
+    return g.cross_entropy_loss_index(x, l, -100, Reduction::None);
+  });
 }

@@ -1,7 +1,8 @@
-// Split-K matmuls (kernels/matmul.hpp: a product pass of K slices into scratch, a summing pass in slice order that
-// applies the epilogue) and every scalar tile, against the float64 CPU reference and against the one-pass kernel:
-// ragged sizes (7x13x1000, 33x65x777), the MLP's 32x128x784, every layout, a bias + relu epilogue, a batch,
-// Mixed16 rounding, bit-equal reruns, and gradients through split matmuls in a compiled session.
+// Split-K matmuls (kernels/matmul.hpp: a product pass of K slices into scratch, a summing pass in slice order
+// that applies the epilogue) and every scalar tile, against the float64 CPU reference and against the
+// one-pass kernel: ragged sizes (7x13x1000, 33x65x777), the MLP's 32x128x784, every layout, a bias + relu
+// epilogue, a batch, Mixed16 rounding, bit-equal reruns, and gradients through split matmuls in a compiled
+// session.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,8 +40,8 @@ MatmulShape shape(uint32_t m, uint32_t n, uint32_t k, int layout, uint32_t batch
 }
 
 std::string name(const MatmulShape& s, const MatmulVariant& v) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-         (s.trans_a ? " At" : " A") + (s.trans_b ? "Bt " : "B ") + v.to_string();
+  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+         std::to_string(s.k) + (s.trans_a ? " At" : " A") + (s.trans_b ? "Bt " : "B ") + v.to_string();
 }
 
 // Bias + relu on the accumulator, on both sides.
@@ -52,7 +53,9 @@ kernels::MatmulCheckOptions bias_relu(uint32_t n, uint32_t seed) {
   std::vector<float> bias(n);
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * float(int(i % 7) - 3);
   opt.extra = {bias};
-  opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) { return std::max(v + bias[col], 0.0f); };
+  opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) {
+    return std::max(v + bias[col], 0.0f);
+  };
   return opt;
 }
 
@@ -104,7 +107,9 @@ class MatmulSplit : public test::GpuTest {
 }  // namespace
 
 TEST_F(MatmulSplit, EveryTileAndLayoutWithBiasReluMatchesCpu) {
-  struct Case { uint32_t m, n, k; };
+  struct Case {
+    uint32_t m, n, k;
+  };
   const Case cases[] = {{7, 13, 1000}, {33, 65, 777}, {32, 128, 784}};
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -122,14 +127,17 @@ TEST_F(MatmulSplit, EveryTileAndLayoutWithBiasReluMatchesCpu) {
 }
 
 // f32 operands whose rows start on 4-float boundaries take 16-byte loads (VEC_LOADS): ragged in M, N and K
-// but multiples of 4, batched, split and not, in each layout; the unaligned 70x45x83 above takes scalar loads.
+// but multiples of 4, batched, split and not, in each layout; the unaligned 70x45x83 above takes scalar
+// loads.
 TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
   uint32_t seed = 60;
   for (int layout = 0; layout < 3; ++layout) {
     for (const char* v : {"scalar.64", "scalar.128", "scalar.64.k2", "scalar.128.k3"}) {
       const MatmulShape s = shape(132, 68, 300, layout, 2);
-      const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
-      EXPECT_NE(pass.source.label.find("_v_"), std::string::npos) << name(s, MatmulVariant::parse(v)) << ": " << pass.source.label;
+      const kernels::MatmulPass pass =
+          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
+      EXPECT_NE(pass.source.label.find("_v_"), std::string::npos)
+          << name(s, MatmulVariant::parse(v)) << ": " << pass.source.label;
       expect_matches(s, MatmulVariant::parse(v), bias_relu(68, seed++));
     }
   }
@@ -137,17 +145,19 @@ TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
 
 TEST_F(MatmulSplit, BatchedAndMixed16) {
   for (int layout = 0; layout < 3; ++layout) {
-    expect_matches(shape(20, 30, 300, layout, 3), MatmulVariant::parse("scalar.16.k4"), bias_relu(30, 40 + layout));
-    // Mixed16: each operand rounded to f16 on load, f32 accumulation; the tight tolerance catches a missing rounding
-    // (see test_matmul_tiers.cpp's ScalarAndGemvRoundF32InputsToF16).
+    expect_matches(shape(20, 30, 300, layout, 3), MatmulVariant::parse("scalar.16.k4"),
+                   bias_relu(30, 40 + layout));
+    // Mixed16: each operand rounded to f16 on load, f32 accumulation; the tight tolerance catches a missing
+    // rounding (see test_matmul_tiers.cpp's ScalarAndGemvRoundF32InputsToF16).
     kernels::MatmulCheckOptions tight = bias_relu(45, 50 + layout);
     tight.tolerance = 1e-5;
-    expect_matches(shape(33, 45, 500, layout, 2, kernels::MatmulInput::F32RoundF16), MatmulVariant::parse("scalar.64.k3"),
-                   tight);
+    expect_matches(shape(33, 45, 500, layout, 2, kernels::MatmulInput::F32RoundF16),
+                   MatmulVariant::parse("scalar.64.k3"), tight);
   }
 }
 
-// Split and one pass add in different orders: equal within f32 rounding of sum |a b|; two split runs bit-equal.
+// Split and one pass add in different orders: equal within f32 rounding of sum |a b|; two split runs
+// bit-equal.
 TEST_F(MatmulSplit, EqualsOnePassWithinRoundingAndRepeatsBitForBit) {
   for (int layout = 0; layout < 3; ++layout) {
     const MatmulShape s = shape(33, 65, 777, layout);
@@ -157,26 +167,33 @@ TEST_F(MatmulSplit, EqualsOnePassWithinRoundingAndRepeatsBitForBit) {
     ASSERT_EQ(one.size(), split.size());
     size_t differ = 0;
     for (size_t i = 0; i < one.size(); ++i) {
-      // |a|, |b| < 1 and K = 777: |error| of either order <= ~777 * 2^-24 * 777 < 4e-2 in the worst case; in practice
-      // far below. 1e-3 absolute is a wide margin while a dropped slice moves outputs by ~1.
+      // |a|, |b| < 1 and K = 777: |error| of either order <= ~777 * 2^-24 * 777 < 4e-2 in the worst case; in
+      // practice far below. 1e-3 absolute is a wide margin while a dropped slice moves outputs by ~1.
       EXPECT_NEAR(one[i], split[i], 1e-3) << "layout " << layout << " element " << i;
       differ += one[i] != split[i];
     }
-    EXPECT_EQ(std::memcmp(split.data(), again.data(), split.size() * 4), 0) << "split-K must be deterministic";
-    std::printf("layout %d: split-K differs from one pass in %zu of %zu outputs (rounding order)\n", layout, differ,
-                one.size());
+    EXPECT_EQ(std::memcmp(split.data(), again.data(), split.size() * 4), 0)
+        << "split-K must be deterministic";
+    std::printf("layout %d: split-K differs from one pass in %zu of %zu outputs (rounding order)\n", layout,
+                differ, one.size());
   }
 }
 
-// Values and gradients through compiled sessions whose matmuls are split (lavapipe reports no compute units, so
-// the rule assumes 64): 260x20 outputs with K = 300 split in two, and the weight gradient (300x20, K = 260) too.
+// Values and gradients through compiled sessions whose matmuls are split (lavapipe reports no compute units,
+// so the rule assumes 64): 260x20 outputs with K = 300 split in two, and the weight gradient (300x20, K =
+// 260) too.
 TEST_F(MatmulSplit, GradientsThroughSplitMatmuls) {
-  struct L { Shape a, b; bool ta, tb; size_t splits; };
+  struct L {
+    Shape a, b;
+    bool ta, tb;
+    size_t splits;
+  };
   const L ls[] = {{{260, 300}, {300, 20}, false, false, 2},
                   {{300, 260}, {300, 20}, true, false, 2},
                   {{260, 300}, {20, 300}, false, true, 1}};
   for (const L& l : ls) {
-    const std::string label = "matmul " + shape_str(l.a) + (l.ta ? "T" : "") + " x " + shape_str(l.b) + (l.tb ? "T" : "");
+    const std::string label =
+        "matmul " + shape_str(l.a) + (l.ta ? "T" : "") + " x " + shape_str(l.b) + (l.tb ? "T" : "");
     const meganeura::test::OpBuilder build = [ta = l.ta, tb = l.tb](Graph& g, auto& v) {
       return g.matmul(v[0], v[1], ta, tb);
     };
@@ -196,8 +213,8 @@ TEST_F(MatmulSplit, GradientsThroughSplitMatmuls) {
   }
 }
 
-// The cooperative tiers split the same way; without such a device, both passes must at least compile, validate and
-// rewrite to KHR (the start-up self-test runs a split problem on devices that have them).
+// The cooperative tiers split the same way; without such a device, both passes must at least compile,
+// validate and rewrite to KHR (the start-up self-test runs a split problem on devices that have them).
 TEST(MatmulSplitCoop, BothPassesCompileAndRewriteToKhr) {
   runtime::DeviceCaps caps = test::gpu_device().caps();
   caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
@@ -207,12 +224,13 @@ TEST(MatmulSplitCoop, BothPassesCompileAndRewriteToKhr) {
   for (int layout = 0; layout < 3; ++layout) {
     for (uint32_t k : {1024u, 1000u}) {  // 16-byte loads, element loads
       const MatmulShape s = shape(200, 136, k, layout, 2, kernels::MatmulInput::F32RoundF16);
-      const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, kernels::MatmulTier::CoopMatKHR,
-                                                                bias_relu(136, 1).epilogue);
+      const kernels::MatmulKernel kern =
+          kernels::select_matmul(caps, s, kernels::MatmulTier::CoopMatKHR, bias_relu(136, 1).epilogue);
       ASSERT_EQ(kern.passes.size(), 2u) << kern.variant.to_string();
       EXPECT_GT(kern.variant.split_k, 1u);
       EXPECT_EQ(kern.passes[0].grid[2], 2 * kern.variant.split_k);
-      for (const kernels::MatmulPass& p : kern.passes) EXPECT_NO_THROW(kernels::build_matmul_kernel(p, compile_options()));
+      for (const kernels::MatmulPass& p : kern.passes)
+        EXPECT_NO_THROW(kernels::build_matmul_kernel(p, compile_options()));
     }
   }
 }

@@ -1,7 +1,7 @@
-// The matmul kernel family against the CPU reference (kernels/matmul.hpp), and the NV -> KHR cooperative-matrix
-// rewrite (shader/coopmat_khr.hpp). On lavapipe the scalar and GEMV tiers run and the cooperative tiers are
-// compiled, validated and rewritten but cannot run, so the self-test must fall back to scalar; on a device
-// with cooperative matrices (the H200) the same tests run those tiers against the CPU.
+// The matmul kernel family against the CPU reference (kernels/matmul.hpp), and the NV -> KHR
+// cooperative-matrix rewrite (shader/coopmat_khr.hpp). On lavapipe the scalar and GEMV tiers run and the
+// cooperative tiers are compiled, validated and rewritten but cannot run, so the self-test must fall back to
+// scalar; on a device with cooperative matrices (the H200) the same tests run those tiers against the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,8 +41,8 @@ MatmulShape shape(uint32_t m, uint32_t n, uint32_t k, bool ta, bool tb, uint32_t
 }
 
 std::string name(const MatmulShape& s) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-         (s.trans_a ? " At" : " A") + (s.trans_b ? "Bt" : "B");
+  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+         std::to_string(s.k) + (s.trans_a ? " At" : " A") + (s.trans_b ? "Bt" : "B");
 }
 
 void expect_matches(MatmulTier tier, const MatmulShape& s, const kernels::MatmulCheckOptions& opt = {}) {
@@ -51,8 +51,8 @@ void expect_matches(MatmulTier tier, const MatmulShape& s, const kernels::Matmul
 }
 
 // Every transpose combination, aligned and ragged, batched, with the tile the rule picks (on lavapipe, which
-// reports no compute units, 64 are assumed: small outputs take the 16x16 kernel, 1030x520 the 64x64 one); every
-// tile and split-K are forced in test_matmul_split.cpp.
+// reports no compute units, 64 are assumed: small outputs take the 16x16 kernel, 1030x520 the 64x64 one);
+// every tile and split-K are forced in test_matmul_split.cpp.
 std::vector<MatmulShape> scalar_shapes(MatmulInput in) {
   std::vector<MatmulShape> v;
   for (int t = 0; t < 4; ++t) {
@@ -105,7 +105,9 @@ TEST_F(MatmulTiers, EpilogueBiasThenRelu) {
   std::vector<float> bias(45);
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * float(int(i % 7) - 3);
   opt.extra = {bias};
-  opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) { return std::max(v + bias[col], 0.0f); };
+  opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) {
+    return std::max(v + bias[col], 0.0f);
+  };
   expect_matches(MatmulTier::Scalar, shape(70, 45, 83, false, false), opt);
   expect_matches(MatmulTier::Scalar, shape(70, 45, 83, true, true, 2), opt);
   expect_matches(MatmulTier::Gemv, shape(3, 45, 83, false, true), opt);
@@ -130,8 +132,10 @@ TEST_F(MatmulTiers, SelectRejectsBadRequests) {
   s.lda = 4;
   EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::Scalar), ShapeError);
   EXPECT_THROW(kernels::parse_tier("tensor-core"), ConfigError);
-  EXPECT_EQ(kernels::choose_tier(caps, shape(4, 64, 64, false, false), MatmulTier::CoopMatNV), MatmulTier::Gemv);
-  EXPECT_EQ(kernels::choose_tier(caps, shape(64, 64, 64, false, false), MatmulTier::CoopMatNV), MatmulTier::Scalar)
+  EXPECT_EQ(kernels::choose_tier(caps, shape(4, 64, 64, false, false), MatmulTier::CoopMatNV),
+            MatmulTier::Gemv);
+  EXPECT_EQ(kernels::choose_tier(caps, shape(64, 64, 64, false, false), MatmulTier::CoopMatNV),
+            MatmulTier::Scalar)
       << "f32 inputs never take a cooperative tier";
 }
 
@@ -149,9 +153,10 @@ TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
     ASSERT_EQ(kernels::tier_unavailable(caps, probe, tier), "");
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      expect_matches(tier, shape(256, 256, 256, ta, tb, 1, MatmulInput::F16));  // 16-byte loads, direct stores
-      expect_matches(tier, shape(200, 136, 72, ta, tb, 2, MatmulInput::F16));   // 16-byte loads, masked edges
-      expect_matches(tier, shape(131, 77, 45, ta, tb, 2, MatmulInput::F16));    // element loads
+      expect_matches(tier,
+                     shape(256, 256, 256, ta, tb, 1, MatmulInput::F16));       // 16-byte loads, direct stores
+      expect_matches(tier, shape(200, 136, 72, ta, tb, 2, MatmulInput::F16));  // 16-byte loads, masked edges
+      expect_matches(tier, shape(131, 77, 45, ta, tb, 2, MatmulInput::F16));   // element loads
       // Mixed16 sessions: f32 buffers rounded to f16 as they are loaded (vector and element loads); the tight
       // tolerance catches a rounding that is not to nearest (see ScalarAndGemvRoundF32InputsToF16).
       kernels::MatmulCheckOptions tight;
@@ -165,20 +170,23 @@ TEST_F(MatmulTiers, CooperativeTiersMatchCpuOrAreRefused) {
     std::vector<float> bias(136);
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.125f * float(int(i % 9) - 4);
     opt.extra = {bias};
-    opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) { return std::max(v + bias[col], 0.0f); };
+    opt.host_epilogue = [bias](float v, uint32_t, uint32_t col, uint32_t) {
+      return std::max(v + bias[col], 0.0f);
+    };
     expect_matches(tier, shape(200, 136, 72, false, true, 1, MatmulInput::F16), opt);
   }
 }
 
-// Cooperative tile variants (grouped rasters whose last group is partial, one shared stage, deeper K) on grids
-// that are not multiples of the group, every layout, ragged edges.
+// Cooperative tile variants (grouped rasters whose last group is partial, one shared stage, deeper K) on
+// grids that are not multiples of the group, every layout, ragged edges.
 TEST_F(MatmulTiers, CooperativeTileVariantsMatchCpu) {
   const auto& caps = device().caps();
-  for (const char* tile : {"128x128x32/2x4/g4", "128x128x32/2x4/g3", "128x128x64/2x4/s1", "128x256x32/2x4/g8/s1",
-                           "256x128x32/4x2/s1", "128x128x32/2x4/g16", "128x128x32/4x2/g2",
-                           // prefetch depth, 16 and 4 subgroups
-                           "128x128x32/2x4/d2", "128x128x32/4x4/d2", "128x256x32/4x4/g4/s1", "64x128x32/2x2/d3",
-                           "128x128x32/4x4/s1", "128x128x32/4x4/d3"}) {
+  for (const char* tile :
+       {"128x128x32/2x4/g4", "128x128x32/2x4/g3", "128x128x64/2x4/s1", "128x256x32/2x4/g8/s1",
+        "256x128x32/4x2/s1", "128x128x32/2x4/g16", "128x128x32/4x2/g2",
+        // prefetch depth, 16 and 4 subgroups
+        "128x128x32/2x4/d2", "128x128x32/4x4/d2", "128x256x32/4x4/g4/s1", "64x128x32/2x2/d3",
+        "128x128x32/4x4/s1", "128x128x32/4x4/d3"}) {
     kernels::MatmulCheckOptions opt;
     opt.tile = kernels::CoopMatTile::parse(tile);
     if (!caps.coopmat_khr) {  // lavapipe: refused here, compiled in CoopMatRewrite
@@ -192,13 +200,14 @@ TEST_F(MatmulTiers, CooperativeTileVariantsMatchCpu) {
       expect_matches(MatmulTier::CoopMatKHR, shape(1100, 700, 200, ta, tb, 2, MatmulInput::F16), opt);
       expect_matches(MatmulTier::CoopMatKHR, shape(131, 77, 45, ta, tb, 1, MatmulInput::F16), opt);
     }
-    if (caps.coopmat_nv) expect_matches(MatmulTier::CoopMatNV, shape(650, 520, 136, false, false, 1, MatmulInput::F16), opt);
+    if (caps.coopmat_nv)
+      expect_matches(MatmulTier::CoopMatNV, shape(650, 520, 136, false, false, 1, MatmulInput::F16), opt);
   }
 }
 
 // Workgroup-scope tiles against the CPU on a device that has them (the H200): every layout, f16 and Mixed16
-// inputs, K ragged (zero-filled tail) with 16-byte and element loads, batched. Elsewhere (lavapipe) selection must
-// refuse them; their SPIR-V is checked in CoopMatRewrite.
+// inputs, K ragged (zero-filled tail) with 16-byte and element loads, batched. Elsewhere (lavapipe) selection
+// must refuse them; their SPIR-V is checked in CoopMatRewrite.
 TEST_F(MatmulTiers, WorkgroupScopeTilesMatchCpu) {
   const auto& caps = device().caps();
   for (const char* tile : {"128x128x32/2x2/s1/w", "128x128x32/2x2/w", "128x256x32/2x4/s1/w"}) {
@@ -207,30 +216,32 @@ TEST_F(MatmulTiers, WorkgroupScopeTilesMatchCpu) {
     if (!caps.coopmat2_workgroup || !caps.coopmat_khr) {
       EXPECT_THROW(kernels::select_matmul(caps, shape(256, 256, 64, false, false, 1, MatmulInput::F16),
                                           MatmulTier::CoopMatKHR, {}, opt.tile),
-                   ConfigError) << tile;
+                   ConfigError)
+          << tile;
       continue;
     }
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       expect_matches(MatmulTier::CoopMatKHR, shape(256, 512, 200, ta, tb, 2, MatmulInput::F16), opt);
-      expect_matches(MatmulTier::CoopMatKHR, shape(256, 256, 128, ta, tb, 2, MatmulInput::F16), opt);  // FULL_TILES
+      expect_matches(MatmulTier::CoopMatKHR, shape(256, 256, 128, ta, tb, 2, MatmulInput::F16),
+                     opt);  // FULL_TILES
       expect_matches(MatmulTier::CoopMatKHR, shape(128, 256, 45, ta, tb, 1, MatmulInput::F16), opt);
       expect_matches(MatmulTier::CoopMatKHR, shape(256, 256, 96, ta, tb, 1, MatmulInput::F32RoundF16), opt);
     }
   }
 }
 
-// Mixed16 rounds each f32 operand to the nearest f16, ties to even, f16 denormals kept: A holds ties in the normal
-// and the denormal range, and B is the identity, so C must equal A rounded, exactly. The scalar tier rounds by
-// integer arithmetic (to_in); the cooperative tiers, on a device with f16_rte_conversion, by the conversion
-// itself (RTE_F16). Elsewhere the cooperative tiers must refuse (lavapipe has none).
+// Mixed16 rounds each f32 operand to the nearest f16, ties to even, f16 denormals kept: A holds ties in the
+// normal and the denormal range, and B is the identity, so C must equal A rounded, exactly. The scalar tier
+// rounds by integer arithmetic (to_in); the cooperative tiers, on a device with f16_rte_conversion, by the
+// conversion itself (RTE_F16). Elsewhere the cooperative tiers must refuse (lavapipe has none).
 TEST_F(MatmulTiers, Mixed16RoundsTiesToEvenAndKeepsDenormals) {
   const auto& caps = device().caps();
   const uint32_t n = 128;
   const float ulp = std::ldexp(1.0f, -11), sub = std::ldexp(1.0f, -24);
-  const std::vector<float> special = {1 + ulp,      1 + 3 * ulp,  -(1 + ulp), 2049.0f,   2051.0f,    1.5f * sub,
-                                      0.5f * sub,   1.25f * sub,  65504.0f,   -65504.0f, 0.1f,       3.14159265f,
-                                      1e-3f,        -2.5f * sub,  0.0f,       65519.0f};
+  const std::vector<float> special = {1 + ulp,    1 + 3 * ulp, -(1 + ulp), 2049.0f,   2051.0f, 1.5f * sub,
+                                      0.5f * sub, 1.25f * sub, 65504.0f,   -65504.0f, 0.1f,    3.14159265f,
+                                      1e-3f,      -2.5f * sub, 0.0f,       65519.0f};
   kernels::MatmulCheckOptions opt;
   opt.tolerance = 1e-7;  // an f16 ulp off is >= 6e-5 of the bound here
   opt.a_values.resize(n * n);
@@ -242,7 +253,8 @@ TEST_F(MatmulTiers, Mixed16RoundsTiesToEvenAndKeepsDenormals) {
   for (MatmulTier tier : {MatmulTier::CoopMatNV, MatmulTier::CoopMatKHR}) {
     if (!kernels::tier_unavailable(caps, s, tier).empty()) {
       EXPECT_THROW(kernels::select_matmul(caps, s, tier), ConfigError) << kernels::tier_name(tier);
-      std::printf("[ skipped  ] %s: %s\n", kernels::tier_name(tier), kernels::tier_unavailable(caps, s, tier).c_str());
+      std::printf("[ skipped  ] %s: %s\n", kernels::tier_name(tier),
+                  kernels::tier_unavailable(caps, s, tier).c_str());
       continue;
     }
     std::printf("[ rounding ] %s: %s\n", kernels::tier_name(tier),
@@ -269,7 +281,8 @@ TEST_F(MatmulTiers, SelfTestFallsBackToScalarWithoutCooperativeMatrices) {
     EXPECT_NE(choice.best, MatmulTier::Scalar) << choice.to_text();
   }
   // A forced tier probes only itself (and scalar, the fallback).
-  const kernels::MatmulTierChoice forced = kernels::probe_matmul_tiers(device(), compile_options(), MatmulTier::CoopMatKHR);
+  const kernels::MatmulTierChoice forced =
+      kernels::probe_matmul_tiers(device(), compile_options(), MatmulTier::CoopMatKHR);
   ASSERT_EQ(forced.probes.size(), 2u);
   EXPECT_EQ(forced.probes[0].tier, MatmulTier::CoopMatKHR);
   EXPECT_EQ(forced.best, caps.coopmat_khr ? MatmulTier::CoopMatKHR : MatmulTier::Scalar) << forced.to_text();
@@ -314,7 +327,8 @@ runtime::DeviceCaps coop_caps() {
   caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
   caps.subgroup_size = 32;
   caps.max_shared_memory = 49152;
-  caps.compute_units = 16;  // the split-K choice must not follow the real device (132 on the H200 split K 256 in two)
+  caps.compute_units =
+      16;  // the split-K choice must not follow the real device (132 on the H200 split K 256 in two)
   runtime::CoopMatShape cm{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup"};
   caps.coopmat_nv_shapes = caps.coopmat_khr_shapes = {cm};
   // The H200's workgroup-scope f16 x f16 -> f32 granularities (VK_NV_cooperative_matrix2, session 7's run 1).
@@ -325,7 +339,8 @@ runtime::DeviceCaps coop_caps() {
   return caps;
 }
 
-// The constant behind each OpTypeCooperativeMatrixKHR's scope operand (result, component, scope, rows, columns, use).
+// The constant behind each OpTypeCooperativeMatrixKHR's scope operand (result, component, scope, rows,
+// columns, use).
 std::vector<uint32_t> coopmat_khr_scopes(const std::vector<uint32_t>& spirv) {
   std::map<uint32_t, uint32_t> constants;
   std::vector<uint32_t> scope_ids, out;
@@ -340,33 +355,49 @@ std::vector<uint32_t> coopmat_khr_scopes(const std::vector<uint32_t>& spirv) {
   return out;
 }
 
-// Large products without an epilogue take the workgroup-scope tile where the device has it on coopmat-khr: A·Bᵀ
-// always, A·B and Aᵀ·B when their loads can go unguarded (the H200 at 8192³: +22 %, +7 %, +13 %); the rest keeps
-// the shape-only default.
+// Large products without an epilogue take the workgroup-scope tile where the device has it on coopmat-khr:
+// A·Bᵀ always, A·B and Aᵀ·B when their loads can go unguarded (the H200 at 8192³: +22 %, +7 %, +13 %); the
+// rest keeps the shape-only default.
 TEST(CoopMatRewrite, DefaultTileTakesWorkgroupScopeForLargeProducts) {
   const runtime::DeviceCaps caps = coop_caps();
   const MatmulShape nt = shape(4096, 4096, 64, false, true, 1, MatmulInput::F16);
-  auto tile = [](const runtime::DeviceCaps& c, const MatmulShape& s, MatmulTier t, const kernels::MatmulEpilogue& ep = {}) {
+  auto tile = [](const runtime::DeviceCaps& c, const MatmulShape& s, MatmulTier t,
+                 const kernels::MatmulEpilogue& ep = {}) {
     return kernels::default_coopmat_tile(c, s, t, ep).to_string();
   };
   EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatKHR), "128x128x32/2x2/s1/w");
-  EXPECT_NO_THROW(kernels::select_matmul(caps, nt, MatmulTier::CoopMatKHR, {}, kernels::default_coopmat_tile(caps, nt, MatmulTier::CoopMatKHR)));
+  EXPECT_NO_THROW(kernels::select_matmul(caps, nt, MatmulTier::CoopMatKHR, {},
+                                         kernels::default_coopmat_tile(caps, nt, MatmulTier::CoopMatKHR)));
   const std::string plain = "128x256x32/4x4/g4/s1";
   EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatNV), plain) << "workgroup scope only through the KHR rewrite";
   EXPECT_EQ(tile(caps, nt, MatmulTier::CoopMatKHR, doubled(true)), plain) << "an epilogue";
   // A·B and Aᵀ·B only with K a multiple of 32 and aligned rows (unguarded loads).
   const std::string wg = "128x128x32/2x2/s1/w";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg) << "A·B";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, true, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg) << "Aᵀ·B";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 72, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "K 72";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 68, true, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "K 68";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 68, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg) << "A·Bᵀ, K 68";
-  EXPECT_EQ(tile(caps, shape(4000, 4096, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), plain) << "M 4000";
-  EXPECT_EQ(tile(caps, shape(2048, 2048, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), "128x128x32/2x4")
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg)
+      << "A·B";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, true, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg)
+      << "Aᵀ·B";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 72, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR),
+            plain)
+      << "K 72";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 68, true, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR),
+            plain)
+      << "K 68";
+  EXPECT_EQ(tile(caps, shape(4096, 4096, 68, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR), wg)
+      << "A·Bᵀ, K 68";
+  EXPECT_EQ(tile(caps, shape(4000, 4096, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR),
+            plain)
+      << "M 4000";
+  EXPECT_EQ(tile(caps, shape(2048, 2048, 64, false, true, 1, MatmulInput::F16), MatmulTier::CoopMatKHR),
+            "128x128x32/2x4")
       << "small products keep their workgroups";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, false, true, 1, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR), plain)
+  EXPECT_EQ(
+      tile(caps, shape(4096, 4096, 64, false, true, 1, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR),
+      plain)
       << "f32 buffers rounded on load (Mixed16)";
-  EXPECT_EQ(tile(caps, shape(4096, 4096, 64, false, false, 1, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR), plain)
+  EXPECT_EQ(
+      tile(caps, shape(4096, 4096, 64, false, false, 1, MatmulInput::F32RoundF16), MatmulTier::CoopMatKHR),
+      plain)
       << "f32 buffers rounded on load (Mixed16), A·B";
   runtime::DeviceCaps no_wg = caps;
   no_wg.coopmat2_workgroup = false;
@@ -405,9 +436,9 @@ std::map<uint32_t, uint32_t> execution_modes(const std::vector<uint32_t>& spirv)
   return out;
 }
 
-// With f16_rte_conversion the Mixed16 cooperative kernel's 16-byte loads round by the conversion: RTE_F16 set,
-// and the module (after the KHR rewrite) asks for RoundingModeRTE (4462) and DenormPreserve (4459) on 16 bits.
-// Element loads and devices without it keep to_in's integer rounding.
+// With f16_rte_conversion the Mixed16 cooperative kernel's 16-byte loads round by the conversion: RTE_F16
+// set, and the module (after the KHR rewrite) asks for RoundingModeRTE (4462) and DenormPreserve (4459) on 16
+// bits. Element loads and devices without it keep to_in's integer rounding.
 TEST(CoopMatRewrite, Mixed16RoundsByConversionWhereTheDeviceLetsIt) {
   runtime::DeviceCaps caps = coop_caps();
   for (bool rte : {true, false}) {
@@ -416,8 +447,9 @@ TEST(CoopMatRewrite, Mixed16RoundsByConversionWhereTheDeviceLetsIt) {
       const MatmulShape s = shape(512, 512, k, false, true, 1, MatmulInput::F32RoundF16);
       const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR);
       const auto& defs = kern.passes[0].source.defines;
-      const bool set = std::any_of(defs.begin(), defs.end(),
-                                   [](const shader::Define& d) { return d.name == "RTE_F16" && d.value == "1"; });
+      const bool set = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
+        return d.name == "RTE_F16" && d.value == "1";
+      });
       EXPECT_EQ(set, rte && k == 256) << "rte " << rte << " K " << k;
       const runtime::KernelDesc d = kernels::build_matmul_kernel(kern.passes[0], compile_options());
       const std::map<uint32_t, uint32_t> modes = execution_modes(d.spirv);
@@ -430,12 +462,13 @@ TEST(CoopMatRewrite, Mixed16RoundsByConversionWhereTheDeviceLetsIt) {
 TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
   const runtime::DeviceCaps caps = coop_caps();
   for (int t = 0; t < 4; ++t) {
-    for (uint32_t k : {64u, 45u}) {  // 16-byte loads, element loads
+    for (uint32_t k : {64u, 45u}) {                    // 16-byte loads, element loads
       for (int variant = 0; variant < 3; ++variant) {  // f16, epilogue; f32 rounded on load (Mixed16)
         const bool epilogue = variant == 1;
-        MatmulShape s = shape(128, 128, k, t & 1, t & 2, 1, variant == 2 ? MatmulInput::F32RoundF16 : MatmulInput::F16);
-        const kernels::MatmulKernel kern = kernels::select_matmul(
-            caps, s, MatmulTier::CoopMatKHR, doubled(epilogue));
+        MatmulShape s =
+            shape(128, 128, k, t & 1, t & 2, 1, variant == 2 ? MatmulInput::F32RoundF16 : MatmulInput::F16);
+        const kernels::MatmulKernel kern =
+            kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, doubled(epilogue));
         ASSERT_TRUE(kern.passes[0].rewrite_to_khr);
         // compile_glsl validates the NV module; an invalid one throws here.
         const std::vector<uint32_t> nv = shader::compile_glsl(kern.passes[0].source, compile_options()).spirv;
@@ -445,7 +478,8 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
         EXPECT_TRUE(has_capability(nv, shader::spv::kCapCoopMatNV));
 
         shader::CoopMatRewriteStats st;
-        const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, kern.passes[0].source.label, &st);
+        const std::vector<uint32_t> khr =
+            shader::rewrite_coopmat_nv_to_khr(nv, kern.passes[0].source.label, &st);
         auto after = opcode_counts(khr);
         for (uint32_t op : {shader::spv::kOpTypeCoopMatNV, shader::spv::kOpLoadNV, shader::spv::kOpStoreNV,
                             shader::spv::kOpMulAddNV, shader::spv::kOpLengthNV}) {
@@ -472,8 +506,9 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
 
 TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   const runtime::DeviceCaps caps = coop_caps();
-  for (const char* tile : {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2",
-                           "128x128x32/4x4/d2", "128x256x32/4x4/s1", "64x128x32/2x2/d3", "128x128x32/2x4/s1"}) {
+  for (const char* tile :
+       {"128x128x32/2x4", "128x256x16/2x4", "256x128x16/4x2", "128x128x16/2x4", "128x128x32/4x2",
+        "128x128x32/4x4/d2", "128x256x32/4x4/s1", "64x128x32/2x2/d3", "128x128x32/2x4/s1"}) {
     for (int t = 0; t < 3; ++t) {
       const MatmulShape s = shape(1024, 1024, 1024, t == 1, t == 2, 1, MatmulInput::F16);
       const kernels::MatmulKernel k =
@@ -485,13 +520,16 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   }
   const MatmulShape s = shape(1024, 1024, 1024, false, false, 1, MatmulInput::F16);
   // 2 x (128 x 40 + 32 x 264) halves + 4 KiB = 58 KiB: over the H200's 48 KiB.
-  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x256x32/2x4")),
+  EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {},
+                                      kernels::CoopMatTile::parse("128x256x32/2x4")),
                ConfigError);
   // 32 subgroups; 6; 16 subgroups whose 16-byte loads do not divide (128 x 16 halves over 512 invocations);
   // one shared stage with loads two tiles ahead.
   for (const char* tile : {"128x256x32/4x8", "128x128x32/2x3", "128x256x16/4x4/s1", "128x256x32/4x4/s1/d2"}) {
-    EXPECT_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse(tile)),
-                 ConfigError) << tile;
+    EXPECT_THROW(
+        kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse(tile)),
+        ConfigError)
+        << tile;
   }
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128"), ConfigError);
   EXPECT_THROW(kernels::CoopMatTile::parse("128x128x32/2x4/s3"), ConfigError);
@@ -503,46 +541,54 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
   EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/4x4/d1").to_string(), "128x128x32/4x4");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/4x4/s1").threads(), 512u);
   // Large products take the 128x256 single-stage tile in every layout; small ones keep 128x128.
-  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, false, 1, MatmulInput::F16)).to_string(),
-            "128x256x32/4x4/g4/s1");
-  EXPECT_EQ(kernels::default_coopmat_tile(shape(2048, 2048, 64, false, false, 1, MatmulInput::F16)).to_string(),
-            "128x128x32/2x4");
-  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, false, true, 1, MatmulInput::F16)).to_string(),
-            "128x256x32/4x4/g4/s1");
-  EXPECT_EQ(kernels::default_coopmat_tile(shape(4096, 4096, 64, true, false, 1, MatmulInput::F16)).to_string(),
-            "128x256x32/4x4/g4/s1");
+  EXPECT_EQ(
+      kernels::default_coopmat_tile(shape(4096, 4096, 64, false, false, 1, MatmulInput::F16)).to_string(),
+      "128x256x32/4x4/g4/s1");
+  EXPECT_EQ(
+      kernels::default_coopmat_tile(shape(2048, 2048, 64, false, false, 1, MatmulInput::F16)).to_string(),
+      "128x128x32/2x4");
+  EXPECT_EQ(
+      kernels::default_coopmat_tile(shape(4096, 4096, 64, false, true, 1, MatmulInput::F16)).to_string(),
+      "128x256x32/4x4/g4/s1");
+  EXPECT_EQ(
+      kernels::default_coopmat_tile(shape(4096, 4096, 64, true, false, 1, MatmulInput::F16)).to_string(),
+      "128x256x32/4x4/g4/s1");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x256x32/2x4/g8/s1").to_string(), "128x256x32/2x4/g8/s1");
   EXPECT_EQ(kernels::CoopMatTile::parse("128x128x32/2x4/g0/s2").to_string(), "128x128x32/2x4");
   // One shared stage halves the shared memory: 128x256x32 fits in 48 KiB with it, not without.
-  EXPECT_NO_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {}, kernels::CoopMatTile::parse("128x256x32/2x4/s1")));
+  EXPECT_NO_THROW(kernels::select_matmul(caps, s, MatmulTier::CoopMatNV, {},
+                                         kernels::CoopMatTile::parse("128x256x32/2x4/s1")));
   for (const char* tile : {"128x128x32/2x4/g8", "128x128x64/2x4/s1", "128x256x32/2x4/g4/s1"}) {
     for (int t = 0; t < 3; ++t) {
-      const kernels::MatmulKernel k = kernels::select_matmul(
-          caps, shape(1000, 1000, 200, t == 1, t == 2, 1, MatmulInput::F16), MatmulTier::CoopMatKHR, {},
-          kernels::CoopMatTile::parse(tile));
+      const kernels::MatmulKernel k =
+          kernels::select_matmul(caps, shape(1000, 1000, 200, t == 1, t == 2, 1, MatmulInput::F16),
+                                 MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
       const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes.at(0), compile_options());
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
     }
   }
 }
 
-// Workgroup-scope tiles ("/w"): the staged tiles multiplied by one workgroup-scope instruction each. Every layout
-// and both stage counts compile, rewrite to KHR with Workgroup scope (2) on all three matrix types, and selection
-// refuses what the kernel cannot do (NV tier, an epilogue, ragged M or N, no VK_NV_cooperative_matrix2, no shape for
-// the invocation count). They run on the H200 (MatmulTiers.WorkgroupScopeTilesMatchCpu), not on lavapipe.
+// Workgroup-scope tiles ("/w"): the staged tiles multiplied by one workgroup-scope instruction each. Every
+// layout and both stage counts compile, rewrite to KHR with Workgroup scope (2) on all three matrix types,
+// and selection refuses what the kernel cannot do (NV tier, an epilogue, ragged M or N, no
+// VK_NV_cooperative_matrix2, no shape for the invocation count). They run on the H200
+// (MatmulTiers.WorkgroupScopeTilesMatchCpu), not on lavapipe.
 TEST(CoopMatRewrite, WorkgroupScopeTilesCompileWithWorkgroupScopeAndRefuseWhatTheyCannotRun) {
   const runtime::DeviceCaps caps = coop_caps();
   for (const char* tile : {"128x128x32/2x2/s1/w", "128x128x32/2x2/w", "128x256x32/2x4/s1/w"}) {
     for (int t = 0; t < 4; ++t) {
       for (MatmulInput in : {MatmulInput::F16, MatmulInput::F32RoundF16}) {
-        const uint32_t kdim = in == MatmulInput::F16 ? 256 : 200;  // K the tile divides: unguarded 16-byte loads
+        const uint32_t kdim =
+            in == MatmulInput::F16 ? 256 : 200;  // K the tile divides: unguarded 16-byte loads
         const MatmulShape s = shape(1024, 1024, kdim, t & 1, t & 2, 2, in);
         const kernels::MatmulKernel k =
             kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
         EXPECT_EQ(k.passes[0].source.label.back(), 'w') << k.passes[0].source.label;
         const auto& defs = k.passes[0].source.defines;
-        const bool full = std::any_of(defs.begin(), defs.end(),
-                                      [](const shader::Define& d) { return d.name == "FULL_TILES" && d.value == "1"; });
+        const bool full = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
+          return d.name == "FULL_TILES" && d.value == "1";
+        });
         EXPECT_EQ(full, kdim == 256) << tile << " K " << kdim;
         const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes[0], compile_options());
         EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
@@ -567,25 +613,32 @@ TEST(CoopMatRewrite, WorkgroupScopeTilesCompileWithWorkgroupScopeAndRefuseWhatTh
   };
   EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatNV, false, w).find("coopmat-khr tier"), std::string::npos);
   EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, true, w).find("epilogue"), std::string::npos);
-  EXPECT_NE(refusal(caps, shape(1000, 1024, 200, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR, false, w)
-                .find("M 1000"), std::string::npos);
+  EXPECT_NE(refusal(caps, shape(1000, 1024, 200, false, false, 1, MatmulInput::F16), MatmulTier::CoopMatKHR,
+                    false, w)
+                .find("M 1000"),
+            std::string::npos);
   runtime::DeviceCaps no_wg = caps;
   no_wg.coopmat2_workgroup = false;
-  EXPECT_NE(refusal(no_wg, s, MatmulTier::CoopMatKHR, false, w).find("VK_NV_cooperative_matrix2"), std::string::npos);
-  EXPECT_NE(refusal(caps, s, MatmulTier::CoopMatKHR, false, kernels::CoopMatTile::parse("128x128x32/4x4/s1/w"))
-                .find("512 invocations"), std::string::npos);
+  EXPECT_NE(refusal(no_wg, s, MatmulTier::CoopMatKHR, false, w).find("VK_NV_cooperative_matrix2"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(caps, s, MatmulTier::CoopMatKHR, false, kernels::CoopMatTile::parse("128x128x32/4x4/s1/w"))
+          .find("512 invocations"),
+      std::string::npos);
 }
 
-// Codegen names a fused kernel's epilogue buffers b3, b4, .. (Emitter::buffer_decls): the cooperative kernel's
-// own names must not collide with them. On the H200 a Mixed16 Adam step failed to compile its fused weight-gradient
-// update ('b4': "nameless block contains a member that already has a name") before the 16-byte views were renamed.
+// Codegen names a fused kernel's epilogue buffers b3, b4, .. (Emitter::buffer_decls): the cooperative
+// kernel's own names must not collide with them. On the H200 a Mixed16 Adam step failed to compile its fused
+// weight-gradient update ('b4': "nameless block contains a member that already has a name") before the
+// 16-byte views were renamed.
 TEST(CoopMatRewrite, EpilogueBuffersNamedLikeCodegenCompile) {
   const runtime::DeviceCaps caps = coop_caps();
   kernels::MatmulEpilogue ep;
   ep.extra_buffers = 3;
   for (int i = 3; i < 6; ++i) {
     const std::string n = std::to_string(i);
-    ep.buffer_decls += "layout(std430, set = 0, binding = " + n + ") buffer Buf" + n + " { float d[]; } b" + n + ";\n";
+    ep.buffer_decls +=
+        "layout(std430, set = 0, binding = " + n + ") buffer Buf" + n + " { float d[]; } b" + n + ";\n";
   }
   ep.expr = "v + b3.d[col] + b4.d[col] + b5.d[col]";
   for (MatmulInput in : {MatmulInput::F16, MatmulInput::F32RoundF16}) {
@@ -594,7 +647,8 @@ TEST(CoopMatRewrite, EpilogueBuffersNamedLikeCodegenCompile) {
       for (const char* tile : {"128x128x32/2x4", "128x256x32/4x4/g4/s1", "128x128x32/2x4/d2"}) {
         const kernels::MatmulKernel k =
             kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, ep, kernels::CoopMatTile::parse(tile));
-        EXPECT_NO_THROW(kernels::build_matmul_kernel(k.passes.at(0), compile_options())) << tile << " " << name(s);
+        EXPECT_NO_THROW(kernels::build_matmul_kernel(k.passes.at(0), compile_options()))
+            << tile << " " << name(s);
       }
     }
   }
@@ -620,9 +674,10 @@ void main() {
   coopMatStoreNV(acc, c, 0, 8, false);
 }
 )";
-  const std::vector<uint32_t> nv = shader::compile_glsl({"rewrite_operands", src, {}}, compile_options()).spirv;
+  const std::vector<uint32_t> nv =
+      shader::compile_glsl({"rewrite_operands", src, {}}, compile_options()).spirv;
   const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, "rewrite_operands");
-  std::map<uint32_t, uint32_t> constants;  // id -> value of the 32-bit integer constants
+  std::map<uint32_t, uint32_t> constants;                   // id -> value of the 32-bit integer constants
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> types;  // id -> (rows id, use id)
   std::vector<uint32_t> load_layouts;
   for (size_t pos = 5; pos < khr.size(); pos += khr[pos] >> 16) {

@@ -21,11 +21,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Specials first, then values on both sides of every kink and domain edge the ops have.
 const std::vector<double> kValues = {kNaN, kInf, -kInf, 0.0, -0.0, -2.5, -1.0, -0.3, 0.3, 1.0, 2.5, 20.0};
 
-const char* klass(double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : "finite"; }
+const char* klass(double v) {
+  return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : "finite";
+}
 
-::testing::AssertionResult same_classes(const std::vector<float>& got, const HostTensor& want, const std::string& what) {
+::testing::AssertionResult same_classes(const std::vector<float>& got, const HostTensor& want,
+                                        const std::string& what) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " values, reference has " << want.size();
+    return ::testing::AssertionFailure()
+           << what << ": " << got.size() << " values, reference has " << want.size();
   size_t bad = 0;
   std::ostringstream os;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -59,7 +63,8 @@ HostTensor rows_with_specials(int64_t width) {
   const int64_t n = int64_t(kValues.size());
   HostTensor t({n, width});
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < width; ++c) t[size_t(r * width + c)] = c == r % width ? kValues[size_t(r)] : 0.25 * double(c) - 0.4;
+    for (int64_t c = 0; c < width; ++c)
+      t[size_t(r * width + c)] = c == r % width ? kValues[size_t(r)] : 0.25 * double(c) - 0.4;
   return t;
 }
 
@@ -81,9 +86,10 @@ TEST_F(NonFiniteGpu, UnaryOps) {
 TEST_F(NonFiniteGpu, BinaryOpsOnEveryPairOfValues) {
   using F = NodeId (Graph::*)(NodeId, NodeId, Graph::Loc);
   const std::pair<const char*, F> ops[] = {
-      {"add", &Graph::add}, {"sub", &Graph::sub}, {"mul", &Graph::mul}, {"div", &Graph::div},
+      {"add", &Graph::add}, {"sub", &Graph::sub},         {"mul", &Graph::mul},         {"div", &Graph::div},
       {"pow", &Graph::pow}, {"maximum", &Graph::maximum}, {"minimum", &Graph::minimum}, {"eq", &Graph::eq},
-      {"ne", &Graph::ne},   {"lt", &Graph::lt},   {"le", &Graph::le},   {"gt", &Graph::gt}, {"ge", &Graph::ge}};
+      {"ne", &Graph::ne},   {"lt", &Graph::lt},           {"le", &Graph::le},           {"gt", &Graph::gt},
+      {"ge", &Graph::ge}};
   for (const auto& [name, f] : ops) {
     Graph g;
     NodeId a = g.input("a", {int64_t(kValues.size()), 1});
@@ -100,8 +106,11 @@ TEST_F(NonFiniteGpu, BinaryOpsOnEveryPairOfValues) {
 
 TEST_F(NonFiniteGpu, ReductionsSoftmaxAndNorms) {
   using R = NodeId (Graph::*)(NodeId, std::vector<int64_t>, bool, Graph::Loc);
-  const std::pair<const char*, R> reductions[] = {{"sum", &Graph::sum}, {"mean", &Graph::mean}, {"max", &Graph::max},
-                                                  {"min", &Graph::min}, {"variance", &Graph::variance}};
+  const std::pair<const char*, R> reductions[] = {{"sum", &Graph::sum},
+                                                  {"mean", &Graph::mean},
+                                                  {"max", &Graph::max},
+                                                  {"min", &Graph::min},
+                                                  {"variance", &Graph::variance}};
   const HostTensor x = rows_with_specials(5);
   const Shape s = x.shape;
   for (const auto& [name, f] : reductions)
@@ -114,7 +123,8 @@ TEST_F(NonFiniteGpu, ReductionsSoftmaxAndNorms) {
   const std::pair<const char*, std::function<NodeId(Graph&, NodeId)>> rowwise[] = {
       {"softmax", [](Graph& g, NodeId v) { return g.softmax(v, -1); }},
       {"log_softmax", [](Graph& g, NodeId v) { return g.log_softmax(v, -1); }},
-      {"layer_norm", [](Graph& g, NodeId v) { return g.layer_norm(v, g.fill(1.5, {5}), g.fill(0.1, {5}), 1e-5); }},
+      {"layer_norm",
+       [](Graph& g, NodeId v) { return g.layer_norm(v, g.fill(1.5, {5}), g.fill(0.1, {5}), 1e-5); }},
       {"rms_norm", [](Graph& g, NodeId v) { return g.rms_norm(v, g.fill(1.5, {5}), 1e-5); }},
       {"argmax", [](Graph& g, NodeId v) { return g.cast(g.argmax(v, -1, false), DType::F32); }},
   };

@@ -1,6 +1,7 @@
 // An imported ONNX model is an ordinary Graph: its initializers are parameters, so it fine-tunes. A two-layer
 // MLP written as ONNX (Gemm → Relu → Gemm) gets a cross-entropy loss appended and trains with SGD on the GPU;
-// the loss must fall and the weights must move. (Forward conformance: tests/oracle/test_onnx_conformance.cpp.)
+// the loss must fall and the weights must move. (Forward conformance:
+// tests/oracle/test_onnx_conformance.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -59,16 +59,18 @@ const Shape kShapes[] = {{3, 5, 7}, {33, 65}};
 TEST_F(OpsGpu, Unary) {
   // Ranges keep clear of kinks and domain edges by more than the finite-difference step.
   std::vector<meganeura::test::UnaryCase> ops = meganeura::test::unary_cases();
-  ops.insert(ops.end(), {
-      // no gradient flows: the value is checked, the gradient must be exactly the reference's zero
-      {"sign", [](Graph& g, NodeId x) { return g.sign(x); }, -2, 2},
-      {"stop_gradient", [](Graph& g, NodeId x) { return g.mul(x, g.stop_gradient(x)); }, -2, 2},
-  });
+  ops.insert(ops.end(),
+             {
+                 // no gradient flows: the value is checked, the gradient must be exactly the reference's zero
+                 {"sign", [](Graph& g, NodeId x) { return g.sign(x); }, -2, 2},
+                 {"stop_gradient", [](Graph& g, NodeId x) { return g.mul(x, g.stop_gradient(x)); }, -2, 2},
+             });
   std::vector<Case> cases;
   for (const meganeura::test::UnaryCase& u : ops)
     for (const Shape& s : kShapes) {
       cases.push_back({std::string(u.name) + " " + shape_str(s),
-                       [f = u.f](Graph& g, auto& v) { return f(g, v[0]); }, {range(s, u.lo, u.hi)}});
+                       [f = u.f](Graph& g, auto& v) { return f(g, v[0]); },
+                       {range(s, u.lo, u.hi)}});
       const std::string n = u.name;
       cases.back().tol.finite_difference = n != "sign" && n != "stop_gradient";
     }
@@ -132,15 +134,17 @@ TEST_F(OpsGpu, MatMulAllTransposes) {
     bool ta, tb;
   };
   const M ms[] = {
-      {{5, 7}, {7, 3}, false, false},      {{7, 5}, {7, 3}, true, false},   {{5, 7}, {3, 7}, false, true},
-      {{7, 5}, {3, 7}, true, true},        {{33, 65}, {65, 13}, false, false}, {{1, 13}, {13, 33}, false, false},
-      {{2, 3, 5}, {5, 4}, false, false},   {{2, 5, 3}, {2, 4, 5}, true, true},
+      {{5, 7}, {7, 3}, false, false},     {{7, 5}, {7, 3}, true, false},
+      {{5, 7}, {3, 7}, false, true},      {{7, 5}, {3, 7}, true, true},
+      {{33, 65}, {65, 13}, false, false}, {{1, 13}, {13, 33}, false, false},
+      {{2, 3, 5}, {5, 4}, false, false},  {{2, 5, 3}, {2, 4, 5}, true, true},
   };
   std::vector<Case> cases;
   for (const M& m : ms)
-    cases.push_back({"matmul " + shape_str(m.a) + (m.ta ? "T" : "") + " x " + shape_str(m.b) + (m.tb ? "T" : ""),
-                     [ta = m.ta, tb = m.tb](Graph& g, auto& v) { return g.matmul(v[0], v[1], ta, tb); },
-                     {{m.a}, {m.b}}});
+    cases.push_back(
+        {"matmul " + shape_str(m.a) + (m.ta ? "T" : "") + " x " + shape_str(m.b) + (m.tb ? "T" : ""),
+         [ta = m.ta, tb = m.tb](Graph& g, auto& v) { return g.matmul(v[0], v[1], ta, tb); },
+         {{m.a}, {m.b}}});
   run(cases);
 }
 
@@ -154,14 +158,18 @@ TEST_F(OpsGpu, Reductions) {
       {"min", [](Graph& g, NodeId x, std::vector<int64_t> a, bool k) { return g.min(x, a, k); }},
       {"variance", [](Graph& g, NodeId x, std::vector<int64_t> a, bool k) { return g.variance(x, a, k); }},
   };
-  const std::tuple<Shape, std::vector<int64_t>, bool> axes[] = {
-      {{3, 5, 7}, {}, false}, {{3, 5, 7}, {0, 2}, true}, {{3, 5, 7}, {1}, false}, {{33, 65}, {-1}, true},
-      {{33, 65}, {0}, false}};
+  const std::tuple<Shape, std::vector<int64_t>, bool> axes[] = {{{3, 5, 7}, {}, false},
+                                                                {{3, 5, 7}, {0, 2}, true},
+                                                                {{3, 5, 7}, {1}, false},
+                                                                {{33, 65}, {-1}, true},
+                                                                {{33, 65}, {0}, false}};
   std::vector<Case> cases;
   for (const auto& [name, f] : ops)
     for (const auto& [s, ax, keep] : axes) {
-      cases.push_back({std::string(name) + " " + shape_str(s) + " axes " + shape_str(ax) + (keep ? " keepdim" : ""),
-                       [f = f, ax = ax, keep = keep](Graph& g, auto& v) { return f(g, v[0], ax, keep); }, {{s}}});
+      cases.push_back(
+          {std::string(name) + " " + shape_str(s) + " axes " + shape_str(ax) + (keep ? " keepdim" : ""),
+           [f = f, ax = ax, keep = keep](Graph& g, auto& v) { return f(g, v[0], ax, keep); },
+           {{s}}});
       if (std::string(name) == "max" || std::string(name) == "min") {
         // the winner of a row may change inside the step (a kink): a smaller step makes that rarer
         cases.back().tol.fd_eps = 1e-4;
@@ -173,11 +181,14 @@ TEST_F(OpsGpu, Reductions) {
 
 TEST_F(OpsGpu, SoftmaxAndLogSoftmax) {
   std::vector<Case> cases;
-  for (const auto& [s, axis] : {std::pair<Shape, int64_t>{{3, 5, 7}, -1}, {{3, 5, 7}, 1}, {{33, 65}, 0}, {{1, 13}, -1}}) {
+  for (const auto& [s, axis] :
+       {std::pair<Shape, int64_t>{{3, 5, 7}, -1}, {{3, 5, 7}, 1}, {{33, 65}, 0}, {{1, 13}, -1}}) {
     std::string at = shape_str(s) + " axis " + std::to_string(axis);
-    cases.push_back({"softmax " + at, [axis = axis](Graph& g, auto& v) { return g.softmax(v[0], axis); },
+    cases.push_back({"softmax " + at,
+                     [axis = axis](Graph& g, auto& v) { return g.softmax(v[0], axis); },
                      {range(s, -3, 3)}});
-    cases.push_back({"log_softmax " + at, [axis = axis](Graph& g, auto& v) { return g.log_softmax(v[0], axis); },
+    cases.push_back({"log_softmax " + at,
+                     [axis = axis](Graph& g, auto& v) { return g.log_softmax(v[0], axis); },
                      {range(s, -3, 3)}});
   }
   run(cases);
@@ -192,7 +203,8 @@ TEST_F(OpsGpu, Losses) {
       std::string at = " " + shape_str(s) + rn;
       cases.push_back({"mse" + at, [r](Graph& g, auto& v) { return g.mse_loss(v[0], v[1], r); }, {{s}, {s}}});
       cases.push_back({"l1" + at, [r](Graph& g, auto& v) { return g.l1_loss(v[0], v[1], r); }, {{s}, {s}}});
-      cases.push_back({"bce_with_logits" + at, [r](Graph& g, auto& v) { return g.bce_with_logits(v[0], v[1], r); },
+      cases.push_back({"bce_with_logits" + at,
+                       [r](Graph& g, auto& v) { return g.bce_with_logits(v[0], v[1], r); },
                        {range(s, -3, 3), positive(s)}});
       // targets are probabilities (the VJP relies on rows summing to 1): a softmax keeps them so under the
       // finite-difference steps
@@ -207,8 +219,8 @@ TEST_F(OpsGpu, Losses) {
     cases.push_back({"cross_entropy_index [33,65] ignore 4" + rn,
                      [r](Graph& g, auto& v) { return g.cross_entropy_loss_index(v[0], v[1], 4, r); },
                      {range({33, 65}, -3, 3), random_ints({33}, 8)}});
-    // batch-reduced cross entropy has two kernels: a thread per row (rows of at most 256 classes; 70 rows is more
-    // rows than threads) and a workgroup tree per row (300 classes)
+    // batch-reduced cross entropy has two kernels: a thread per row (rows of at most 256 classes; 70 rows is
+    // more rows than threads) and a workgroup tree per row (300 classes)
     for (const Shape& s : {Shape{70, 9}, Shape{3, 300}}) {
       cases.push_back({"cross_entropy " + shape_str(s) + rn,
                        [r](Graph& g, auto& v) { return g.cross_entropy_loss(v[0], g.softmax(v[1], -1), r); },
@@ -224,29 +236,66 @@ TEST_F(OpsGpu, Losses) {
 // ------------------------------------------------------------------------------------------ movement
 std::vector<Case> movement_cases() {
   return {
-      {"permute [3,5,7] (2,0,1)", [](Graph& g, auto& v) { return g.permute(v[0], {2, 0, 1}); }, {{{3, 5, 7}}}},
+      {"permute [3,5,7] (2,0,1)",
+       [](Graph& g, auto& v) {
+         return g.permute(v[0], {2, 0, 1});
+       },
+       {{{3, 5, 7}}}},
       {"transpose [33,65]", [](Graph& g, auto& v) { return g.transpose(v[0]); }, {{{33, 65}}}},
       {"slice [3,5,7] axis 1", [](Graph& g, auto& v) { return g.slice(v[0], 1, 1, 4); }, {{{3, 5, 7}}}},
       {"slice [33,65] step 4", [](Graph& g, auto& v) { return g.slice(v[0], -1, 3, 60, 4); }, {{{33, 65}}}},
       {"slice [1,13] negative", [](Graph& g, auto& v) { return g.slice(v[0], 1, -5, 100, 2); }, {{{1, 13}}}},
-      {"concat axis 1", [](Graph& g, auto& v) { return g.concat({v[0], v[1], v[2]}, 1); },
+      {"concat axis 1",
+       [](Graph& g, auto& v) {
+         return g.concat({v[0], v[1], v[2]}, 1);
+       },
        {{{3, 2, 7}}, {{3, 5, 7}}, {{3, 1, 7}}}},
-      {"concat axis 0", [](Graph& g, auto& v) { return g.concat({v[0], v[1]}, 0); }, {{{1, 13}}, {{32, 13}}}},
-      {"pad [3,5,7]", [](Graph& g, auto& v) { return g.pad(v[0], {1, 0, 2}, {0, 3, 1}, 0.5); }, {{{3, 5, 7}}}},
-      {"pad [1,13]", [](Graph& g, auto& v) { return g.pad(v[0], {2, 0}, {0, 5}); }, {{{1, 13}}}},
-      {"broadcast_to [5,1]->[3,5,7]", [](Graph& g, auto& v) { return g.broadcast_to(v[0], {3, 5, 7}); }, {{{5, 1}}}},
-      {"broadcast_to [13]->[4,13]", [](Graph& g, auto& v) { return g.broadcast_to(v[0], {4, 13}); }, {{{13}}}},
-      {"reshape [3,5,7]->[15,7]", [](Graph& g, auto& v) { return g.reshape(v[0], {15, 7}); }, {{{3, 5, 7}}}},
-      {"gather [5,3] by [2,3]", [](Graph& g, auto& v) { return g.gather(v[0], v[1]); },
+      {"concat axis 0",
+       [](Graph& g, auto& v) {
+         return g.concat({v[0], v[1]}, 0);
+       },
+       {{{1, 13}}, {{32, 13}}}},
+      {"pad [3,5,7]",
+       [](Graph& g, auto& v) {
+         return g.pad(v[0], {1, 0, 2}, {0, 3, 1}, 0.5);
+       },
+       {{{3, 5, 7}}}},
+      {"pad [1,13]",
+       [](Graph& g, auto& v) {
+         return g.pad(v[0], {2, 0}, {0, 5});
+       },
+       {{{1, 13}}}},
+      {"broadcast_to [5,1]->[3,5,7]",
+       [](Graph& g, auto& v) {
+         return g.broadcast_to(v[0], {3, 5, 7});
+       },
+       {{{5, 1}}}},
+      {"broadcast_to [13]->[4,13]",
+       [](Graph& g, auto& v) {
+         return g.broadcast_to(v[0], {4, 13});
+       },
+       {{{13}}}},
+      {"reshape [3,5,7]->[15,7]",
+       [](Graph& g, auto& v) {
+         return g.reshape(v[0], {15, 7});
+       },
+       {{{3, 5, 7}}}},
+      {"gather [5,3] by [2,3]",
+       [](Graph& g, auto& v) { return g.gather(v[0], v[1]); },
        {{{5, 3}}, ints({2, 3}, {4, 0, 4, 2, 1, 4})}},
-      {"gather [33,65] by [1,13]", [](Graph& g, auto& v) { return g.gather(v[0], v[1]); },
+      {"gather [33,65] by [1,13]",
+       [](Graph& g, auto& v) { return g.gather(v[0], v[1]); },
        {{{33, 65}}, random_ints({1, 13}, 33)}},
-      {"scatter_add [2,3] into 6 rows", [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 6); },
+      {"scatter_add [2,3] into 6 rows",
+       [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 6); },
        {ints({2, 3}, {4, 0, 4, 2, 1, 4}), {{2, 3, 5}}}},
-      {"scatter_add [37] into 13 rows", [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 13); },
+      {"scatter_add [37] into 13 rows",
+       [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 13); },
        {random_ints({37}, 11), {{37, 65}}}},
-      // more indices and columns than a workgroup has threads (the deterministic path's chunks and column loop)
-      {"scatter_add [150] into 7 rows", [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 7); },
+      // more indices and columns than a workgroup has threads (the deterministic path's chunks and column
+      // loop)
+      {"scatter_add [150] into 7 rows",
+       [](Graph& g, auto& v) { return g.scatter_add(v[0], v[1], 7); },
        {random_ints({150}, 7), {{150, 70}}}},
   };
 }
@@ -271,8 +320,10 @@ TEST_F(OpsGpu, Norms) {
   for (Shape x : {Shape{3, 5, 7}, Shape{1, 13}, Shape{33, 65}, Shape{13}}) {
     const int64_t d = x.back();
     cases.push_back({"layer_norm " + shape_str(x),
-                     [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2], 1e-5); }, {{x}, {{d}}, {{d}}}});
-    cases.push_back({"rms_norm " + shape_str(x), [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1], 1e-6); },
+                     [](Graph& g, auto& v) { return g.layer_norm(v[0], v[1], v[2], 1e-5); },
+                     {{x}, {{d}}, {{d}}}});
+    cases.push_back({"rms_norm " + shape_str(x),
+                     [](Graph& g, auto& v) { return g.rms_norm(v[0], v[1], 1e-6); },
                      {{x}, {{d}}}});
   }
   // [5,3,17]: 85 elements per channel, more than a workgroup's threads
@@ -282,17 +333,22 @@ TEST_F(OpsGpu, Norms) {
                      [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], true, 1e-5); },
                      // the running statistics are not read in training mode: no gradient
                      {{x}, {{c}}, {{c}}, {{c}, -1, 1, false}, {{c}, 0.5, 1.5, false}}});
-    cases.push_back({"batch_norm eval " + shape_str(x),
-                     [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false, 1e-5); },
-                     {{x}, {{c}}, {{c}}, {{c}}, positive({c})}});
+    cases.push_back(
+        {"batch_norm eval " + shape_str(x),
+         [](Graph& g, auto& v) { return g.batch_norm(v[0], v[1], v[2], v[3], v[4], false, 1e-5); },
+         {{x}, {{c}}, {{c}}, {{c}}, positive({c})}});
   }
-  cases.push_back({"group_norm [2,6,5] g3", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 3); },
+  cases.push_back({"group_norm [2,6,5] g3",
+                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 3); },
                    {{{2, 6, 5}}, {{6}}, {{6}}}});
-  cases.push_back({"group_norm [3,4,2,3] g2", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); },
+  cases.push_back({"group_norm [3,4,2,3] g2",
+                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); },
                    {{{3, 4, 2, 3}}, {{4}}, {{4}}}});
   cases.push_back({"group_norm [2,4,33] g2 (66 per group)",
-                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); }, {{{2, 4, 33}}, {{4}}, {{4}}}});
-  cases.push_back({"group_norm [2,4,3] g4", [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 4); },
+                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 2); },
+                   {{{2, 4, 33}}, {{4}}, {{4}}}});
+  cases.push_back({"group_norm [2,4,3] g4",
+                   [](Graph& g, auto& v) { return g.group_norm(v[0], v[1], v[2], 4); },
                    {{{2, 4, 3}}, {{4}}, {{4}}}});
   run(cases);
 }
@@ -300,17 +356,23 @@ TEST_F(OpsGpu, Norms) {
 // ------------------------------------------------------------------------------------------ rope, dropout
 TEST_F(OpsGpu, Rope) {
   run({
-      {"rope [2,3,5,8] offset 3", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 3); }, {{{2, 3, 5, 8}}}},
+      {"rope [2,3,5,8] offset 3",
+       [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 3); },
+       {{{2, 3, 5, 8}}}},
       {"rope [7,6] offset 0", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 0); }, {{{7, 6}}}},
-      {"rope [1,2,3,64] offset 1000", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 1000); },
+      {"rope [1,2,3,64] offset 1000",
+       [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, 1000); },
        {{{1, 2, 3, 64}}}},
       {"rope [2,5,4] offset -3", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -3); }, {{{2, 5, 4}}}},
       // Long contexts: a float angle is off by ~pos * 6e-8 rad before the sine (fails on every device).
-      {"rope [1,1,4,128] offset 131072", [](Graph& g, auto& v) { return g.rope(v[0], 500000.0, 131072); },
+      {"rope [1,1,4,128] offset 131072",
+       [](Graph& g, auto& v) { return g.rope(v[0], 500000.0, 131072); },
        {{{1, 1, 4, 128}}}},
-      {"rope [1,3,64] offset -70001", [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -70001); },
+      {"rope [1,3,64] offset -70001",
+       [](Graph& g, auto& v) { return g.rope(v[0], 10000.0, -70001); },
        {{{1, 3, 64}}}},
-      {"rope [3,13,2] theta 500 offset 17", [](Graph& g, auto& v) { return g.rope(v[0], 500.0, 17); },
+      {"rope [3,13,2] theta 500 offset 17",
+       [](Graph& g, auto& v) { return g.rope(v[0], 500.0, 17); },
        {{{3, 13, 2}}}},
   });
 }
@@ -318,7 +380,8 @@ TEST_F(OpsGpu, Rope) {
 TEST_F(OpsGpu, DropoutValueAndGradient) {
   run({
       {"dropout [3,5,7] p 0.3", [](Graph& g, auto& v) { return g.dropout(v[0], 0.3, 42); }, {{{3, 5, 7}}}},
-      {"dropout [33,65] p 0.5", [](Graph& g, auto& v) { return g.dropout(v[0], 0.5, 0x123456789abcull); },
+      {"dropout [33,65] p 0.5",
+       [](Graph& g, auto& v) { return g.dropout(v[0], 0.5, 0x123456789abcull); },
        {{{33, 65}}}},
   });
 }
@@ -366,7 +429,8 @@ TEST_F(OpsGpu, ScatterPathFollowsTheDeviceAndTheOption) {
     o.deterministic_scatter = forced;
     CompiledStep s = compile_step(g, c, device().caps(), o);
     size_t atomics = 0;
-    for (const GeneratedKernel& k : s.code) atomics += k.glsl.find("GL_EXT_shader_atomic_float") != std::string::npos;
+    for (const GeneratedKernel& k : s.code)
+      atomics += k.glsl.find("GL_EXT_shader_atomic_float") != std::string::npos;
     const bool want = device().caps().shader_float_atomic_add && !forced;
     EXPECT_EQ(atomics, want ? 1u : 0u) << "forced " << forced;
     EXPECT_EQ(s.code.size(), s.kernels.kernels.size() + (want ? 1 : 0));

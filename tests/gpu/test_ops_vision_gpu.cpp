@@ -49,7 +49,9 @@ TEST_F(VisionGpu, Conv2dValueAndGradients) {
            ConvCase{"split", {8, 3, 16, 16}, {5, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
            ConvCase{"split_groups", {4, 4, 25, 25}, {6, 2, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 2},
        }) {
-    auto b = [&](Graph& g, const std::vector<NodeId>& v) { return g.conv2d(v[0], v[1], c.s, c.p, c.d, c.groups); };
+    auto b = [&](Graph& g, const std::vector<NodeId>& v) {
+      return g.conv2d(v[0], v[1], c.s, c.p, c.d, c.groups);
+    };
     EXPECT_TRUE(check_op_gpu(std::string("conv2d_") + c.label, b, {{c.x}, {c.w}}, tol));
   }
 }
@@ -93,21 +95,32 @@ TEST_F(VisionGpu, Conv2dWithFusedBiasAndRelu) {
 }
 
 TEST_F(VisionGpu, PoolingValueAndGradients) {
-  EXPECT_TRUE(check_op_gpu("max_pool2d", [](Graph& g, auto& v) { return g.max_pool2d(v[0], {2, 2}); },
+  EXPECT_TRUE(check_op_gpu("max_pool2d",
+                           [](Graph& g, auto& v) {
+                             return g.max_pool2d(v[0], {2, 2});
+                           },
                            {{{2, 3, 7, 9}}}));
   EXPECT_TRUE(check_op_gpu("max_pool2d_overlap_pad",
-                           [](Graph& g, auto& v) { return g.max_pool2d(v[0], {3, 2}, {2, 1}, {1, 1}); },
+                           [](Graph& g, auto& v) {
+                             return g.max_pool2d(v[0], {3, 2}, {2, 1}, {1, 1});
+                           },
                            {{{1, 3, 7, 5}}}));
-  EXPECT_TRUE(check_op_gpu("avg_pool2d", [](Graph& g, auto& v) { return g.avg_pool2d(v[0], {2, 2}); },
+  EXPECT_TRUE(check_op_gpu("avg_pool2d",
+                           [](Graph& g, auto& v) {
+                             return g.avg_pool2d(v[0], {2, 2});
+                           },
                            {{{2, 3, 7, 9}}}));
   EXPECT_TRUE(check_op_gpu("avg_pool2d_pad",
-                           [](Graph& g, auto& v) { return g.avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); },
-                           {{{1, 2, 7, 6}}}));
-  EXPECT_TRUE(check_op_gpu("avg_pool2d_grad",
                            [](Graph& g, auto& v) {
-                             return g.make(Op::AvgPool2dGrad, {v[0]}, ints_attrs({3, 3, 2, 2, 1, 1, 5, 6}), {});
+                             return g.avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1});
                            },
-                           {{{1, 3, 3, 3}}}));
+                           {{{1, 2, 7, 6}}}));
+  EXPECT_TRUE(
+      check_op_gpu("avg_pool2d_grad",
+                   [](Graph& g, auto& v) {
+                     return g.make(Op::AvgPool2dGrad, {v[0]}, ints_attrs({3, 3, 2, 2, 1, 1, 5, 6}), {});
+                   },
+                   {{{1, 3, 3, 3}}}));
   EXPECT_TRUE(check_op_gpu("upsample_nearest", [](Graph& g, auto& v) { return g.upsample_nearest(v[0], 3); },
                            {{{2, 3, 2, 5}}}));
 }
@@ -115,8 +128,8 @@ TEST_F(VisionGpu, PoolingValueAndGradients) {
 // Ties everywhere (values from {0, 1, 2}) with overlapping, padded windows: the GPU's backward must route
 // each window's gradient to the same single cell as the reference (the first maximum in row-major order).
 TEST_F(VisionGpu, MaxPoolBackwardRoutesTiesLikeTheReference) {
-  for (const std::vector<int64_t>& attrs : {std::vector<int64_t>{2, 2, 2, 2, 0, 0}, {3, 3, 1, 1, 1, 1},
-                                            {3, 2, 2, 1, 1, 1}}) {
+  for (const std::vector<int64_t>& attrs :
+       {std::vector<int64_t>{2, 2, 2, 2, 0, 0}, {3, 3, 1, 1, 1, 1}, {3, 2, 2, 1, 1, 1}}) {
     Graph g;
     const Shape xs{2, 3, 7, 6};
     const NodeId x = g.input("x", xs);

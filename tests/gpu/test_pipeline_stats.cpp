@@ -42,8 +42,8 @@ nlohmann::json read_json(const fs::path& p) {
 // Runs isa_mix.py with --json on `path`; the parsed document.
 nlohmann::json isa_mix(const fs::path& path) {
   const fs::path out = temp_dir() / "isa_mix.json";
-  const std::string cmd = "python3 '" + test::source_path("experiments/scripts/isa_mix.py").string() + "' --json '" + path.string() +
-                          "' > '" + out.string() + "'";
+  const std::string cmd = "python3 '" + test::source_path("experiments/scripts/isa_mix.py").string() +
+                          "' --json '" + path.string() + "' > '" + out.string() + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return read_json(out);
 }
@@ -57,7 +57,8 @@ void check_executables(const std::vector<runtime::PipelineExecutable>& exes, boo
     bool nonzero = false;
     for (const runtime::PipelineStatistic& s : e.statistics) {
       EXPECT_FALSE(s.name.empty()) << what;
-      EXPECT_TRUE(s.format == "bool32" || s.format == "int64" || s.format == "uint64" || s.format == "float64")
+      EXPECT_TRUE(s.format == "bool32" || s.format == "int64" || s.format == "uint64" ||
+                  s.format == "float64")
           << what << " " << s.name << " " << s.format;
       nonzero |= s.i64 != 0 || s.u64 != 0 || s.f64 != 0.0;
     }
@@ -101,7 +102,8 @@ TEST_F(PipelineStats, DeviceCapturesOnlyWhatAKernelAsksForAndOnlyWhereSupported)
   }
   EXPECT_THROW(dev.pipeline_executables(reps + 1000), DeviceError);
   if (!dev.caps().pipeline_executable_info)
-    GTEST_SKIP() << "device-only: the statistics and representations half needs VK_KHR_pipeline_executable_properties, "
+    GTEST_SKIP() << "device-only: the statistics and representations half needs "
+                    "VK_KHR_pipeline_executable_properties, "
                     "which this device lacks (only 'nothing captured' was checked)";
 }
 
@@ -130,16 +132,19 @@ TEST_F(PipelineStats, SessionReportsEveryDistinctPipelineWithItsDispatches) {
       hashes.insert(p.kernel_hash);
       ASSERT_FALSE(p.dispatches.empty()) << p.label;
       for (size_t d : p.dispatches) EXPECT_TRUE(dispatches.insert(d).second) << "dispatch " << d << " twice";
-      if (dev->caps().pipeline_executable_info) check_executables(p.executables, ir, p.label);
-      else EXPECT_TRUE(p.executables.empty()) << p.label;
+      if (dev->caps().pipeline_executable_info)
+        check_executables(p.executables, ir, p.label);
+      else
+        EXPECT_TRUE(p.executables.empty()) << p.label;
     }
     EXPECT_EQ(hashes.size(), ps.size()) << "one report per distinct kernel";
     EXPECT_EQ(*dispatches.rbegin() + 1, dispatches.size()) << "every dispatch, once";
     EXPECT_GE(dispatches.size(), s.report().kernels);
   }
   if (!dev->caps().pipeline_executable_info)
-    GTEST_SKIP() << "device-only: the executables' statistics need VK_KHR_pipeline_executable_properties, which this "
-                    "device lacks (labels, hashes and dispatch lists were checked)";
+    GTEST_SKIP()
+        << "device-only: the executables' statistics need VK_KHR_pipeline_executable_properties, which this "
+           "device lacks (labels, hashes and dispatch lists were checked)";
 }
 
 // Every pipeline goes through the device's cache: its data starts with the Vulkan header of this device.
@@ -166,13 +171,16 @@ TEST_F(PipelineStats, PipelineCacheDataHasTheDevicesHeader) {
 TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
   const fs::path dir = temp_dir() / "matmul";
   fs::remove_all(dir);
-  const std::string cmd = "MEGANEURA_CACHE_DIR=off '" + test::tool("pipeline_stats").string() + "' --matmul 64,100x36x20 "
-                          "--tier scalar --cache --out '" + dir.string() + "' > '" + (temp_dir() / "tool.log").string() +
-                          "' 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << [&] {
-    std::ifstream log(temp_dir() / "tool.log");
-    return std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  }();
+  const std::string cmd = "MEGANEURA_CACHE_DIR=off '" + test::tool("pipeline_stats").string() +
+                          "' --matmul 64,100x36x20 "
+                          "--tier scalar --cache --out '" +
+                          dir.string() + "' > '" + (temp_dir() / "tool.log").string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << cmd << "\n"
+      << [&] {
+           std::ifstream log(temp_dir() / "tool.log");
+           return std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+         }();
   const nlohmann::json sum = read_json(dir / "summary.json");
   EXPECT_EQ(sum["schema"], "meganeura.pipeline_stats.v1");
   EXPECT_EQ(sum["device"]["name"], test::gpu_device().caps().name);
@@ -191,7 +199,8 @@ TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
       EXPECT_FALSE(e["statistics"].empty());
       // every representation the driver has (NVIDIA's driver has none)
       EXPECT_EQ(e["representations"].size(), e["representations_offered"].get<size_t>());
-      for (const auto& [name, st] : e["statistics"].items()) EXPECT_NE(text.find(name), std::string::npos) << name;
+      for (const auto& [name, st] : e["statistics"].items())
+        EXPECT_NE(text.find(name), std::string::npos) << name;
     }
     // The SPIR-V section counts: the tiled scalar kernel loads, stores and waits at barriers.
     const nlohmann::json mix = isa_mix(file);
@@ -206,7 +215,8 @@ TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
     }
     EXPECT_TRUE(spirv) << file;
   }
-  // --cache: the driver's pipeline cache as it came, and every ELF image found in it, each named in the summary.
+  // --cache: the driver's pipeline cache as it came, and every ELF image found in it, each named in the
+  // summary.
   ASSERT_TRUE(sum.contains("pipeline_cache")) << sum.dump();
   EXPECT_EQ(fs::file_size(dir / "pipeline_cache.bin"), sum["pipeline_cache"]["bytes"].get<uint64_t>());
   EXPECT_GE(sum["pipeline_cache"]["bytes"].get<uint64_t>(), 32u);
@@ -214,16 +224,25 @@ TEST_F(PipelineStats, ToolWritesOneFilePerPipelineAndASummary) {
     EXPECT_EQ(fs::file_size(dir / e["file"].get<std::string>()), e["bytes"].get<uint64_t>());
   // A model: one file per distinct pipeline of its training session.
   const fs::path mdir = temp_dir() / "mlp";
-  ASSERT_EQ(std::system(("MEGANEURA_CACHE_DIR=off '" + test::tool("pipeline_stats").string() + "' --model mlp --batch 4 "
-                         "--no-ir --out '" + mdir.string() + "' > /dev/null 2>&1").c_str()), 0);
+  ASSERT_EQ(std::system(("MEGANEURA_CACHE_DIR=off '" + test::tool("pipeline_stats").string() +
+                         "' --model mlp --batch 4 "
+                         "--no-ir --out '" +
+                         mdir.string() + "' > /dev/null 2>&1")
+                            .c_str()),
+            0);
   const nlohmann::json msum = read_json(mdir / "summary.json");
   EXPECT_EQ(msum["capture"], "statistics");
   EXPECT_GE(msum["pipelines"].size(), 5u);
-  for (const nlohmann::json& p : msum["pipelines"]) EXPECT_TRUE(fs::exists(mdir / p["file"].get<std::string>()));
+  for (const nlohmann::json& p : msum["pipelines"])
+    EXPECT_TRUE(fs::exists(mdir / p["file"].get<std::string>()));
   // Bad arguments: refused.
-  EXPECT_NE(std::system(("'" + test::tool("pipeline_stats").string() + "' --matmul 64 > /dev/null 2>&1").c_str()), 0);
-  EXPECT_NE(std::system(("'" + test::tool("pipeline_stats").string() + "' --matmul 6x4 --out '" + dir.string() +
-                         "' > /dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(
+      std::system(("'" + test::tool("pipeline_stats").string() + "' --matmul 64 > /dev/null 2>&1").c_str()),
+      0);
+  EXPECT_NE(std::system(("'" + test::tool("pipeline_stats").string() + "' --matmul 6x4 --out '" +
+                         dir.string() + "' > /dev/null 2>&1")
+                            .c_str()),
+            0);
 }
 
 // Real spirv-dis text of a kernel written here: the counts follow from the GLSL (one OpControlBarrier per
@@ -309,7 +328,8 @@ attributes #0 = { nounwind }
   const fs::path dir = temp_dir() / "with-bin";
   fs::create_directories(dir);
   fs::copy_file(file, dir / "000_k.txt", fs::copy_options::overwrite_existing);
-  std::ofstream(dir / "000_k.0.0.bin", std::ios::binary) << "\x7f" "ELF not really";
+  std::ofstream(dir / "000_k.0.0.bin", std::ios::binary) << "\x7f"
+                                                            "ELF not really";
   std::ofstream(dir / "000_k.0.1.bin", std::ios::binary) << "opaque";
   const nlohmann::json dmix = isa_mix(dir);
   EXPECT_EQ(dmix["sections"].size(), 3u);

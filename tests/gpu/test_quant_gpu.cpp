@@ -1,8 +1,8 @@
 // Block-quantized parameters (GGUF Q4_0 .. Q6_K) kept in block form on the GPU and dequantized inside the
-// matmul and gather kernels. The oracle is quant/'s CPU dequantizer (bit-exact against PyPI gguf, tests/oracle)
-// followed by a float64 product: the GPU sums in f32, so products agree to f32 accumulation error; a gather
-// copies dequantized values, which the GLSL port computes in the reference's order (no fused multiply-add), so
-// they agree exactly.
+// matmul and gather kernels. The oracle is quant/'s CPU dequantizer (bit-exact against PyPI gguf,
+// tests/oracle) followed by a float64 product: the GPU sums in f32, so products agree to f32 accumulation
+// error; a gather copies dequantized values, which the GLSL port computes in the reference's order (no fused
+// multiply-add), so they agree exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,7 +40,8 @@ Session session(const Graph& g) {
   return build_with(g, inference(), dev, {.cache = &cache});
 }
 
-// Random blocks of type t for `n` values (quantized from normal values; K types spread over their sub-blocks).
+// Random blocks of type t for `n` values (quantized from normal values; K types spread over their
+// sub-blocks).
 std::vector<std::byte> random_blocks(DType t, size_t n, std::mt19937& rng) {
   std::vector<float> v = test::random_vec(n, rng);
   for (size_t i = 0; i < n; ++i) v[i] *= 1.0f + float((i / 16) % 5);  // sub-block scales that differ
@@ -48,14 +49,17 @@ std::vector<std::byte> random_blocks(DType t, size_t n, std::mt19937& rng) {
 }
 
 std::vector<float> dequantized(DType t, const std::vector<std::byte>& b) {
-  std::vector<float> out = quant::dequantize(quant_type(t), std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size()));
+  std::vector<float> out =
+      quant::dequantize(quant_type(t), std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size()));
   return out;
 }
 
-// C = X · Wᵀ (trans_b) or X · W, X [M, K] f32, W quantized; against the float64 product of W's dequantized values.
+// C = X · Wᵀ (trans_b) or X · W, X [M, K] f32, W quantized; against the float64 product of W's dequantized
+// values.
 void check_product(DType t, int64_t M, int64_t N, int64_t K, bool trans_b, std::mt19937& rng) {
-  const std::string what = std::string(dtype_name(t)) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                           " K=" + std::to_string(K) + (trans_b ? " x·Wᵀ" : " x·W");
+  const std::string what = std::string(dtype_name(t)) + " M=" + std::to_string(M) +
+                           " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                           (trans_b ? " x·Wᵀ" : " x·W");
   Graph g;
   const NodeId x = g.input("x", {M, K});
   const NodeId w = g.parameter("w", trans_b ? Shape{N, K} : Shape{K, N}, t);
@@ -88,7 +92,8 @@ void check_product(DType t, int64_t M, int64_t N, int64_t K, bool trans_b, std::
 }  // namespace
 
 // Every block type through the GEMV tier (M = 1, 3, 8: eight values of a block per lane) and the scalar tiles
-// (M = 17, 70: element-wise dequantizing loads), N ragged (neither a multiple of 4 nor of a tile), K several blocks.
+// (M = 17, 70: element-wise dequantizing loads), N ragged (neither a multiple of 4 nor of a tile), K several
+// blocks.
 TEST_F(QuantGpu, MatmulOfEveryBlockTypeAgreesWithTheCpuReference) {
   std::mt19937 rng(41);
   for (DType t : kBlockTypes) {
@@ -128,14 +133,14 @@ TEST_F(QuantGpu, GatherOfQuantizedRowsEqualsTheDequantizedTable) {
     for (size_t r = 0; r < iv.size(); ++r)
       for (int64_t d = 0; d < D; ++d)
         if (got[r * size_t(D) + size_t(d)] != tv[size_t(iv[r] * D + d)] && bad++ < 5)
-          ADD_FAILURE() << dtype_name(t) << " row " << iv[r] << " [" << d << "]: gpu " << got[r * size_t(D) + size_t(d)]
-                        << " vs reference " << tv[size_t(iv[r] * D + d)];
+          ADD_FAILURE() << dtype_name(t) << " row " << iv[r] << " [" << d << "]: gpu "
+                        << got[r * size_t(D) + size_t(d)] << " vs reference " << tv[size_t(iv[r] * D + d)];
     EXPECT_EQ(bad, 0u) << dtype_name(t);
   }
 }
 
-// set_parameter quantizes on the host (quant::quantize), read_parameter dequantizes, set_parameter_bytes takes
-// the blocks as they are (wrong sizes refused), and memory_summary counts the blocks' bytes.
+// set_parameter quantizes on the host (quant::quantize), read_parameter dequantizes, set_parameter_bytes
+// takes the blocks as they are (wrong sizes refused), and memory_summary counts the blocks' bytes.
 TEST_F(QuantGpu, ParameterUploadReadBackAndMemorySummary) {
   std::mt19937 rng(44);
   Graph g;
@@ -188,8 +193,10 @@ TEST_F(QuantGpu, MixedQuantizedLlamaDecodeMatchesTheReference) {
   Session prefill = build(models::build_llama(c, 1, 9).graph, inference(), dev);  // 9 rows: the scalar tiles
   Session decode = build(models::build_llama(c, 1, 1).graph, inference(), prefill);
   for (const auto& [name, v] : w) {
-    if (bytes.count(name)) prefill.set_parameter_bytes(name, bytes.at(name));
-    else prefill.set_parameter(name, v);
+    if (bytes.count(name))
+      prefill.set_parameter_bytes(name, bytes.at(name));
+    else
+      prefill.set_parameter(name, v);
   }
   std::mt19937 rng(9);
   std::vector<int32_t> seq;
@@ -199,14 +206,17 @@ TEST_F(QuantGpu, MixedQuantizedLlamaDecodeMatchesTheReference) {
     const models::LlamaStep st = models::build_llama(c, 1, L);
     reference::Feeds f;
     for (const auto& [name, v] : w)
-      f[name] = HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
-    for (NodeId s : st.graph.states()) f[st.graph.node(s).prov.name] = HostTensor(st.graph.node(s).shape, 0.0);
+      f[name] =
+          HostTensor(st.graph.node(*st.graph.find(name)).shape, std::vector<double>(v.begin(), v.end()));
+    for (NodeId s : st.graph.states())
+      f[st.graph.node(s).prov.name] = HostTensor(st.graph.node(s).shape, 0.0);
     f["tokens"] = HostTensor({1, L}, std::vector<double>(seq.begin(), seq.begin() + L));
     f["start"] = HostTensor({1}, 0.0);
     f["last"] = HostTensor({1}, double(L - 1));
     return reference::evaluate_outputs(st.graph, f)[0].data;
   };
-  auto expect_close = [&](const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  auto expect_close = [&](const std::vector<float>& got, const std::vector<double>& want,
+                          const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     size_t bad = 0;
     for (size_t i = 0; i < got.size(); ++i)
@@ -224,7 +234,8 @@ TEST_F(QuantGpu, MixedQuantizedLlamaDecodeMatchesTheReference) {
     decode.set_input("start", std::vector<int32_t>{int32_t(pos)});
     decode.set_input("last", std::vector<int32_t>{0});
     decode.run();
-    expect_close(decode.read_output("logits"), reference(pos + 1), "decode at position " + std::to_string(pos));
+    expect_close(decode.read_output("logits"), reference(pos + 1),
+                 "decode at position " + std::to_string(pos));
   }
   // The weights stay in block form (Q4_1: 20 bytes per 32 values; Q6_K 210 per 256), each buffer whole words.
   uint64_t want = 0;

@@ -40,7 +40,8 @@ Rows repeat(const std::vector<float>& logits, const std::vector<float>& seen, co
   for (int64_t i = 0; i < n; ++i) {
     r.logits.insert(r.logits.end(), logits.begin(), logits.end());
     r.seen.insert(r.seen.end(), seen.begin(), seen.end());
-    r.params.insert(r.params.end(), {float(p.temperature), float(p.top_k), float(p.top_p), float(p.min_p), float(p.penalty)});
+    r.params.insert(r.params.end(),
+                    {float(p.temperature), float(p.top_k), float(p.top_p), float(p.min_p), float(p.penalty)});
     r.rng.insert(r.rng.end(), {int32_t(uint32_t(seed)), int32_t(uint32_t(seed >> 32)), step});
   }
   return r;
@@ -87,7 +88,8 @@ std::vector<int> reference_sample(const Rows& r) {
   return std::vector<int>(t.begin(), t.end());
 }
 
-// The distribution the rules define, written out here: penalty, temperature, then the filters on a sorted copy.
+// The distribution the rules define, written out here: penalty, temperature, then the filters on a sorted
+// copy.
 std::vector<double> expected_distribution(const std::vector<float>& logits, const std::vector<float>& seen,
                                           const Params& p) {
   const size_t V = logits.size();
@@ -130,7 +132,8 @@ std::vector<double> expected_distribution(const std::vector<float>& logits, cons
 
 // Chi-square of the counts against `prob` over its support, against the 0.999 quantile; draws outside the
 // support fail outright.
-void expect_distribution(const std::vector<int>& draws, const std::vector<double>& prob, const std::string& what) {
+void expect_distribution(const std::vector<int>& draws, const std::vector<double>& prob,
+                         const std::string& what) {
   std::vector<double> count(prob.size(), 0.0);
   for (int t : draws) {
     ASSERT_TRUE(t >= 0 && size_t(t) < prob.size()) << what << ": token " << t;
@@ -157,7 +160,8 @@ void expect_distribution(const std::vector<int>& draws, const std::vector<double
 const std::vector<float> kRow = {1.0f, 2.2f, -0.5f, 0.3f, 1.7f, -1.2f, 0.9f, 0.0f};
 const std::vector<float> kNone(8, 0.0f);
 
-void check_distribution(const Params& p, const std::vector<float>& seen, const std::string& what, uint64_t seed) {
+void check_distribution(const Params& p, const std::vector<float>& seen, const std::string& what,
+                        uint64_t seed) {
   const Rows r = repeat(kRow, seen, p, 20000, seed);
   const std::vector<double> prob = expected_distribution(kRow, seen, p);
   const std::vector<int> gpu = gpu_sample(r);
@@ -172,9 +176,9 @@ TEST_F(Sampling, GreedyIsTheFirstArgmaxOfThePenalisedLogits) {
   Rows r;
   r.n = 4;
   r.v = 5;
-  r.logits = {0.5f, 3.0f, 3.0f, -1.0f, 2.0f,    // tie between 1 and 2: 1
-              -2.0f, -1.0f, -1.0f, -3.0f, -1.0f,  // three-way tie: 1
-              1.0f, 4.0f, 2.5f, 0.0f, 3.0f,     // 1 penalised 4 -> 2 (r = 2): 4 wins with 3
+  r.logits = {0.5f,  3.0f,  3.0f,  -1.0f, 2.0f,    // tie between 1 and 2: 1
+              -2.0f, -1.0f, -1.0f, -3.0f, -1.0f,   // three-way tie: 1
+              1.0f,  4.0f,  2.5f,  0.0f,  3.0f,    // 1 penalised 4 -> 2 (r = 2): 4 wins with 3
               -1.0f, -0.2f, -0.5f, -3.0f, -4.0f};  // 1 penalised -0.2 -> -0.6 (r = 3): 2 wins with -0.5
   r.seen = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0};
   r.params = {0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 2, -1, 0, 1, 0, 3};
@@ -198,9 +202,10 @@ TEST_F(Sampling, GpuDrawsTheReferenceTokens) {
       r.seen.push_back(rng() % 4 == 0 ? 1.0f : 0.0f);
     }
     const int kind = int(i % 5);
-    r.params.insert(r.params.end(), {kind == 0 ? 0.0f : 0.5f + u01(rng), kind == 1 ? float(1 + rng() % 40) : 0.0f,
-                                     kind == 2 ? 0.2f + 0.7f * u01(rng) : 1.0f, kind == 3 ? 0.3f * u01(rng) : 0.0f,
-                                     kind == 4 ? 1.0f + u01(rng) : 1.0f});
+    r.params.insert(r.params.end(),
+                    {kind == 0 ? 0.0f : 0.5f + u01(rng), kind == 1 ? float(1 + rng() % 40) : 0.0f,
+                     kind == 2 ? 0.2f + 0.7f * u01(rng) : 1.0f, kind == 3 ? 0.3f * u01(rng) : 0.0f,
+                     kind == 4 ? 1.0f + u01(rng) : 1.0f});
     r.rng.insert(r.rng.end(), {int32_t(rng()), int32_t(rng()), int32_t(i)});
   }
   const std::vector<int> gpu = gpu_sample(r), ref = reference_sample(r);
@@ -247,7 +252,8 @@ TEST_F(Sampling, RepetitionPenaltyDrawsFollowThePenalisedSoftmax) {
   check_distribution(p, seen, "repetition penalty 1.8", 17);
 }
 
-// Draws are a function of (seed, step, row): the same inputs give the same tokens, another seed or step others.
+// Draws are a function of (seed, step, row): the same inputs give the same tokens, another seed or step
+// others.
 TEST_F(Sampling, DrawsAreDeterministicForASeed) {
   Params p;
   const Rows a = repeat(kRow, kNone, p, 2000, 42), b = repeat(kRow, kNone, p, 2000, 43),

@@ -7,11 +7,11 @@
 // the 100-step training run within 1e-4 absolute.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "gpu_fixture.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
@@ -30,7 +30,8 @@ std::shared_ptr<runtime::Device> shared_device() {
 SessionConfig base_config(bool training) {
   SessionConfig c = test::gpu_config();
   static const std::string cache = [] {
-    auto dir = std::filesystem::temp_directory_path() / ("meganeura-test-session-" + std::to_string(::getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("meganeura-test-session-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     return dir.string();
   }();
@@ -101,8 +102,8 @@ TEST_F(Session_, MatmulInEveryLayoutMatchesReference) {
         NodeId a = g.input("a", ta ? Shape{k, m} : Shape{m, k});
         NodeId b = g.parameter("b", tb ? Shape{n, k} : Shape{k, n});
         g.set_outputs({g.matmul(a, b, ta, tb)});
-        check_against_reference(g, "matmul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" +
-                                       std::to_string(m));
+        check_against_reference(
+            g, "matmul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" + std::to_string(m));
       }
 }
 
@@ -194,8 +195,10 @@ TEST_F(Session_, MlpTrains100SgdStepsLikeTheReference) {
   // The reference: the same differentiated graph in float64 and plain SGD on the host.
   Graph t = differentiate(m.g, m.loss);
   NodeId gw1 = *t.gradient(*t.find("w1")), gw2 = *t.gradient(*t.find("w2"));
-  reference::Feeds feeds{{"x", to_host({32, 784}, x)}, {"labels", to_host({32, 10}, labels)},
-                         {"w1", to_host({784, 128}, w1)}, {"w2", to_host({128, 10}, w2)}};
+  reference::Feeds feeds{{"x", to_host({32, 784}, x)},
+                         {"labels", to_host({32, 10}, labels)},
+                         {"w1", to_host({784, 128}, w1)},
+                         {"w2", to_host({128, 10}, w2)}};
   double first = 0, last = 0;
   for (int step = 0; step < 100; ++step) {
     s.run();
@@ -423,8 +426,10 @@ TEST_F(Session_, AdamStepMatchesHostFormula) {
       HostTensor gr = reference::evaluate(t, feeds, gw);
       for (size_t i = 0; i < 6; ++i) {
         double p = feeds["w"][i], gi = gr[i];
-        if (kind == OptimizerKind::Adam) gi += wd * p;
-        else p *= 1 - lr * wd;
+        if (kind == OptimizerKind::Adam)
+          gi += wd * p;
+        else
+          p *= 1 - lr * wd;
         m1[i] = b1 * m1[i] + (1 - b1) * gi;
         v1[i] = b2 * v1[i] + (1 - b2) * gi * gi;
         double mh = m1[i] / (1 - std::pow(b1, step)), vh = v1[i] / (1 - std::pow(b2, step));
@@ -436,8 +441,8 @@ TEST_F(Session_, AdamStepMatchesHostFormula) {
   }
 }
 
-// An unwritable trace path is an error when the session is built (not lost in the trace's destructor at exit);
-// an unusable cache directory is one warning naming it, and the session works without the cache.
+// An unwritable trace path is an error when the session is built (not lost in the trace's destructor at
+// exit); an unusable cache directory is one warning naming it, and the session works without the cache.
 TEST_F(Session_, UnwritableTraceIsAConfigErrorAndUnusableCacheDirAWarning) {
   Graph g;
   NodeId x = g.input("x", {3, 4});

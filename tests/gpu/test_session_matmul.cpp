@@ -2,12 +2,14 @@
 // and ragged sizes, and the Mixed16 precision policy against F32.
 //
 // Mixed16 rounds every matmul operand to f16 as the kernel loads it (f32 buffers, f32 accumulation, f32
-// master weights), so it needs neither 16-bit storage nor cooperative matrices: on lavapipe it runs the scalar
-// and GEMV tiers. Documented bounds, checked here:
-//   * one matmul: |mixed − f32| ≤ 2⁻¹⁰ · Σₖ|aₖ bₖ| + 1e-6 per output (each operand's rounding is ≤ 2⁻¹¹ relative,
+// master weights), so it needs neither 16-bit storage nor cooperative matrices: on lavapipe it runs the
+// scalar and GEMV tiers. Documented bounds, checked here:
+//   * one matmul: |mixed − f32| ≤ 2⁻¹⁰ · Σₖ|aₖ bₖ| + 1e-6 per output (each operand's rounding is ≤ 2⁻¹¹
+//   relative,
 //     so each product moves by ≤ (2·2⁻¹¹ + 2⁻²²)·|aₖ bₖ|), and mixed equals the float64 reference of the
 //     f16-rounded operands to the f32 tolerance;
-//   * the README MLP (784-128-10, batch 32, SGD lr 0.1, 30 steps from the same start): every step's loss within
+//   * the README MLP (784-128-10, batch 32, SGD lr 0.1, 30 steps from the same start): every step's loss
+//   within
 //     1e-3 relative of the F32 session's (measured on lavapipe: 1.0e-4, see docs/performance.md).
 #include <gtest/gtest.h>
 
@@ -56,8 +58,10 @@ reference::Feeds feed(const Graph& g, Session& s, uint32_t seed, bool rounded = 
     for (NodeId n : list) {
       const Node& nd = g.node(n);
       auto v = random_vec(size_t(numel(nd.shape)), rng);
-      if (nd.op == Op::Input) s.set_input(nd.prov.name, v);
-      else s.set_parameter(nd.prov.name, v);
+      if (nd.op == Op::Input)
+        s.set_input(nd.prov.name, v);
+      else
+        s.set_parameter(nd.prov.name, v);
       std::vector<double> d(v.size());
       for (size_t i = 0; i < v.size(); ++i) d[i] = rounded ? round_f16(v[i]) : v[i];
       feeds[nd.prov.name] = HostTensor(nd.shape, d);
@@ -95,7 +99,10 @@ struct Chain {
 class SessionMatmul : public test::GpuTest {};
 
 TEST_F(SessionMatmul, FusedEpilogueAtTinyAndRaggedSizesMatchesReference) {
-  struct Case { int64_t batch, m, n, k; int t; };  // t: bit 0 transposes A, bit 1 B
+  struct Case {
+    int64_t batch, m, n, k;
+    int t;
+  };  // t: bit 0 transposes A, bit 1 B
   // M = 1 and 8 take GEMV, 9 and 130 the scalar tier (130 crosses a 128-row tile); N and K 1, prime, > 128.
   std::vector<Case> cases = {{1, 1, 1, 1, 0}, {1, 8, 3, 1, 3}, {1, 9, 1, 7, 1}, {1, 5, 131, 129, 2}};
   for (int t = 0; t < 4; ++t) cases.push_back({2, 130, 67, 45, t});
@@ -103,12 +110,13 @@ TEST_F(SessionMatmul, FusedEpilogueAtTinyAndRaggedSizesMatchesReference) {
     {
       const int t = c.t;
       Chain ch(c.batch, c.m, c.n, c.k, t & 1, t & 2);
-      const std::string what = std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
-                               std::to_string(c.k) + " t" + std::to_string(t);
+      const std::string what = std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" +
+                               std::to_string(c.n) + "x" + std::to_string(c.k) + " t" + std::to_string(t);
       // The chain is fused: one matmul kernel computes everything.
       CompiledStep step = compile_step(ch.g, config(false, Precision::F32), device().caps());
       ASSERT_EQ(step.kernels.kernels.size(), 1u) << what << "\n" << step.kernels.to_text(step.graph);
-      EXPECT_EQ(step.kernels.kernels[0].epilogue.size(), 3u) << what << "\n" << step.kernels.to_text(step.graph);
+      EXPECT_EQ(step.kernels.kernels[0].epilogue.size(), 3u) << what << "\n"
+                                                             << step.kernels.to_text(step.graph);
       Session s = build(ch.g, config(false, Precision::F32), shared_device());
       reference::Feeds feeds = feed(ch.g, s, 5);
       s.run();
@@ -119,7 +127,7 @@ TEST_F(SessionMatmul, FusedEpilogueAtTinyAndRaggedSizesMatchesReference) {
 
 TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
   for (int t = 0; t < 4; ++t) {
-    for (int64_t m : {3, 37}) {  // GEMV and scalar
+    for (int64_t m : {3, 37}) {                    // GEMV and scalar
       if ((t == 1 || t == 2) && m == 3) continue;  // lavapipe compiles slowly: every layout once
       Chain ch(1, m, 29, 83, t & 1, t & 2);
       const std::string what = "m=" + std::to_string(m) + " t" + std::to_string(t);
@@ -133,22 +141,26 @@ TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
       // The bias and residual are not matmul operands: give the reference their exact values.
       rounded["bias"] = exact["bias"];
       rounded["res"] = exact["res"];
-      expect_close(got, reference::evaluate_outputs(ch.g, rounded)[0], 1e-5, 1e-4, "mixed16 vs rounded " + what);
+      expect_close(got, reference::evaluate_outputs(ch.g, rounded)[0], 1e-5, 1e-4,
+                   "mixed16 vs rounded " + what);
       // The bound, with Σ|a||b| from the reference on absolute values.
       reference::Feeds abs_feeds = exact;
       for (const char* name : {"a", "b"})
-        for (size_t i = 0; i < abs_feeds[name].size(); ++i) abs_feeds[name][i] = std::fabs(abs_feeds[name][i]);
+        for (size_t i = 0; i < abs_feeds[name].size(); ++i)
+          abs_feeds[name][i] = std::fabs(abs_feeds[name][i]);
       Graph scale_g;
       const Node& an = ch.g.node(ch.g.inputs()[0]);
       const Node& bn = ch.g.node(ch.g.parameters()[0]);
       NodeId a = scale_g.input("a", an.shape), b = scale_g.parameter("b", bn.shape);
       scale_g.set_outputs({scale_g.matmul(a, b, t & 1, t & 2)});
-      const HostTensor scale = reference::evaluate_outputs(scale_g, {{"a", abs_feeds["a"]}, {"b", abs_feeds["b"]}})[0];
+      const HostTensor scale =
+          reference::evaluate_outputs(scale_g, {{"a", abs_feeds["a"]}, {"b", abs_feeds["b"]}})[0];
       size_t differ = 0, bad = 0;
       for (size_t i = 0; i < got.size(); ++i) {
         differ += got[i] != base[i];
         if (!(std::fabs(got[i] - base[i]) <= std::ldexp(scale[i], -10) + 1e-6) && bad++ < 5)
-          ADD_FAILURE() << what << "[" << i << "]: mixed " << got[i] << " f32 " << base[i] << " bound " << scale[i] / 1024;
+          ADD_FAILURE() << what << "[" << i << "]: mixed " << got[i] << " f32 " << base[i] << " bound "
+                        << scale[i] / 1024;
       }
       EXPECT_GT(differ, 0u) << "Mixed16 must actually round the operands (" << what << ")";
     }
@@ -156,9 +168,9 @@ TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
 }
 
 // A large A·Bᵀ with no epilogue. Mixed16 sessions read f32 buffers rounded on load, and for those the
-// workgroup-scope tile ran at half the subgroup tile's speed on the H200 (37.8 vs 75.6 TFLOP/s at 8192³, session
-// 9), so kernels::default_coopmat_tile must not give it to them; on lavapipe the scalar tier runs. Either way the
-// product must match the reference on the f16-rounded operands.
+// workgroup-scope tile ran at half the subgroup tile's speed on the H200 (37.8 vs 75.6 TFLOP/s at 8192³,
+// session 9), so kernels::default_coopmat_tile must not give it to them; on lavapipe the scalar tier runs.
+// Either way the product must match the reference on the f16-rounded operands.
 TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
   Graph g;
   NodeId a = g.input("a", {2048, 64});
@@ -172,13 +184,14 @@ TEST_F(SessionMatmul, Mixed16LargeABTransposedMatchesRounded) {
   EXPECT_EQ(variant.find("/w"), std::string::npos) << variant;
   reference::Feeds rounded = feed(g, s, 11, true);
   s.run();
-  expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4, "2048x4096x64 nt " + variant);
+  expect_close(s.read_output(0), reference::evaluate_outputs(g, rounded)[0], 1e-4, 1e-4,
+               "2048x4096x64 nt " + variant);
 }
 
 // Mixed16 products of at least kernels::kMinF16CopyMacs multiply-adds first copy both operands to f16 (one
 // dispatch into the kernel's scratch, B's halves after A's) and multiply the copies: a batched A against a
-// broadcast B, plain and transposed, must match the reference on f16-rounded operands, and the session must show
-// the copy; F32 sessions and smaller products have none.
+// broadcast B, plain and transposed, must match the reference on f16-rounded operands, and the session must
+// show the copy; F32 sessions and smaller products have none.
 TEST_F(SessionMatmul, LargeMixed16ProductsMultiplyAnF16Copy) {
   auto copies = [](const Session& s) {
     size_t n = 0;
@@ -200,12 +213,14 @@ TEST_F(SessionMatmul, LargeMixed16ProductsMultiplyAnF16Copy) {
   }
   Graph small;
   small.set_outputs({small.matmul(small.input("a", {2, 512, 1024}), small.parameter("b", {1024, 512}))});
-  EXPECT_EQ(copies(build(small, config(false, Precision::Mixed16), shared_device())), 0u) << "2^29 multiply-adds";
+  EXPECT_EQ(copies(build(small, config(false, Precision::Mixed16), shared_device())), 0u)
+      << "2^29 multiply-adds";
 }
 
-// A large Mixed16 product with few output tiles is split over K as well: the f16 copy and the partial products
-// share the kernel's scratch (copy, product, sum: three dispatches). On a device with many compute units (the
-// H200's 132) the product above splits too; here a 96x96 output (36 tiles) makes it split on any device.
+// A large Mixed16 product with few output tiles is split over K as well: the f16 copy and the partial
+// products share the kernel's scratch (copy, product, sum: three dispatches). On a device with many compute
+// units (the H200's 132) the product above splits too; here a 96x96 output (36 tiles) makes it split on any
+// device.
 TEST_F(SessionMatmul, LargeMixed16ProductsSplitOverKKeepTheF16Copy) {
   Graph g;
   NodeId a = g.input("a", {96, 131072});
@@ -267,7 +282,8 @@ TEST_F(SessionMatmul, FillOperandsReadTheirLiteral) {
       NodeId b = g.parameter("b", tb ? Shape{7, 11} : Shape{11, 7});
       NodeId a = g.fill(0.5, ta ? Shape{11, m} : Shape{m, 11});
       NodeId x = g.input("x", ta ? Shape{11, m} : Shape{m, 11});
-      g.set_outputs({g.add(g.matmul(a, b, ta, tb), g.matmul(x, g.fill(-0.25, tb ? Shape{7, 11} : Shape{11, 7}), ta, tb))});
+      g.set_outputs({g.add(g.matmul(a, b, ta, tb),
+                           g.matmul(x, g.fill(-0.25, tb ? Shape{7, 11} : Shape{11, 7}), ta, tb))});
       Session s = build(g, config(false, Precision::F32), shared_device());
       reference::Feeds feeds = feed(g, s, 3);
       s.run();

@@ -3,8 +3,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "gpu_fixture.hpp"
@@ -31,7 +31,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     std::random_device rd;
-    path = fs::temp_directory_path() / ("meganeura-shader-test-" + std::to_string(rd()) + std::to_string(rd()));
+    path =
+        fs::temp_directory_path() / ("meganeura-shader-test-" + std::to_string(rd()) + std::to_string(rd()));
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -74,7 +75,8 @@ TEST(Shader, CacheMissThenHit) {
   shader::CompileOptions other = opt;
   other.device_key = "device-b";
   EXPECT_FALSE(shader::compile_glsl({"scale", kScale, {{"SCALE", "2.0"}}}, other).cache_hit);
-  EXPECT_FALSE(shader::compile_glsl({"scale", std::string(kScale) + "\n", {{"SCALE", "2.0"}}}, opt).cache_hit);
+  EXPECT_FALSE(
+      shader::compile_glsl({"scale", std::string(kScale) + "\n", {{"SCALE", "2.0"}}}, opt).cache_hit);
   EXPECT_EQ(files_in(dir.path / "nested"), 4u);
 }
 
@@ -119,7 +121,8 @@ TEST(Shader, EveryCorruptedByteOfACacheEntryIsDetectedAndRecompiled) {
     write_bytes(first.cache_path, bad);
     const shader::CompileResult r = shader::compile_glsl(src, opt);
     const bool ok = !r.cache_hit && r.spirv == first.spirv &&
-                    r.cache_warning.find(first.cache_path) != std::string::npos && bytes_of(first.cache_path) == good;
+                    r.cache_warning.find(first.cache_path) != std::string::npos &&
+                    bytes_of(first.cache_path) == good;
     if (!ok) {
       ++failures;
       ADD_FAILURE() << "byte " << i << " of " << good.size() << ": hit " << r.cache_hit << ", same module "

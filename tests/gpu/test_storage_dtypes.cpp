@@ -1,8 +1,8 @@
-// Storage dtypes on the GPU: f16 and bf16 parameters, inputs, activations and outputs against the CPU reference,
-// which rounds every value of a 16-bit dtype to that dtype (ir/storage.hpp). Matmuls, norms and reductions
-// accumulate in f32 whatever they read, so against the float64 reference they agree to f32 accumulation error;
-// a value stored in 16 bits may differ from the reference by one unit in its last place where the f32
-// computation and the f64 one round to neighbours.
+// Storage dtypes on the GPU: f16 and bf16 parameters, inputs, activations and outputs against the CPU
+// reference, which rounds every value of a 16-bit dtype to that dtype (ir/storage.hpp). Matmuls, norms and
+// reductions accumulate in f32 whatever they read, so against the float64 reference they agree to f32
+// accumulation error; a value stored in 16 bits may differ from the reference by one unit in its last place
+// where the f32 computation and the f64 one round to neighbours.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,8 +31,8 @@ Session session(const Graph& g) {
   return build_with(g, cfg, dev, {.cache = &cache});
 }
 
-// Random feeds for every input and parameter (integer inputs get indices below `rows`), set in the session and
-// given to the reference (which rounds them to their dtypes itself).
+// Random feeds for every input and parameter (integer inputs get indices below `rows`), set in the session
+// and given to the reference (which rounds them to their dtypes itself).
 reference::Feeds feed_all(const Graph& g, Session& s, std::mt19937& rng, int64_t rows = 1) {
   reference::Feeds feeds;
   for (NodeId n : g.inputs()) {
@@ -106,15 +106,15 @@ TEST_F(StorageDtypes, SixteenBitWeightsMatchTheReference) {
   }
 }
 
-// Values stored as f16/bf16 between kernels (activations and outputs), a matmul of two f16 operands storing f16,
-// a softmax reading an f16 value and casts in both directions.
+// Values stored as f16/bf16 between kernels (activations and outputs), a matmul of two f16 operands storing
+// f16, a softmax reading an f16 value and casts in both directions.
 TEST_F(StorageDtypes, SixteenBitActivationsAndCasts) {
   for (DType t : {DType::F16, DType::BF16}) {
     for (int64_t rows : {2, 17}) {
       Graph g;
-      const NodeId x = g.cast(g.input("x", {rows, 12}), t);           // f32 -> 16-bit, fused into its consumer
+      const NodeId x = g.cast(g.input("x", {rows, 12}), t);  // f32 -> 16-bit, fused into its consumer
       const NodeId w = g.parameter("w", {12, 9}, t);
-      const NodeId y = g.named(g.matmul(g.exp(x), w), "y");           // 16-bit operands, 16-bit result
+      const NodeId y = g.named(g.matmul(g.exp(x), w), "y");               // 16-bit operands, 16-bit result
       const NodeId p = g.named(g.softmax(g.mul(y, g.scalar(0.5))), "p");  // a reduction over a 16-bit value
       const NodeId back = g.named(g.cast(g.add(p, g.input("bias", {9}, t)), DType::F32), "back");
       g.set_outputs({y, p, back});
@@ -131,8 +131,8 @@ TEST_F(StorageDtypes, SixteenBitActivationsAndCasts) {
   }
 }
 
-// A parameter declared f16 occupies two bytes an element on the device, and bytes uploaded as stored come back as
-// the values they encode.
+// A parameter declared f16 occupies two bytes an element on the device, and bytes uploaded as stored come
+// back as the values they encode.
 TEST_F(StorageDtypes, HalfWeightsTakeHalfTheMemoryAndUploadAsBytes) {
   auto make = [](DType t) {
     Graph g;
@@ -145,7 +145,8 @@ TEST_F(StorageDtypes, HalfWeightsTakeHalfTheMemoryAndUploadAsBytes) {
   EXPECT_EQ(f16.memory_summary().parameters, 64u * 32u * 2u);
 
   std::vector<uint16_t> bits(64 * 32);
-  for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint16_t(0x3C00u + (i % 7) * 0x0400u);  // 1, 2, 4, ... 64
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = uint16_t(0x3C00u + (i % 7) * 0x0400u);  // 1, 2, 4, ... 64
   f16.set_parameter_bytes("w", std::as_bytes(std::span(bits)));
   const std::vector<float> back = f16.read_parameter("w");
   for (size_t i = 0; i < bits.size(); ++i) ASSERT_EQ(back[i], float(1u << (i % 7))) << i;

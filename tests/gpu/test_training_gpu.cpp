@@ -28,8 +28,10 @@ Graph tiny(int64_t batch, bool with_loss = true) {
   const NodeId x = g.input("x", {batch, 4});
   const NodeId h = g.relu(g.matmul(x, g.parameter("w1", {4, 16})));
   const NodeId z = g.named(g.matmul(h, g.parameter("w2", {16, 3})), "logits");
-  if (with_loss) g.set_outputs({g.cross_entropy_loss(z, g.input("labels", {batch, 3}))});
-  else g.set_outputs({z});
+  if (with_loss)
+    g.set_outputs({g.cross_entropy_loss(z, g.input("labels", {batch, 3}))});
+  else
+    g.set_outputs({z});
   return g;
 }
 constexpr uint64_t kParamBytes = (4 * 16 + 16 * 3) * 4;
@@ -110,7 +112,8 @@ double norm(const std::vector<std::vector<double>>& gs) {
   return std::sqrt(sq);
 }
 
-void expect_near(const std::vector<float>& got, const std::vector<double>& want, double rtol, const std::string& what) {
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, double rtol,
+                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double scale = 0;
   for (double w : want) scale = std::max(scale, std::abs(w));
@@ -160,7 +163,8 @@ TEST_F(TrainingGpu, ClippedStepMatchesTheHostFormula) {
     d.init(s);
     d.feed(s, 0, 8);
     s.run();
-    const std::vector<std::vector<double>> g = {to_double(s.read_gradient("w1")), to_double(s.read_gradient("w2"))};
+    const std::vector<std::vector<double>> g = {to_double(s.read_gradient("w1")),
+                                                to_double(s.read_gradient("w2"))};
     const double n = norm(g);
     const double scale = std::min(1.0, clip / (n + 1e-6));
     if (clip < 1) {
@@ -194,8 +198,10 @@ TEST_F(TrainingGpu, AccumulationEqualsOneBigBatch) {
   const Graph g8 = tiny(8);
   const Graph t = differentiate(g8, g8.outputs()[0]);
   const NodeId gw[2] = {*t.gradient(*t.find("w1")), *t.gradient(*t.find("w2"))};
-  reference::Feeds feeds{{"x", HostTensor({8, 4}, to_double(d.x))}, {"labels", HostTensor({8, 3}, to_double(d.labels))},
-                         {"w1", HostTensor({4, 16}, to_double(d.w1))}, {"w2", HostTensor({16, 3}, to_double(d.w2))}};
+  reference::Feeds feeds{{"x", HostTensor({8, 4}, to_double(d.x))},
+                         {"labels", HostTensor({8, 3}, to_double(d.labels))},
+                         {"w1", HostTensor({4, 16}, to_double(d.w1))},
+                         {"w2", HostTensor({16, 3}, to_double(d.w2))}};
   std::vector<double> m[2] = {std::vector<double>(64, 0.0), std::vector<double>(48, 0.0)};
   for (int update = 1; update <= 3; ++update) {
     const std::vector<float> before = acc.read_parameter("w1");
@@ -293,7 +299,8 @@ TEST_F(TrainingGpu, FusedUpdatesMatchTheUnfusedStepBitForBit) {
   adam.weight_decay = 0.01;
   OptimizerConfig adamw = rule(OptimizerKind::AdamW, 0.05);
   adamw.weight_decay = 0.1;
-  for (const OptimizerConfig& o : {rule(OptimizerKind::Sgd, 0.05), sgd, adam, adamw, rule(OptimizerKind::LaProp, 0.05)}) {
+  for (const OptimizerConfig& o :
+       {rule(OptimizerKind::Sgd, 0.05), sgd, adam, adamw, rule(OptimizerKind::LaProp, 0.05)}) {
     SCOPED_TRACE("optimizer " + std::to_string(int(o.kind)) + " momentum " + std::to_string(o.momentum));
     Session fused = make(o, false), kept = make(o, true);
     EXPECT_EQ(fused.memory_summary().gradients, 0u);  // every update fused: no gradient stored
@@ -305,7 +312,8 @@ TEST_F(TrainingGpu, FusedUpdatesMatchTheUnfusedStepBitForBit) {
       }
       ASSERT_EQ(fused.read_output(0), kept.read_output(0)) << "loss of step " << step;
     }
-    for (const auto& [name, w] : ctx.weights()) EXPECT_EQ(fused.read_parameter(name), kept.read_parameter(name)) << name;
+    for (const auto& [name, w] : ctx.weights())
+      EXPECT_EQ(fused.read_parameter(name), kept.read_parameter(name)) << name;
     for (const OptimizerStateInfo& st : kept.optimizer_state())
       EXPECT_EQ(fused.read_optimizer_state(st.name), kept.read_optimizer_state(st.name)) << st.name;
     EXPECT_EQ(fused.optimizer_step(), kept.optimizer_step());
@@ -337,7 +345,8 @@ TEST_F(TrainingGpu, TrainerWithAdamLearnsAndAccumulatesLikeTheBigBatch) {
 }
 
 TEST_F(TrainingGpu, CheckpointRoundTripIntoSessions) {
-  const fs::path path = fs::temp_directory_path() / ("meganeura-gpu-ckpt-" + std::to_string(::getpid()) + ".ckpt");
+  const fs::path path =
+      fs::temp_directory_path() / ("meganeura-gpu-ckpt-" + std::to_string(::getpid()) + ".ckpt");
   Trainer t(session(tiny(8), rule(OptimizerKind::Adam, 0.01)), quiet(8));
   t.init_parameters();
   DataLoader l(blobs(48), {.batch_size = 8, .shuffle = true, .seed = 3});
@@ -348,7 +357,8 @@ TEST_F(TrainingGpu, CheckpointRoundTripIntoSessions) {
   const RestoreReport r = restore_checkpoint(path.string(), store);
   EXPECT_EQ(r.parameters, 2u);
   EXPECT_EQ(r.optimizer_state, 4u);
-  for (const char* name : {"w1", "w2"}) EXPECT_EQ(fresh.read_parameter(name), t.target().read_parameter(name));
+  for (const char* name : {"w1", "w2"})
+    EXPECT_EQ(fresh.read_parameter(name), t.target().read_parameter(name));
   for (const TensorInfo& s : t.target().optimizer_state())
     EXPECT_EQ(fresh.read_optimizer_state(s.name), t.target().read_optimizer_state(s.name)) << s.name;
   EXPECT_EQ(fresh.optimizer_step(), t.target().optimizer_step());
@@ -361,7 +371,8 @@ TEST_F(TrainingGpu, CheckpointRoundTripIntoSessions) {
   // A truncated file changes nothing in the session.
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 10));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 10));
   Session other = session(tiny(8), rule(OptimizerKind::Adam, 0.01));
   const std::vector<float> before = other.read_parameter("w1");
   SessionStore ostore(other);
@@ -384,7 +395,8 @@ TEST_F(TrainingGpu, CheckpointRoundTripIntoSessions) {
 // session (same moment names, other update rule), and a refused restore changes nothing there; a session
 // saved through SessionStore names its optimizer, so the same refusal works the other way round.
 TEST_F(TrainingGpu, SessionStoreRefusesStateOfAnotherOptimizerKind) {
-  const fs::path path = fs::temp_directory_path() / ("meganeura-gpu-kind-" + std::to_string(::getpid()) + ".ckpt");
+  const fs::path path =
+      fs::temp_directory_path() / ("meganeura-gpu-kind-" + std::to_string(::getpid()) + ".ckpt");
   Session adam = session(tiny(8), rule(OptimizerKind::Adam, 0.01));
   const Data d(8);
   d.feed(adam, 0, 8);
@@ -401,8 +413,10 @@ TEST_F(TrainingGpu, SessionStoreRefusesStateOfAnotherOptimizerKind) {
       restore_checkpoint(path.string(), store);
       ADD_FAILURE() << "restored Adam state into " << optimizer_name(other);
     } catch (const CheckpointError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("expected state of ") + optimizer_name(other) + ", got adam"),
-                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("expected state of ") + optimizer_name(other) +
+                                           ", got adam"),
+                std::string::npos)
+          << e.what();
     }
     EXPECT_EQ(s.read_parameter("w1"), before);
     EXPECT_EQ(s.optimizer_step(), step_before);

@@ -1,9 +1,9 @@
-// Session::tune_with (session/tune.cpp): the report lists every dispatch; a tuned step computes what the untuned
-// step computes (bit-equal where the variants only move work between threads: pointwise, copy, optimizer; within
-// f32 rounding where they change a reduction's order: row-reduce workgroups, matmul tiers); parameters and
-// optimizer state survive the search; winners round-trip through the disk cache into a later build (read back
-// from its plan dump), including non-default variants of every tunable kernel; a corrupt cache file is a
-// warning, not a crash; bad TuneOptions are ConfigErrors naming the field.
+// Session::tune_with (session/tune.cpp): the report lists every dispatch; a tuned step computes what the
+// untuned step computes (bit-equal where the variants only move work between threads: pointwise, copy,
+// optimizer; within f32 rounding where they change a reduction's order: row-reduce workgroups, matmul tiers);
+// parameters and optimizer state survive the search; winners round-trip through the disk cache into a later
+// build (read back from its plan dump), including non-default variants of every tunable kernel; a corrupt
+// cache file is a warning, not a crash; bad TuneOptions are ConfigErrors naming the field.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -163,7 +163,8 @@ TEST_F(Tune, ReportListsEveryDispatchAndTheTunedStepIsBitEqualForThreadOnlyVaria
   EXPECT_GE(timed, 5u) << text;
   std::printf("%s", text.c_str());
   EXPECT_TRUE(r.cache_path.empty());
-  // Parameters survive the search (candidate updates ran on them), and the step computes bit-identical values.
+  // Parameters survive the search (candidate updates ran on them), and the step computes bit-identical
+  // values.
   EXPECT_EQ(s.read_parameter("w1"), w1);
   s.run();
   s.run();
@@ -191,15 +192,17 @@ TEST_F(Tune, EveryArchetypeTunedStaysWithinRounding) {
   EXPECT_EQ(s.optimizer_step(), 2u);
 }
 
-// For every tunable dispatch of the model (only those whose variants keep the arithmetic: thread_only), its last
-// (non-default) candidate, as a cache.
+// For every tunable dispatch of the model (only those whose variants keep the arithmetic: thread_only), its
+// last (non-default) candidate, as a cache.
 TuneCache forced_cache(const runtime::DeviceCaps& caps, bool thread_only = false) {
   const CompiledStep step = compile_step(model(), config(""), caps);
   TuneCache c;
   for (const GeneratedKernel& k : step.code) {
-    const std::vector<KernelVariant> cands = tune_candidates(step.graph, step.kernels, k.kernel, caps, step.codegen);
+    const std::vector<KernelVariant> cands =
+        tune_candidates(step.graph, step.kernels, k.kernel, caps, step.codegen);
     if (cands.size() < 2) continue;
-    if (thread_only && k.arch != Archetype::Pointwise && k.arch != Archetype::Copy && k.arch != Archetype::Optimizer)
+    if (thread_only && k.arch != Archetype::Pointwise && k.arch != Archetype::Copy &&
+        k.arch != Archetype::Optimizer)
       continue;
     c[k.base_hash] = {cands.back(), k.label, archetype_name(k.arch), 0, 0};
   }
@@ -236,7 +239,8 @@ TEST_F(Tune, CachedWinnersAreUsedByTheNextBuildWithoutTiming) {
     EXPECT_TRUE(listed) << row;
   }
   EXPECT_GE(tuned_rows, forced.size()) << plan;
-  // Values within rounding of the untuned step (GEMV -> scalar and the reduction workgroups change sum orders).
+  // Values within rounding of the untuned step (GEMV -> scalar and the reduction workgroups change sum
+  // orders).
   feed(s);
   s.run();
   s.run();
@@ -266,10 +270,10 @@ TEST_F(Tune, CachedWinnersAreUsedByTheNextBuildWithoutTiming) {
   std::filesystem::remove_all(dir);
 }
 
-// A matmul that splits K by default (32x784 · 784x128: scalar.16 makes 16 tiles, fewer than the device's compute
-// units, lavapipe's 64 assumed or the H200's 132, so K goes in slices): the tuner times its two dispatches as one
-// (the product pass's row says so), the tuned step stays within rounding, and a cached unsplit winner makes the
-// next build one dispatch shorter with the same result.
+// A matmul that splits K by default (32x784 · 784x128: scalar.16 makes 16 tiles, fewer than the device's
+// compute units, lavapipe's 64 assumed or the H200's 132, so K goes in slices): the tuner times its two
+// dispatches as one (the product pass's row says so), the tuned step stays within rounding, and a cached
+// unsplit winner makes the next build one dispatch shorter with the same result.
 TEST_F(Tune, SplitKernelsAreTimedWholeAndCanBecomeUnsplit) {
   Graph g;
   auto x = g.input("x", {32, 784});
@@ -311,8 +315,8 @@ TEST_F(Tune, SplitKernelsAreTimedWholeAndCanBecomeUnsplit) {
 
   const std::string dir = fresh_dir("split");
   TuneCache cache;
-  cache[step.code.back().base_hash] = {KernelVariant::parse("tier=scalar tile=16 split=1"), step.code.back().label,
-                                       "matmul", 0, 0};
+  cache[step.code.back().base_hash] = {KernelVariant::parse("tier=scalar tile=16 split=1"),
+                                       step.code.back().label, "matmul", 0, 0};
   ASSERT_TRUE(tune_cache_store(tune_cache_path(dir, s.caps()), s.caps(), cache));
   c.cache_dir = dir;
   Session unsplit = build(g, c, shared_device());
@@ -335,7 +339,8 @@ TEST_F(Tune, ConfigTuneTunesAtBuildAndTheNextBuildReadsTheCache) {
   c.dump_plan = dir + "/second.txt";
   Session s = build(model(), c, shared_device());
   const std::string second = read_file(c.dump_plan);
-  EXPECT_EQ(second.find("candidates)"), std::string::npos) << second;  // nothing timed: every winner is cached
+  EXPECT_EQ(second.find("candidates)"), std::string::npos)
+      << second;  // nothing timed: every winner is cached
   EXPECT_NE(second.find("(cached)"), std::string::npos) << second;
   feed(s);
   s.run();
@@ -344,8 +349,8 @@ TEST_F(Tune, ConfigTuneTunesAtBuildAndTheNextBuildReadsTheCache) {
   std::filesystem::remove_all(dir);
 }
 
-// Gradient accumulation (a second, accumulate-only list) and GPU timing (a timed list, profiles) are re-recorded
-// with the winners too.
+// Gradient accumulation (a second, accumulate-only list) and GPU timing (a timed list, profiles) are
+// re-recorded with the winners too.
 TEST_F(Tune, AccumulatingTimedSessionIsReRecordedAndProfilesShowTheVariants) {
   auto run = [&](bool tuned) {
     SessionConfig c = config("");
@@ -379,8 +384,9 @@ TEST_F(Tune, AccumulatingTimedSessionIsReRecordedAndProfilesShowTheVariants) {
 // The file's first line: the header and the checksum of the rest (session/tune_cache.cpp).
 std::string sealed(const std::string& body) {
   char sum[24];
-  std::snprintf(sum, sizeof sum, "%016llx",
-                static_cast<unsigned long long>(meganeura::shader::detail::fnv1a64(body.data(), body.size())));
+  std::snprintf(
+      sum, sizeof sum, "%016llx",
+      static_cast<unsigned long long>(meganeura::shader::detail::fnv1a64(body.data(), body.size())));
   return "meganeura.tune.v2 " + std::string(sum) + "\n" + body;
 }
 
@@ -397,7 +403,9 @@ TEST_F(Tune, CorruptCacheIsAWarningAndTheNextTuneRewritesIt) {
               "\"driver_version\":3},\"kernels\":{}}"),
        "ignoring"}};
   for (const auto& [bad, said] : files) {
-    { std::ofstream(path) << bad; }
+    {
+      std::ofstream(path) << bad;
+    }
     testing::internal::CaptureStderr();
     Session s = build(model(), config(dir), shared_device());
     const std::string err = testing::internal::GetCapturedStderr();

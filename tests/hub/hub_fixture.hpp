@@ -25,8 +25,8 @@ namespace meganeura::test {
 
 namespace fs = std::filesystem;
 using hf::HubConfig;
-using meganeura::HubError;
 using meganeura::ConfigError;
+using meganeura::HubError;
 
 inline const std::string kCommitA(40, 'a');
 inline const std::string kCommitB = "0123456789abcdef0123456789abcdef01234567";
@@ -84,17 +84,21 @@ class HubTest : public ::testing::Test {
     stop();
     const fs::path port_file = dir_ / "port";
     fs::remove(port_file);
-    std::vector<std::string> args = {"python3",
-                                     source_path("tests/hub/hub_server.py").string(),
-                                     "--root", root_.string(), "--port-file", port_file.string(), "--log",
-                                     (dir_ / "log").string(), "--manifest", (dir_ / "manifest.json").string(),
-                                     "--mode", mode, "--lifetime", "300"};
+    std::vector<std::string> args = {"python3",     source_path("tests/hub/hub_server.py").string(),
+                                     "--root",      root_.string(),
+                                     "--port-file", port_file.string(),
+                                     "--log",       (dir_ / "log").string(),
+                                     "--manifest",  (dir_ / "manifest.json").string(),
+                                     "--mode",      mode,
+                                     "--lifetime",  "300"};
     if (!token.empty()) args.insert(args.end(), {"--token", token});
     std::vector<char*> argv;
     for (std::string& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawnp(&pid_, "python3", nullptr, nullptr, argv.data(), environ), 0) << "python3 not found";
-    for (int i = 0; i < 300 && !fs::exists(port_file); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(posix_spawnp(&pid_, "python3", nullptr, nullptr, argv.data(), environ), 0)
+        << "python3 not found";
+    for (int i = 0; i < 300 && !fs::exists(port_file); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ASSERT_TRUE(fs::exists(port_file)) << "hub_server.py did not start";
     config_.endpoint = "http://127.0.0.1:" + slurp(port_file);
     manifest_ = nlohmann::json::parse(slurp(dir_ / "manifest.json"));
@@ -138,6 +142,8 @@ inline HubError hub_error(F&& f) {
   return HubError(HubError::Kind::Http, "none");
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace meganeura::test

@@ -26,9 +26,12 @@ int main(int argc, char** argv) {
   const CheckpointContents c = inspect_checkpoint(path);
   std::filesystem::remove(path);
   const SessionConfig config;
-  std::printf("%s: %zu nodes, %zu parameters, |w1| <= %.4f, checkpoint v%u with %zu tensor(s), precision %s\n",
-              argc > 0 ? argv[0] : "consumer", g.size(), g.parameters().size(), max_abs, c.version, c.entries.size(),
-              precision_name(config.precision));
+  std::printf(
+      "%s: %zu nodes, %zu parameters, |w1| <= %.4f, checkpoint v%u with %zu tensor(s), precision %s\n",
+      argc > 0 ? argv[0] : "consumer", g.size(), g.parameters().size(), max_abs, c.version, c.entries.size(),
+      precision_name(config.precision));
   // U(+-1/sqrt(784)): the bound is 1/28.
-  return g.parameters().size() == 2 && max_abs > 0.03f && max_abs <= 1.0f / 28.0f && c.entries.size() == 1 ? 0 : 1;
+  return g.parameters().size() == 2 && max_abs > 0.03f && max_abs <= 1.0f / 28.0f && c.entries.size() == 1
+             ? 0
+             : 1;
 }

@@ -1,17 +1,18 @@
-// Launched by mpirun (tests/CMakeLists.txt, tests/mpi/run.sh): data-parallel training on the job's ranks against
-// one process training on the whole global batch.
+// Launched by mpirun (tests/CMakeLists.txt, tests/mpi/run.sh): data-parallel training on the job's ranks
+// against one process training on the whole global batch.
 //
 //   mpi_train [--optimizer sgd|adam] [--steps N] [--order ranked|mpi] [--bucket-bytes B]
 //             [--die-at STEP] [--stall-at STEP] [--timeout S]
 //
 // Every rank trains an MLP for N steps with its shard of each global batch (LoaderOptions::rank/world) and
-// gradients averaged inside step(); ranks other than 0 start from deliberately wrong parameters, so the run also
-// proves the broadcast from rank 0. Then every rank checks that its parameters are bit-identical to rank 0's, and
-// rank 0 trains the same model alone on the global batch (the same loader seed, batch size x world) and compares:
-// max |distributed - single| / max |single| per parameter within 1e-6 (SGD) or 1e-5 (Adam). Prints PASS or FAIL
-// lines; exit code 0 only when everything passed.
-// --die-at / --stall-at: rank 1 exits (without MPI_Finalize) or sleeps forever before that step; the others must
-// exit with an error within the collective timeout instead of hanging (exit code 3 from the job's abort).
+// gradients averaged inside step(); ranks other than 0 start from deliberately wrong parameters, so the run
+// also proves the broadcast from rank 0. Then every rank checks that its parameters are bit-identical to rank
+// 0's, and rank 0 trains the same model alone on the global batch (the same loader seed, batch size x world)
+// and compares: max |distributed - single| / max |single| per parameter within 1e-6 (SGD) or 1e-5 (Adam).
+// Prints PASS or FAIL lines; exit code 0 only when everything passed.
+// --die-at / --stall-at: rank 1 exits (without MPI_Finalize) or sleeps forever before that step; the others
+// must exit with an error within the collective timeout instead of hanging (exit code 3 from the job's
+// abort).
 #include <unistd.h>
 
 #include <chrono>
@@ -45,7 +46,8 @@ std::shared_ptr<TensorDataset> data(int64_t rows) {
   std::vector<float> x, y;
   for (int64_t i = 0; i < rows; ++i) {
     const int c = int(i % 3);
-    for (int d = 0; d < 6; ++d) x.push_back((d % 3 == c ? 1.5f : 0.0f) + 0.5f * std::sin(0.37f * float(i) + 1.3f * d));
+    for (int d = 0; d < 6; ++d)
+      x.push_back((d % 3 == c ? 1.5f : 0.0f) + 0.5f * std::sin(0.37f * float(i) + 1.3f * d));
     for (int k = 0; k < 3; ++k) y.push_back(k == c ? 1.0f : 0.0f);
   }
   ds->add_f32("x", {6}, x);
@@ -68,15 +70,25 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ConfigError("[mpi_train] expected a value after " + k + ", got none");
       return argv[++i];
     };
-    if (k == "--optimizer") a.optimizer = val();
-    else if (k == "--order") a.order = val();
-    else if (k == "--steps") a.steps = std::stoi(val());
-    else if (k == "--die-at") a.die_at = std::stoi(val());
-    else if (k == "--stall-at") a.stall_at = std::stoi(val());
-    else if (k == "--bucket-bytes") a.bucket_bytes = std::stoull(val());
-    else if (k == "--timeout") a.timeout = std::stod(val());
-    else throw ConfigError("[mpi_train] expected --optimizer, --order, --steps, --die-at, --stall-at, --bucket-bytes "
-                           "or --timeout, got '" + k + "'");
+    if (k == "--optimizer")
+      a.optimizer = val();
+    else if (k == "--order")
+      a.order = val();
+    else if (k == "--steps")
+      a.steps = std::stoi(val());
+    else if (k == "--die-at")
+      a.die_at = std::stoi(val());
+    else if (k == "--stall-at")
+      a.stall_at = std::stoi(val());
+    else if (k == "--bucket-bytes")
+      a.bucket_bytes = std::stoull(val());
+    else if (k == "--timeout")
+      a.timeout = std::stod(val());
+    else
+      throw ConfigError(
+          "[mpi_train] expected --optimizer, --order, --steps, --die-at, --stall-at, --bucket-bytes "
+          "or --timeout, got '" +
+          k + "'");
   }
   return a;
 }
@@ -152,8 +164,8 @@ int run(const Args& a) {
   d.comm->broadcast(&root, sizeof root, 0, "the parameter hash");
   const double differ = d.comm->sum(std::vector<double>{root != mine ? 1.0 : 0.0}, "the hash check")[0];
   if (rank == 0) {
-    std::printf("%s: parameters bit-identical on all %d ranks (%d differ)\n", differ == 0 ? "PASS" : "FAIL", world,
-                int(differ));
+    std::printf("%s: parameters bit-identical on all %d ranks (%d differ)\n", differ == 0 ? "PASS" : "FAIL",
+                world, int(differ));
     failures += differ != 0;
   }
 
@@ -175,8 +187,9 @@ int run(const Args& a) {
       const double rel = diff / std::max(scale, 1e-30);
       worst = std::max(worst, rel);
       if (!(rel <= tol)) {
-        std::printf("FAIL: parameter %s: max |distributed - single| / max |single| = %.3g, expected <= %.0e\n",
-                    name.c_str(), rel, tol);
+        std::printf(
+            "FAIL: parameter %s: max |distributed - single| / max |single| = %.3g, expected <= %.0e\n",
+            name.c_str(), rel, tol);
         ++failures;
       }
     }
@@ -188,10 +201,11 @@ int run(const Args& a) {
       const std::vector<float> init = fresh.target().read_parameter(name);
       for (size_t i = 0; i < init.size(); ++i) moved = std::max(moved, double(std::fabs(got[i] - init[i])));
     }
-    std::printf("%s: %d ranks vs one process, %s, %d steps: worst relative difference %.3g (tolerance %.0e); "
-                "parameters moved by up to %.3g\n",
-                failures == 0 && moved > 1e-3 ? "PASS" : "FAIL", world, a.optimizer.c_str(), a.steps, worst, tol,
-                moved);
+    std::printf(
+        "%s: %d ranks vs one process, %s, %d steps: worst relative difference %.3g (tolerance %.0e); "
+        "parameters moved by up to %.3g\n",
+        failures == 0 && moved > 1e-3 ? "PASS" : "FAIL", world, a.optimizer.c_str(), a.steps, worst, tol,
+        moved);
     failures += moved <= 1e-3;
   }
   const double total = d.comm->sum(std::vector<double>{double(failures)}, "the verdict")[0];

@@ -41,7 +41,8 @@ inline fs::path gguf_scratch(const std::string& name) {
 // Runs the script with `args`; throws with its stderr when it fails.
 inline void run_gguf_oracle(const std::string& args, const fs::path& scratch) {
   const fs::path err = scratch / "stderr.txt";
-  const std::string cmd = gguf_python() + " " + gguf_oracle_script().string() + " " + args + " 2>" + err.string();
+  const std::string cmd =
+      gguf_python() + " " + gguf_oracle_script().string() + " " + args + " 2>" + err.string();
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::ifstream f(err);
@@ -93,7 +94,10 @@ inline nlohmann::json value_json(const gguf::Value& v) {
   j["type"] = static_cast<uint32_t>(v.type);
   auto scalar = [](const gguf::Value& s) -> nlohmann::json {
     switch (s.type) {
-      case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64: return s.as_int();
+      case ValueType::I8:
+      case ValueType::I16:
+      case ValueType::I32:
+      case ValueType::I64: return s.as_int();
       default: return s.bits;  // unsigned, bool as 0/1, floats as bit patterns
     }
   };
@@ -114,9 +118,12 @@ inline nlohmann::json value_json(const gguf::Value& v) {
     j["elem"] = static_cast<uint32_t>(v.element);
     nlohmann::json items = nlohmann::json::array();
     for (uint64_t i = 0; i < v.count; ++i) {
-      if (v.element == ValueType::String) items.push_back({{"type", 8}, {"hex", hex(v.strings[i])}});
-      else if (v.element == ValueType::Array) items.push_back(value_json(v.arrays[i]));
-      else items.push_back({{"type", static_cast<uint32_t>(v.element)}, {"v", scalar(v.element_value(i))}});
+      if (v.element == ValueType::String)
+        items.push_back({{"type", 8}, {"hex", hex(v.strings[i])}});
+      else if (v.element == ValueType::Array)
+        items.push_back(value_json(v.arrays[i]));
+      else
+        items.push_back({{"type", static_cast<uint32_t>(v.element)}, {"v", scalar(v.element_value(i))}});
     }
     j["items"] = items;
   }

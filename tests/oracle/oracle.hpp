@@ -1,13 +1,13 @@
 #pragma once
 // The torch oracle document (tests/oracle/make_reference.py run by a Python with torch), shared by the
 // oracle tests. A missing torch fails the test (it never skips).
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 
 #include "paths.hpp"
 
@@ -29,8 +29,9 @@ inline const nlohmann::json& oracle() {
       const fs::path tmp = dir / ("torch_reference." + tag + ".json");
       const fs::path err_path = dir / ("stderr." + tag + ".txt");
       // The first Python with torch: Debian's /usr/bin/python3 here (python3-torch), `python3` elsewhere.
-      const std::string cmd = "for p in /usr/bin/python3 python3; do if $p -c 'import torch' 2>/dev/null; then exec $p '" +
-                              script.string() + "' '" + tmp.string() + "' 2>'" + err_path.string() + "'; fi; done; exit 3";
+      const std::string cmd =
+          "for p in /usr/bin/python3 python3; do if $p -c 'import torch' 2>/dev/null; then exec $p '" +
+          script.string() + "' '" + tmp.string() + "' 2>'" + err_path.string() + "'; fi; done; exit 3";
       const int rc = std::system(cmd.c_str());
       std::ifstream err(err_path);
       const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());

@@ -50,8 +50,9 @@ std::vector<std::pair<std::string, Value>> every_kind_of_metadata(bool pypi_writ
        Value::array_array({Value::array_array({Value::array_of(ValueType::I32, std::vector<int32_t>{1, 2}),
                                                Value::array_of(ValueType::I32, std::vector<int32_t>{3})}),
                            Value::array_array({Value::string_array({"x", "yz"})})})},
-      {"test.arr.ragged", Value::array_array({Value::array_of(ValueType::F32, std::vector<float>{1.0f}),
-                                              Value::array_of(ValueType::F32, std::vector<float>{2.0f, 3.0f, 4.0f})})},
+      {"test.arr.ragged",
+       Value::array_array({Value::array_of(ValueType::F32, std::vector<float>{1.0f}),
+                           Value::array_of(ValueType::F32, std::vector<float>{2.0f, 3.0f, 4.0f})})},
       {"general.alignment", Value::of_u32(64)},
   };
   if (!pypi_writable) {  // GGUFWriter refuses empty strings and arrays; the format allows them
@@ -66,10 +67,10 @@ std::vector<gguf::Contents::Tensor> every_type_of_tensor(uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> n(0.0f, 0.5f);
   const std::vector<std::pair<Type, std::vector<uint64_t>>> specs = {
-      {Type::F32, {5}},           {Type::F16, {7, 3}},         {Type::BF16, {4, 2, 3}},
-      {Type::Q8_0, {64, 3}},      {Type::Q4_0, {32, 2, 2, 2}}, {Type::Q4_1, {96, 1}},
-      {Type::Q5_0, {32, 5}},      {Type::Q5_1, {64, 2}},       {Type::Q4_K, {256, 2}},
-      {Type::Q5_K, {512}},        {Type::Q6_K, {256, 3}},
+      {Type::F32, {5}},      {Type::F16, {7, 3}},         {Type::BF16, {4, 2, 3}},
+      {Type::Q8_0, {64, 3}}, {Type::Q4_0, {32, 2, 2, 2}}, {Type::Q4_1, {96, 1}},
+      {Type::Q5_0, {32, 5}}, {Type::Q5_1, {64, 2}},       {Type::Q4_K, {256, 2}},
+      {Type::Q5_K, {512}},   {Type::Q6_K, {256, 3}},
   };
   std::vector<gguf::Contents::Tensor> out;
   for (const auto& [type, dims] : specs) {
@@ -121,7 +122,8 @@ TEST(GgufFile, OurWriterIsReadIdenticallyByPyPIGguf) {
       EXPECT_EQ(t["bytes"].get<uint64_t>(), want.data.size()) << name;
       const auto raw_at = t["raw_at"].get<size_t>(), raw_len = t["raw_len"].get<size_t>();
       ASSERT_EQ(raw_len, want.data.size()) << name;
-      EXPECT_TRUE(std::equal(want.data.begin(), want.data.end(), blob.begin() + static_cast<long>(raw_at))) << name;
+      EXPECT_TRUE(std::equal(want.data.begin(), want.data.end(), blob.begin() + static_cast<long>(raw_at)))
+          << name;
       std::vector<float> theirs(t["f32_len"].get<size_t>());
       std::memcpy(theirs.data(), blob.data() + t["f32_at"].get<size_t>(), theirs.size() * 4);
       EXPECT_EQ(first_difference(ours.dequantize(ours.tensor(name)), theirs), -1) << name;
@@ -144,8 +146,11 @@ TEST(GgufFile, PyPIWriterIsReadIdenticallyByOurs) {
   std::vector<uint8_t> data;
   spec["tensors"] = nlohmann::json::array();
   for (const auto& t : tensors) {
-    spec["tensors"].push_back({{"name", t.name}, {"type", static_cast<uint32_t>(t.type)}, {"dims", t.dims},
-                               {"at", data.size()}, {"len", t.data.size()}});
+    spec["tensors"].push_back({{"name", t.name},
+                               {"type", static_cast<uint32_t>(t.type)},
+                               {"dims", t.dims},
+                               {"at", data.size()},
+                               {"len", t.data.size()}});
     data.insert(data.end(), t.data.begin(), t.data.end());
   }
   write_bytes(dir / "tensors.bin", data);
@@ -169,7 +174,8 @@ TEST(GgufFile, PyPIWriterIsReadIdenticallyByOurs) {
     EXPECT_EQ(got.type, tensors[i].type) << got.name;
     EXPECT_EQ(got.dims, tensors[i].dims) << got.name;
     const auto bytes = f.tensor_data(got);
-    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), tensors[i].data.begin(), tensors[i].data.end())) << got.name;
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), tensors[i].data.begin(), tensors[i].data.end()))
+        << got.name;
   }
 }
 
@@ -179,7 +185,8 @@ TEST(GgufRealModel, EveryTensorAndKeyMatchesPyPIGguf) {
   if (!env || !*env)
     GTEST_SKIP() << "opt-in: set MEGANEURA_REAL_GGUF to the real model (scripts/check-real-gguf.sh does)";
   const std::string path = env;
-  ASSERT_TRUE(fs::exists(path)) << "MEGANEURA_REAL_GGUF=" << path << " does not exist: run scripts/fetch-models.sh";
+  ASSERT_TRUE(fs::exists(path)) << "MEGANEURA_REAL_GGUF=" << path
+                                << " does not exist: run scripts/fetch-models.sh";
   const auto f = gguf::File::open(path);
   const fs::path dir = gguf_scratch("real");
   run_gguf_oracle("read " + path + " " + (dir / "py").string() + " meta", dir);

@@ -1,8 +1,8 @@
-// load_gguf on small random `llama` and `qwen2` files written by PyPI gguf the way llama.cpp's converter writes
-// them (tests/oracle/gguf_llama_oracle.py: permuted Q/K rows for llama, q/k/v biases for qwen2, Q8_0 / Q4_1 /
-// Q5_0 / F16 / BF16 / F32 tensors, an embedded SentencePiece vocabulary), run on the GPU through a prefill and a
-// cached decode session, against the logits of an independent numpy forward of the Hugging Face layout of the
-// same weights (tests/oracle/llama_numpy.py). A missing numpy or gguf fails the test.
+// load_gguf on small random `llama` and `qwen2` files written by PyPI gguf the way llama.cpp's converter
+// writes them (tests/oracle/gguf_llama_oracle.py: permuted Q/K rows for llama, q/k/v biases for qwen2, Q8_0 /
+// Q4_1 / Q5_0 / F16 / BF16 / F32 tensors, an embedded SentencePiece vocabulary), run on the GPU through a
+// prefill and a cached decode session, against the logits of an independent numpy forward of the Hugging Face
+// layout of the same weights (tests/oracle/llama_numpy.py). A missing numpy or gguf fails the test.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,8 +27,9 @@ class GgufModelNumpy : public test::GpuTest {};
 const test::fs::path& model_dir() {
   static const test::fs::path dir = [] {
     const test::fs::path d = test::gguf_scratch("models");
-    const std::string cmd = test::gguf_python() + " '" + test::source_path("tests/oracle/gguf_llama_oracle.py").string() +
-                            "' '" + d.string() + "'";
+    const std::string cmd = test::gguf_python() + " '" +
+                            test::source_path("tests/oracle/gguf_llama_oracle.py").string() + "' '" +
+                            d.string() + "'";
     if (std::system(cmd.c_str()) != 0)
       throw std::runtime_error(cmd + " failed; are numpy and gguf installed (scripts/install-oracles.sh)?");
     return d;
@@ -37,16 +38,17 @@ const test::fs::path& model_dir() {
 }
 
 // Prompt of 3 tokens in a bucket of 4, then one decode step per remaining token; every position's logits
-// against numpy. Quantized tensors stay in their block type on the device (the kernels dequantize them exactly as
-// the oracle does); the bound is 1e-3 (1 + |want|).
+// against numpy. Quantized tensors stay in their block type on the device (the kernels dequantize them
+// exactly as the oracle does); the bound is 1e-3 (1 + |want|).
 void check_case(const std::string& name) {
   const nlohmann::json want = nlohmann::json::parse(std::ifstream(model_dir() / (name + ".json")));
   const models::LanguageModel m = models::load_gguf((model_dir() / (name + ".gguf")).string());
   const auto& wc = want["config"];
   const models::LlamaConfig& c = m.config;
   // The file's Q8_0 / Q4_1 / Q5_0 tensors arrive in their block types, not expanded.
-  EXPECT_TRUE(std::any_of(m.weights.begin(), m.weights.end(), [](const auto& w) { return is_quantized(w.dtype); }))
-      << name;
+  EXPECT_TRUE(std::any_of(m.weights.begin(), m.weights.end(), [](const auto& w) {
+    return is_quantized(w.dtype);
+  })) << name;
   EXPECT_EQ(m.architecture, wc["arch"].get<std::string>());
   EXPECT_EQ(c.vocab, wc["vocab"].get<int64_t>());
   EXPECT_EQ(c.hidden, wc["hidden"].get<int64_t>());
@@ -90,7 +92,8 @@ void check_case(const std::string& name) {
     for (size_t i = 0; i < row.size(); ++i) {
       const double r = row[i].get<double>();
       worst = std::max(worst, std::fabs(got[k][i] - r) / (1.0 + std::fabs(r)));
-      ASSERT_NEAR(got[k][i], r, 1e-3 * (1.0 + std::fabs(r))) << name << " position " << k + 2 << ", logit " << i;
+      ASSERT_NEAR(got[k][i], r, 1e-3 * (1.0 + std::fabs(r)))
+          << name << " position " << k + 2 << ", logit " << i;
     }
   }
   std::cout << name << ": worst relative logit difference " << worst << "\n";

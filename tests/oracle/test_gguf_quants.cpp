@@ -21,8 +21,13 @@ namespace {
 // Byte offsets of each type's f16 scale fields inside a block.
 std::vector<size_t> scale_fields(Type t) {
   switch (t) {
-    case Type::Q4_0: case Type::Q5_0: case Type::Q8_0: return {0};
-    case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: return {0, 2};
+    case Type::Q4_0:
+    case Type::Q5_0:
+    case Type::Q8_0: return {0};
+    case Type::Q4_1:
+    case Type::Q5_1:
+    case Type::Q4_K:
+    case Type::Q5_K: return {0, 2};
     case Type::Q6_K: return {208};
     default: return {};
   }
@@ -55,7 +60,8 @@ std::vector<uint8_t> random_blocks(Type t, std::mt19937& rng, size_t blocks) {
   return b;
 }
 
-// f32 test inputs: blocks of normal values at scales from 1e-6 to 1e4, with constant, zero and outlier blocks.
+// f32 test inputs: blocks of normal values at scales from 1e-6 to 1e4, with constant, zero and outlier
+// blocks.
 std::vector<float> test_values(Type t, std::mt19937& rng, size_t blocks) {
   const size_t be = std::max<size_t>(quant::info(t).block_elems, 32);
   const float scales[] = {1.0f, 1e-3f, 1e3f, 1e-6f, 1e4f, 0.25f};
@@ -68,12 +74,13 @@ std::vector<float> test_values(Type t, std::mt19937& rng, size_t blocks) {
     if (k % 7 == 3) std::fill(x, x + be, 0.0f);
     if (k % 7 == 4) std::fill(x, x + be, -0.375f * s);
     if (k % 7 == 5) x[rng() % be] = 6.0f * s;  // one outlier (within f16 range at every scale)
-    if (k % 7 == 6) for (size_t i = 0; i < be; ++i) x[i] = std::fabs(x[i]) + s;  // all positive
+    if (k % 7 == 6)
+      for (size_t i = 0; i < be; ++i) x[i] = std::fabs(x[i]) + s;  // all positive
   }
   return v;
 }
 
-const Type kAll[] = {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1,
+const Type kAll[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1,
                      Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::Q5_K, Type::Q6_K};
 
 double f16_error(double v) { return std::max(std::fabs(v) * std::ldexp(1.0, -11), std::ldexp(1.0, -25)); }
@@ -143,9 +150,11 @@ std::vector<double> error_bounds(Type t, std::span<const float> x) {
 TEST(GgufQuants, TypeTableMatchesPyPIGguf) {
   // The table's (id, block elements, block bytes) rows against gguf-py's GGML_QUANT_SIZES, by running it.
   const fs::path dir = gguf_scratch("table");
-  std::ofstream(dir / "table.py") << "import json, sys\nfrom gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T\n"
-                                     "json.dump({t.name: [int(t), *GGML_QUANT_SIZES[t]] for t in T}, open(sys.argv[1], 'w'))\n";
-  const std::string cmd = gguf_python() + " " + (dir / "table.py").string() + " " + (dir / "table.json").string();
+  std::ofstream(dir / "table.py")
+      << "import json, sys\nfrom gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T\n"
+         "json.dump({t.name: [int(t), *GGML_QUANT_SIZES[t]] for t in T}, open(sys.argv[1], 'w'))\n";
+  const std::string cmd =
+      gguf_python() + " " + (dir / "table.py").string() + " " + (dir / "table.json").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto table = nlohmann::json::parse(std::ifstream(dir / "table.json"));
   for (const auto& ti : quant::kTypes) {
@@ -181,9 +190,11 @@ TEST(GgufQuants, DequantizeIsBitExactAgainstPyPIGguf) {
     ASSERT_EQ(ours.size(), theirs.size()) << quant::name(t);
     const long at = first_difference(ours, theirs);
     EXPECT_EQ(at, -1) << quant::name(t) << " element " << at << ": ours " << ours[at] << " (0x" << std::hex
-                      << bits_of(ours[at]) << "), gguf-py " << theirs[at] << " (0x" << bits_of(theirs[at]) << ")";
+                      << bits_of(ours[at]) << "), gguf-py " << theirs[at] << " (0x" << bits_of(theirs[at])
+                      << ")";
     const size_t finite = std::count_if(ours.begin(), ours.end(), [](float f) { return std::isfinite(f); });
-    EXPECT_GT(finite, ours.size() / 2) << quant::name(t) << ": the comparison should be mostly on finite values";
+    EXPECT_GT(finite, ours.size() / 2)
+        << quant::name(t) << ": the comparison should be mostly on finite values";
   }
 }
 
@@ -201,7 +212,8 @@ TEST(GgufQuants, QuantizersMatchPyPIGgufAndStayWithinBounds) {
   }
   run_gguf_oracle("quants " + dir.string(), dir);
   // gguf-py 0.19 quantizes these types (the K types only dequantize): the same bytes, block for block.
-  for (Type t : {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
+  for (Type t :
+       {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
     const auto theirs = read_bytes(dir / (std::string("in.") + quant::name(t) + ".quant"));
     ASSERT_EQ(ours[t].size(), theirs.size()) << quant::name(t);
     const auto mismatch = std::mismatch(ours[t].begin(), ours[t].end(), theirs.begin());
@@ -210,7 +222,8 @@ TEST(GgufQuants, QuantizersMatchPyPIGgufAndStayWithinBounds) {
         << (mismatch.first - ours[t].begin()) / quant::info(t).block_bytes << ")";
   }
   for (Type t : kAll) {
-    const auto decoded = read_f32(dir / (std::string("ours.") + quant::name(t) + ".f32"));  // gguf-py's decoding
+    const auto decoded =
+        read_f32(dir / (std::string("ours.") + quant::name(t) + ".f32"));  // gguf-py's decoding
     const auto& x = inputs[t];
     ASSERT_EQ(decoded.size(), x.size()) << quant::name(t);
     EXPECT_EQ(first_difference(quant::dequantize(t, ours[t]), decoded), -1) << quant::name(t);
@@ -224,9 +237,10 @@ TEST(GgufQuants, QuantizersMatchPyPIGgufAndStayWithinBounds) {
       }
       if (bound[i] > 0) worst_ratio = std::max(worst_ratio, err / bound[i]);
     }
-    EXPECT_EQ(bad, 0u) << quant::name(t) << ": element " << first_bad << " = " << x[first_bad] << " decoded as "
-                       << decoded[first_bad] << ", bound " << bound[first_bad];
-    // A bound this loose would hide a quantizer that ignores half its levels: the K types must use most of it.
+    EXPECT_EQ(bad, 0u) << quant::name(t) << ": element " << first_bad << " = " << x[first_bad]
+                       << " decoded as " << decoded[first_bad] << ", bound " << bound[first_bad];
+    // A bound this loose would hide a quantizer that ignores half its levels: the K types must use most of
+    // it.
     if (t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K) {
       EXPECT_GT(worst_ratio, 0.5) << quant::name(t);
     }
@@ -238,7 +252,7 @@ TEST(GgufQuants, HalfConversionsRoundToNearestEven) {
   EXPECT_EQ(quant::f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(quant::f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(quant::f32_to_f16(65519.99f), 0x7bff);
-  EXPECT_EQ(quant::f32_to_f16(65520.0f), 0x7c00);             // the tie rounds to even: infinity
+  EXPECT_EQ(quant::f32_to_f16(65520.0f), 0x7c00);               // the tie rounds to even: infinity
   EXPECT_EQ(quant::f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(quant::f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: zero
   EXPECT_EQ(quant::f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);

@@ -31,7 +31,9 @@ namespace {
 std::string real_gguf() {
   const char* env = std::getenv("MEGANEURA_REAL_GGUF");
   if (!env || !*env) return {};
-  if (!fs::exists(env)) throw std::runtime_error(std::string("MEGANEURA_REAL_GGUF=") + env + " does not exist: run scripts/fetch-models.sh");
+  if (!fs::exists(env))
+    throw std::runtime_error(std::string("MEGANEURA_REAL_GGUF=") + env +
+                             " does not exist: run scripts/fetch-models.sh");
   return env;
 }
 
@@ -39,15 +41,17 @@ fs::path llamacpp_dir() {
   const char* env = std::getenv("MEGANEURA_LLAMACPP");
   if (!env || !*env) return {};
   if (!fs::exists(fs::path(env) / "llamacpp_oracle"))
-    throw std::runtime_error(std::string("MEGANEURA_LLAMACPP=") + env + " has no llamacpp_oracle: run scripts/install-llamacpp.sh");
+    throw std::runtime_error(std::string("MEGANEURA_LLAMACPP=") + env +
+                             " has no llamacpp_oracle: run scripts/install-llamacpp.sh");
   return env;
 }
 
-#define REQUIRE_REAL(path)                                                                                           \
-  const std::string path = real_gguf();                                                                              \
-  if (path.empty()) GTEST_SKIP() << "opt-in: set MEGANEURA_REAL_GGUF to the real model (scripts/check-real-gguf.sh does)"
-#define REQUIRE_LLAMACPP(dir)                                                                                        \
-  const fs::path dir = llamacpp_dir();                                                                               \
+#define REQUIRE_REAL(path)              \
+  const std::string path = real_gguf(); \
+  if (path.empty())                     \
+  GTEST_SKIP() << "opt-in: set MEGANEURA_REAL_GGUF to the real model (scripts/check-real-gguf.sh does)"
+#define REQUIRE_LLAMACPP(dir)          \
+  const fs::path dir = llamacpp_dir(); \
   if (dir.empty()) GTEST_SKIP() << "opt-in: set MEGANEURA_LLAMACPP (scripts/check-llamacpp.sh does)"
 
 void run(const std::string& cmd) {
@@ -74,7 +78,8 @@ std::string show(const std::vector<int32_t>& v) {
 // The tokenizer corpus (scripts/tokenizer_corpus.py) as JSON, written once per process.
 json corpus(const fs::path& dir) {
   const fs::path out = dir / "corpus.json";
-  run(test::gguf_python() + " '" + test::source_path("scripts/tokenizer_corpus.py").string() + "' > '" + out.string() + "'");
+  run(test::gguf_python() + " '" + test::source_path("scripts/tokenizer_corpus.py").string() + "' > '" +
+      out.string() + "'");
   return json::parse(std::ifstream(out));
 }
 
@@ -105,7 +110,8 @@ TEST(GgufRealModel, HyperParametersAndTokenizerFlagsFromMetadata) {
   EXPECT_EQ(m.chat_template.rfind("{% for message in messages %}", 0), 0u);
 }
 
-// Our ids for every corpus string against llama.cpp's llama_tokenize (add_special, parse_special) on the same file.
+// Our ids for every corpus string against llama.cpp's llama_tokenize (add_special, parse_special) on the same
+// file.
 TEST(GgufRealModel, EmbeddedTokenizerMatchesLlamaCpp) {
   REQUIRE_REAL(path);
   REQUIRE_LLAMACPP(ll);
@@ -121,18 +127,20 @@ TEST(GgufRealModel, EmbeddedTokenizerMatchesLlamaCpp) {
       hex << '\n';
     }
   }
-  run("'" + (ll / "llamacpp_oracle").string() + "' '" + (ll / "bins").string() + "' tokenize '" + path + "' '" +
-      (dir / "corpus.hex").string() + "' '" + (dir / "llamacpp.txt").string() + "' 2>/dev/null");
+  run("'" + (ll / "llamacpp_oracle").string() + "' '" + (ll / "bins").string() + "' tokenize '" + path +
+      "' '" + (dir / "corpus.hex").string() + "' '" + (dir / "llamacpp.txt").string() + "' 2>/dev/null");
   const auto want = read_id_lines(dir / "llamacpp.txt");
   ASSERT_EQ(want.size(), texts.size());
   int bad = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto ids = m.tokenizer->encode(texts[i].get<std::string>());
     if (ids != want[i] && ++bad <= 5)
-      ADD_FAILURE() << "string " << i << " " << texts[i].dump() << "\n  ours     " << show(ids) << "\n  llama.cpp " << show(want[i]);
+      ADD_FAILURE() << "string " << i << " " << texts[i].dump() << "\n  ours     " << show(ids)
+                    << "\n  llama.cpp " << show(want[i]);
   }
   EXPECT_EQ(bad, 0) << bad << " of " << texts.size() << " strings differ";
-  std::cout << "tokenizer: " << texts.size() - size_t(bad) << " of " << texts.size() << " strings identical to llama.cpp\n";
+  std::cout << "tokenizer: " << texts.size() - size_t(bad) << " of " << texts.size()
+            << " strings identical to llama.cpp\n";
 }
 
 // The same corpus against PyPI tokenizers on the tokenizer.json equivalent of the file's arrays
@@ -144,9 +152,11 @@ TEST(GgufRealModel, EmbeddedTokenizerMatchesTokenizers) {
   const json texts = corpus(dir);
   ASSERT_GE(texts.size(), 2000u);
   const std::string py =
-      "import json, sys; sys.path[:0] = [sys.argv[1] + '/scripts']; from gguf_tokenizer import read_gguf, tokenizer_json;"
+      "import json, sys; sys.path[:0] = [sys.argv[1] + '/scripts']; from gguf_tokenizer import read_gguf, "
+      "tokenizer_json;"
       "from tokenizers import Tokenizer; t = Tokenizer.from_str(tokenizer_json(read_gguf(sys.argv[2])));"
-      "texts = json.load(open(sys.argv[3])); json.dump([e.ids for e in t.encode_batch(texts)], open(sys.argv[4], 'w'))";
+      "texts = json.load(open(sys.argv[3])); json.dump([e.ids for e in t.encode_batch(texts)], "
+      "open(sys.argv[4], 'w'))";
   run(test::gguf_python() + " -c \"" + py + "\" '" + test::source_root().string() + "' '" + path + "' '" +
       (dir / "corpus.json").string() + "' '" + (dir / "hf.json").string() + "'");
   const json want = json::parse(std::ifstream(dir / "hf.json"));
@@ -155,7 +165,8 @@ TEST(GgufRealModel, EmbeddedTokenizerMatchesTokenizers) {
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto ids = m.tokenizer->encode(texts[i].get<std::string>());
     if (ids != want[i].get<std::vector<int32_t>>() && ++bad <= 5)
-      ADD_FAILURE() << "string " << i << " " << texts[i].dump() << "\n  ours       " << show(ids) << "\n  tokenizers " << want[i].dump();
+      ADD_FAILURE() << "string " << i << " " << texts[i].dump() << "\n  ours       " << show(ids)
+                    << "\n  tokenizers " << want[i].dump();
   }
   EXPECT_EQ(bad, 0) << bad << " of " << texts.size() << " strings differ";
 }
@@ -178,20 +189,23 @@ const char* kPrompts[] = {
     "Write one sentence about autumn.",
 };
 
-// llama.cpp quantizes activations to 8 bits for its quantized matmuls and keeps the KV cache in f16; we keep f32
-// activations and cache. Measured on the first two prompts: llama.cpp's last-position logits differ from a float64
-// numpy forward of the exactly dequantized weights by up to 1.05 (rms 0.33) over the vocabulary, and ours from
-// llama.cpp's by the same amount (1.06): the difference is llama.cpp's approximation, so the tolerance is 1.5.
-// A near-tie is a top-two gap under 1.0 on either side (about twice the rms of a difference of two such logits).
+// llama.cpp quantizes activations to 8 bits for its quantized matmuls and keeps the KV cache in f16; we keep
+// f32 activations and cache. Measured on the first two prompts: llama.cpp's last-position logits differ from
+// a float64 numpy forward of the exactly dequantized weights by up to 1.05 (rms 0.33) over the vocabulary,
+// and ours from llama.cpp's by the same amount (1.06): the difference is llama.cpp's approximation, so the
+// tolerance is 1.5. A near-tie is a top-two gap under 1.0 on either side (about twice the rms of a difference
+// of two such logits).
 constexpr double kLogitTolerance = 1.5;
 constexpr double kNearTie = 1.0;
 }  // namespace
 
-// Greedy generation of STEPS tokens (MEGANEURA_GREEDY_STEPS, default 64) for each chat prompt (MEGANEURA_GREEDY_PROMPTS,
-// default 10), from the same prompt ids on both sides (our tokenizer's; the tokenizer is compared above). Our decode
-// follows llama.cpp's tokens (teacher forcing), so every step compares the two argmaxes in the same context:
+// Greedy generation of STEPS tokens (MEGANEURA_GREEDY_STEPS, default 64) for each chat prompt
+// (MEGANEURA_GREEDY_PROMPTS, default 10), from the same prompt ids on both sides (our tokenizer's; the
+// tokenizer is compared above). Our decode follows llama.cpp's tokens (teacher forcing), so every step
+// compares the two argmaxes in the same context:
 //   - a step where they differ must be a near-tie (kNearTie on either side);
-//   - the agreed length (steps before the first difference) is reported per prompt, and its median must be at least
+//   - the agreed length (steps before the first difference) is reported per prompt, and its median must be at
+//   least
 //     3/4 of STEPS (48 of 64);
 //   - the prompts' last-position logits must agree within kLogitTolerance (max over the vocabulary).
 TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
@@ -199,7 +213,10 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
   REQUIRE_LLAMACPP(ll);
   const char* steps_env = std::getenv("MEGANEURA_GREEDY_STEPS");
   const int steps = steps_env && *steps_env ? std::atoi(steps_env) : 64;
-  const size_t prompts = std::min<size_t>(std::size(kPrompts), std::getenv("MEGANEURA_GREEDY_PROMPTS") ? size_t(std::atoi(std::getenv("MEGANEURA_GREEDY_PROMPTS"))) : 10);
+  const size_t prompts =
+      std::min<size_t>(std::size(kPrompts), std::getenv("MEGANEURA_GREEDY_PROMPTS")
+                                                ? size_t(std::atoi(std::getenv("MEGANEURA_GREEDY_PROMPTS")))
+                                                : 10);
   models::LanguageModel m = models::load_gguf(path);
   const fs::path dir = test::gguf_scratch("real-greedy");
   std::vector<std::vector<int32_t>> ids;
@@ -214,15 +231,23 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
       f << "\n";
     }
   }
-  run("'" + (ll / "llamacpp_oracle").string() + "' '" + (ll / "bins").string() + "' generate '" + path + "' '" +
-      (dir / "prompts.ids").string() + "' " + std::to_string(steps) + " '" + (dir / "llamacpp.txt").string() + "' '" +
-      (dir / "llamacpp.f32").string() + "' 2>/dev/null");
-  struct Step { int32_t id, second; double top1, top2; };
+  run("'" + (ll / "llamacpp_oracle").string() + "' '" + (ll / "bins").string() + "' generate '" + path +
+      "' '" + (dir / "prompts.ids").string() + "' " + std::to_string(steps) + " '" +
+      (dir / "llamacpp.txt").string() + "' '" + (dir / "llamacpp.f32").string() + "' 2>/dev/null");
+  struct Step {
+    int32_t id, second;
+    double top1, top2;
+  };
   std::vector<std::vector<Step>> want;
   {
     std::ifstream in(dir / "llamacpp.txt");
     for (std::string word; in >> word;) {
-      if (word == "prompt") { int k; in >> k; want.emplace_back(); continue; }
+      if (word == "prompt") {
+        int k;
+        in >> k;
+        want.emplace_back();
+        continue;
+      }
       Step s{};
       in >> s.id >> s.top1 >> s.top2 >> s.second;
       want.back().push_back(s);
@@ -247,8 +272,10 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
     size_t a = 0, b = 1;
     if (v[b] > v[a]) std::swap(a, b);
     for (size_t i = 2; i < v.size(); ++i)
-      if (v[i] > v[a]) b = a, a = i;
-      else if (v[i] > v[b]) b = i;
+      if (v[i] > v[a])
+        b = a, a = i;
+      else if (v[i] > v[b])
+        b = i;
     return std::pair{a, b};
   };
   std::vector<int> agreed;
@@ -280,12 +307,14 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
         if (n < 0) n = k;
         ++mismatches;
         EXPECT_TRUE(logits[a] - logits[b] < kNearTie || s.top1 - s.top2 < kNearTie)
-            << "prompt " << p << " step " << k << ": ours " << a << " (" << logits[a] << ", next " << logits[b]
-            << "), llama.cpp " << s.id << " (" << s.top1 << ", next " << s.top2 << "): not a near-tie";
+            << "prompt " << p << " step " << k << ": ours " << a << " (" << logits[a] << ", next "
+            << logits[b] << "), llama.cpp " << s.id << " (" << s.top1 << ", next " << s.top2
+            << "): not a near-tie";
       }
       if (k + 1 == steps) break;
       const auto td = std::chrono::steady_clock::now();
-      decode.set_input("tokens", std::vector<int32_t>{s.id});  // llama.cpp's token: both sides see the same context
+      decode.set_input("tokens",
+                       std::vector<int32_t>{s.id});  // llama.cpp's token: both sides see the same context
       decode.set_input("start", std::vector<int32_t>{int32_t(prompt.size()) + k});
       decode.set_input("last", std::vector<int32_t>{0});
       decode.run();
@@ -295,16 +324,18 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
     }
     if (n < 0) n = steps;
     agreed.push_back(n);
-    std::cout << "prompt " << p << " (" << prompt.size() << " tokens): agreed " << n << " of " << steps << ", "
-              << mismatches << " near-tie differences under teacher forcing, last-position logits max |diff| " << diff
+    std::cout << "prompt " << p << " (" << prompt.size() << " tokens): agreed " << n << " of " << steps
+              << ", " << mismatches
+              << " near-tie differences under teacher forcing, last-position logits max |diff| " << diff
               << " (prefill " << prefill_s << " s)\n";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<int> sorted = agreed;
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
-  std::cout << "greedy vs llama.cpp: median agreed " << median << " of " << steps << ", worst last-position logit diff "
-            << worst_logit << ", " << secs << " s for " << prompts << " prompts, decode "
-            << (decode_steps ? decode_s / decode_steps : 0.0) << " s/token\n";
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  std::cout << "greedy vs llama.cpp: median agreed " << median << " of " << steps
+            << ", worst last-position logit diff " << worst_logit << ", " << secs << " s for " << prompts
+            << " prompts, decode " << (decode_steps ? decode_s / decode_steps : 0.0) << " s/token\n";
   EXPECT_GE(median, 0.75 * steps);
 }

@@ -5,9 +5,9 @@
 // `tokenizers` gave, and prefill + cached decode the numpy logits at every position.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -33,7 +33,8 @@ fs::path make_model(const std::string& variant) {
   const std::string cmd = "python3 '" + test::source_path("tests/oracle/hf_tiny_model.py").string() + "' '" +
                           dir.string() + "' " + variant;
   if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error(cmd + " failed (are numpy, safetensors, tokenizers installed? scripts/install-oracles.sh)");
+    throw std::runtime_error(
+        cmd + " failed (are numpy, safetensors, tokenizers installed? scripts/install-oracles.sh)");
   return dir;
 }
 
@@ -66,7 +67,7 @@ void check_variant(const std::string& variant, DType stored) {
   EXPECT_TRUE(c.tensor_dtypes.empty());
   ASSERT_EQ(m.weights.size(), models::llama_parameters(c).size());
   for (const auto& w : m.weights) EXPECT_EQ(w.dtype, stored) << w.name;
-  EXPECT_EQ(m.bos_id, 1);  // tokenizer_config's bos_token <|im_start|>
+  EXPECT_EQ(m.bos_id, 1);                              // tokenizer_config's bos_token <|im_start|>
   EXPECT_EQ(m.eos_ids, (std::vector<int32_t>{2, 0}));  // generation_config's list, then eos_token (2 again)
   EXPECT_FALSE(m.add_bos);
   EXPECT_EQ(m.chat_template, want["template"].get<std::string>());
@@ -99,7 +100,8 @@ void check_variant(const std::string& variant, DType stored) {
     ASSERT_EQ(got[k].size(), row.size());
     for (size_t i = 0; i < row.size(); ++i) {
       const double r = row[i].get<double>();
-      ASSERT_NEAR(got[k][i], r, 1e-4 * (1.0 + std::fabs(r))) << variant << ": position " << k + 4 << ", logit " << i;
+      ASSERT_NEAR(got[k][i], r, 1e-4 * (1.0 + std::fabs(r)))
+          << variant << ": position " << k + 4 << ", logit " << i;
     }
   }
 }
@@ -113,18 +115,20 @@ TEST_F(HfModel, ShardedF16UntiedLogitsMatchNumpy) { check_variant("f16-sharded",
 
 // Opt-in (scripts/check-real-hf.sh): MEGANEURA_REAL_HF names the folder scripts/make-hf-smollm2.py made from
 // the real SmolLM2-135M-Instruct weights. Our tokenizer's ids of a ChatML prompt of at least 64 tokens equal
-// `tokenizers`'; the logits of the second half of the prompt (cached decode) and of a full-prompt prefill equal
-// tests/oracle/hf_llama_oracle.py's float64 numpy forward; 64 greedy tokens equal numpy's, up to the first
-// near-tie (reported with its logit gap).
+// `tokenizers`'; the logits of the second half of the prompt (cached decode) and of a full-prompt prefill
+// equal tests/oracle/hf_llama_oracle.py's float64 numpy forward; 64 greedy tokens equal numpy's, up to the
+// first near-tie (reported with its logit gap).
 TEST_F(HfModel, RealSmolLM2LogitsAndGreedyTokensMatchNumpy) {
   const char* env = std::getenv("MEGANEURA_REAL_HF");
-  if (!env || !*env) GTEST_SKIP() << "opt-in: set MEGANEURA_REAL_HF to the folder scripts/make-hf-smollm2.py wrote";
+  if (!env || !*env)
+    GTEST_SKIP() << "opt-in: set MEGANEURA_REAL_HF to the folder scripts/make-hf-smollm2.py wrote";
   const fs::path folder(env);
   ASSERT_TRUE(fs::exists(folder / "config.json")) << folder << ": run scripts/make-hf-smollm2.py";
   constexpr int kSteps = 64;
   const std::vector<ChatMessage> chat = {
-      {"user", "What is the capital of France, and why is it famous? Answer in two short sentences, then name "
-               "three museums a visitor should not miss and say in one line what each is known for."}};
+      {"user",
+       "What is the capital of France, and why is it famous? Answer in two short sentences, then name "
+       "three museums a visitor should not miss and say in one line what each is known for."}};
   const std::string prompt = apply_chatml(chat, true, kSmolLM2DefaultSystem);
 
   const fs::path dir = test::work_dir("oracle");
@@ -138,9 +142,10 @@ TEST_F(HfModel, RealSmolLM2LogitsAndGreedyTokensMatchNumpy) {
   const bool transformers = tf && *tf;
   const std::string cmd = (transformers ? "'" + std::string(tf) + "' '" : std::string("python3 '")) +
                           test::source_path(transformers ? "tests/oracle/hf_transformers_oracle.py"
-                                                         : "tests/oracle/hf_llama_oracle.py").string() +
-                          "' '" + folder.string() + "' '" + prompt_file.string() + "' " + std::to_string(kSteps) +
-                          " '" + out.string() + "'";
+                                                         : "tests/oracle/hf_llama_oracle.py")
+                              .string() +
+                          "' '" + folder.string() + "' '" + prompt_file.string() + "' " +
+                          std::to_string(kSteps) + " '" + out.string() + "'";
   std::cout << "oracle: " << (transformers ? "transformers" : "numpy") << "\n";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json want;
@@ -217,7 +222,7 @@ TEST_F(HfModel, RealSmolLM2LogitsAndGreedyTokensMatchNumpy) {
     logits = run_decode(t, P + k);
     compare(logits, P + k, "generation step " + std::to_string(k + 1));
   }
-  std::cout << "prompt " << P << " tokens, " << ours.size() << " greedy tokens equal numpy's; worst logit error "
-            << worst << " (relative to 1 + |logit|)\n"
+  std::cout << "prompt " << P << " tokens, " << ours.size()
+            << " greedy tokens equal numpy's; worst logit error " << worst << " (relative to 1 + |logit|)\n"
             << "text: " << m.tokenizer->decode(ours) << "\n";
 }

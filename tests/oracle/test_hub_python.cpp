@@ -20,7 +20,8 @@ std::vector<std::string> hf_python(const std::string& args, const fs::path& scra
   const std::string cmd = "python3 " + source_path("tests/hub/hf_python.py").string() + " " + args + " >" +
                           out.string() + " 2>" + err.string();
   const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << cmd << "\n" << slurp(err) << "\n(huggingface_hub is pinned in scripts/requirements-oracle.txt)";
+  EXPECT_EQ(rc, 0) << cmd << "\n"
+                   << slurp(err) << "\n(huggingface_hub is pinned in scripts/requirements-oracle.txt)";
   std::vector<std::string> lines;
   std::istringstream in(slurp(out));
   for (std::string l; std::getline(in, l);) lines.push_back(l);
@@ -32,7 +33,9 @@ std::map<std::string, std::string> layout(const fs::path& repo) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(repo)) {
     const std::string rel = fs::relative(e.path(), repo).string();
-    out[rel] = e.is_symlink() ? fs::read_symlink(e.path()).string() : e.is_directory() ? "dir" : slurp(e.path());
+    out[rel] = e.is_symlink()     ? fs::read_symlink(e.path()).string()
+               : e.is_directory() ? "dir"
+                                  : slurp(e.path());
   }
   return out;
 }
@@ -45,8 +48,10 @@ TEST_F(HubPython, HuggingfaceHubFindsOurDownloads) {
   std::vector<std::string> ours;
   for (const std::string& f : files) ours.push_back(hf::download(config_, "org/tiny", f, "main", options_));
   stop();
-  const auto lines = hf_python("lookup " + config_.home + " org/tiny main config.json model.safetensors sub/notes.txt " +
-                               "tokenizer.json", dir_);
+  const auto lines =
+      hf_python("lookup " + config_.home + " org/tiny main config.json model.safetensors sub/notes.txt " +
+                    "tokenizer.json",
+                dir_);
   ASSERT_EQ(lines.size(), 5u);
   for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(lines[i], ours[i]) << files[i];
   EXPECT_EQ(lines[3], "MISSING");  // never downloaded

@@ -1,6 +1,7 @@
 // A random Llama-style model (GQA, RoPE, RMSNorm, SwiGLU, tied embeddings) decoded token by token through the
-// KV cache on the GPU, against tests/oracle/llama_numpy.py: an independent numpy forward of the whole sequence
-// (Hugging Face Llama semantics) run by the python3 on PATH with the pinned numpy. A missing numpy fails.
+// KV cache on the GPU, against tests/oracle/llama_numpy.py: an independent numpy forward of the whole
+// sequence (Hugging Face Llama semantics) run by the python3 on PATH with the pinned numpy. A missing numpy
+// fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,9 +43,9 @@ TEST_F(LlamaNumpy, DecodeLogitsAtEveryPositionMatchNumpy) {
   const fs::path in = dir / ("llama_in." + tag + ".json"), out = dir / ("llama_out." + tag + ".json");
   {
     nlohmann::json doc;
-    doc["config"] = {{"vocab", c.vocab}, {"hidden", c.hidden}, {"layers", c.layers}, {"heads", c.heads},
-                     {"kv_heads", c.kv_heads}, {"intermediate", c.intermediate}, {"rope_theta", c.rope_theta},
-                     {"rms_eps", c.rms_eps}, {"tied", c.tied_embeddings}};
+    doc["config"] = {{"vocab", c.vocab},           {"hidden", c.hidden},     {"layers", c.layers},
+                     {"heads", c.heads},           {"kv_heads", c.kv_heads}, {"intermediate", c.intermediate},
+                     {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},   {"tied", c.tied_embeddings}};
     for (const auto& [name, v] : w) doc["weights"][name] = v;
     doc["tokens"] = tokens;
     std::ofstream(in) << doc.dump();

@@ -29,11 +29,15 @@ fs::path node_cases() {
   const fs::path dir = work_dir("onnx-node");
   const fs::path script = source_path("scripts/onnx_node_cases.py");
   std::error_code ec;
-  if (!fs::exists(dir / "cases.tsv") || fs::last_write_time(dir / "cases.tsv", ec) < fs::last_write_time(script)) {
-    const std::string cmd = "python3 '" + script.string() + "' '" + dir.string() + "' > '" + dir.string() + ".log' 2>&1";
+  if (!fs::exists(dir / "cases.tsv") ||
+      fs::last_write_time(dir / "cases.tsv", ec) < fs::last_write_time(script)) {
+    const std::string cmd =
+        "python3 '" + script.string() + "' '" + dir.string() + "' > '" + dir.string() + ".log' 2>&1";
     if (std::system(cmd.c_str()) != 0)
-      throw std::runtime_error("scripts/onnx_node_cases.py failed (is PyPI onnx installed? scripts/install-oracles.sh); "
-                               "see " + dir.string() + ".log");
+      throw std::runtime_error(
+          "scripts/onnx_node_cases.py failed (is PyPI onnx installed? scripts/install-oracles.sh); "
+          "see " +
+          dir.string() + ".log");
   }
   return dir;
 }
@@ -81,13 +85,16 @@ Result run_case(const fs::path& dir) {
       }
     }
   } catch (const ImportError& e) {
-    return {Outcome::Unsupported, e.items().empty() ? e.what() : e.items()[0].op + " " + e.items()[0].attribute + ": " + e.items()[0].reason};
+    return {Outcome::Unsupported,
+            e.items().empty() ? e.what()
+                              : e.items()[0].op + " " + e.items()[0].attribute + ": " + e.items()[0].reason};
   } catch (const Error& e) {
     return {Outcome::Error, std::string("load: ") + e.what()};
   }
   try {
     if (model.outputs.size() != expected.size())
-      return {Outcome::Error, "outputs: " + std::to_string(model.outputs.size()) + " vs " + std::to_string(expected.size())};
+      return {Outcome::Error,
+              "outputs: " + std::to_string(model.outputs.size()) + " vs " + std::to_string(expected.size())};
     Session s = build_gpu(model.graph, false);
     for (const auto& [name, values] : model.parameters) s.set_parameter(name, values);
     for (const auto& info : model.inputs) {
@@ -108,11 +115,12 @@ Result run_case(const fs::path& dir) {
       const std::vector<float> got = s.read_output(o);
       const HostTensor& want = expected[o].value;
       if (got.size() != want.size() || model.outputs[o].shape != want.shape)
-        return {Outcome::Mismatch, "output " + std::to_string(o) + " shape " + shape_str(model.outputs[o].shape) +
-                                       " vs " + shape_str(want.shape)};
+        return {Outcome::Mismatch, "output " + std::to_string(o) + " shape " +
+                                       shape_str(model.outputs[o].shape) + " vs " + shape_str(want.shape)};
       for (size_t i = 0; i < got.size(); ++i) {
         const double g = got[i], w = want[i];
-        const bool ok = (std::isnan(w) && std::isnan(g)) || g == w || std::fabs(g - w) <= kAtol + kRtol * std::fabs(w);
+        const bool ok =
+            (std::isnan(w) && std::isnan(g)) || g == w || std::fabs(g - w) <= kAtol + kRtol * std::fabs(w);
         if (!ok) {
           std::ostringstream os;
           os << "output " << o << "[" << i << "]: " << g << " vs " << w;
@@ -161,8 +169,8 @@ TEST(OnnxConformance, NodeSuite) {
     ++t.run, ++all.run;
     t.pass += pass, all.pass += pass;
     if (supported.count(op)) ++in_supported.run, in_supported.pass += pass;
-    const bool unreadable = r.outcome == Outcome::Unsupported &&
-                            (r.detail.rfind("test data:", 0) == 0 || r.detail.rfind("no tensor data", 0) == 0);
+    const bool unreadable = r.outcome == Outcome::Unsupported && (r.detail.rfind("test data:", 0) == 0 ||
+                                                                  r.detail.rfind("no tensor data", 0) == 0);
     if (supported.count(op) && !unreadable) ++readable.run, readable.pass += pass;
     if (!pass) failures[op].push_back(name + ": " + r.detail);
     if (std::getenv("MEGANEURA_ONNX_VERBOSE"))
@@ -171,10 +179,12 @@ TEST(OnnxConformance, NodeSuite) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double rate = in_supported.run ? double(in_supported.pass) / in_supported.run : 0.0;
   const double readable_rate = readable.run ? double(readable.pass) / readable.run : 0.0;
-  std::printf("[onnx] %d / %d cases pass (%.1f %%); ops load_onnx supports: %d / %d (%.1f %%), of which with readable "
-              "data types %d / %d (%.1f %%); %.0f s\n", all.pass, all.run, 100.0 * all.pass / std::max(1, all.run),
-              in_supported.pass, in_supported.run, 100.0 * rate, readable.pass, readable.run, 100.0 * readable_rate,
-              seconds);
+  std::printf(
+      "[onnx] %d / %d cases pass (%.1f %%); ops load_onnx supports: %d / %d (%.1f %%), of which with "
+      "readable "
+      "data types %d / %d (%.1f %%); %.0f s\n",
+      all.pass, all.run, 100.0 * all.pass / std::max(1, all.run), in_supported.pass, in_supported.run,
+      100.0 * rate, readable.pass, readable.run, 100.0 * readable_rate, seconds);
   if (const char* path = std::getenv("MEGANEURA_ONNX_TABLE")) {
     std::ofstream out(path);
     out << "| op | supported | passed / run | first failure |\n|---|---|---|---|\n";
@@ -183,12 +193,13 @@ TEST(OnnxConformance, NodeSuite) {
       for (char& c : first)
         if (c == '|' || c == '\n') c = ' ';
       if (first.size() > 110) first = first.substr(0, 107) + "...";
-      out << "| " << op << " | " << (supported.count(op) ? "yes" : "no") << " | " << t.pass << " / " << t.run << " | "
-          << first << " |\n";
+      out << "| " << op << " | " << (supported.count(op) ? "yes" : "no") << " | " << t.pass << " / " << t.run
+          << " | " << first << " |\n";
     }
-    out << "\nOverall: " << all.pass << " / " << all.run << "; cases of supported ops: " << in_supported.pass << " / "
-        << in_supported.run << "; of these, cases whose data types load_onnx reads: " << readable.pass << " / "
-        << readable.run << "\n";
+    out << "\nOverall: " << all.pass << " / " << all.run << "; cases of supported ops: " << in_supported.pass
+        << " / " << in_supported.run
+        << "; of these, cases whose data types load_onnx reads: " << readable.pass << " / " << readable.run
+        << "\n";
   }
   if (filter) return;
   EXPECT_GE(all.pass, kPassFloor);

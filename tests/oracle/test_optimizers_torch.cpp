@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "gpu/gpu_fixture.hpp"
 #include "meganeura/meganeura.hpp"
@@ -26,8 +26,10 @@ OptimizerConfig config_of(const json& c) {
   const json& cfg = c.at("config");
   OptimizerConfig o;
   const std::string kind = c.at("optimizer");
-  o.kind = kind == "sgd" ? OptimizerKind::Sgd : kind == "adam" ? OptimizerKind::Adam
-         : kind == "adamw" ? OptimizerKind::AdamW : OptimizerKind::LaProp;
+  o.kind = kind == "sgd"     ? OptimizerKind::Sgd
+           : kind == "adam"  ? OptimizerKind::Adam
+           : kind == "adamw" ? OptimizerKind::AdamW
+                             : OptimizerKind::LaProp;
   o.learning_rate = cfg.at("lr");
   o.momentum = cfg.value("momentum", 0.0);
   o.nesterov = cfg.value("nesterov", false);
@@ -38,8 +40,10 @@ OptimizerConfig config_of(const json& c) {
 }
 
 // |got - want| <= rtol · max(|want|, 1e-2 · the tensor's largest magnitude).
-::testing::AssertionResult close(const std::vector<float>& got, const std::vector<double>& want, double rtol) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<double>& want,
+                                 double rtol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   double scale = 0;
   for (double w : want) scale = std::max(scale, std::abs(w));
   for (size_t i = 0; i < got.size(); ++i)
@@ -81,7 +85,8 @@ TEST_F(OptimizersTorch, TwentyUpdatesOfEveryRuleMatchTorch) {
     for (int64_t t = 0; t < steps; ++t) {
       for (int64_t part = 0; part < k; ++part) {
         const int64_t first = t * B + part * rows;
-        std::vector<float> xb(xs.begin() + first * IN, xs.begin() + (first + rows) * IN), yb(size_t(rows * OUT), 0.0f);
+        std::vector<float> xb(xs.begin() + first * IN, xs.begin() + (first + rows) * IN),
+            yb(size_t(rows * OUT), 0.0f);
         for (int64_t r = 0; r < rows; ++r) yb[size_t(r * OUT + int64_t(ys[size_t(first + r)]))] = 1.0f;
         s.set_input("x", xb);
         s.set_input("labels", yb);
@@ -99,7 +104,7 @@ TEST_F(OptimizersTorch, TwentyUpdatesOfEveryRuleMatchTorch) {
       EXPECT_FALSE(close(std::vector<float>(init.begin(), init.end()), want, 2e-4)) << p << " did not move";
     }
   }
-  for (const char* name : {"sgd", "sgd_momentum_wd", "sgd_nesterov", "adam_wd", "adamw", "laprop_wd", "sgd_clip",
-                           "adam_clip", "sgd_momentum_accumulation", "adamw_clip_accumulation"})
+  for (const char* name : {"sgd", "sgd_momentum_wd", "sgd_nesterov", "adam_wd", "adamw", "laprop_wd",
+                           "sgd_clip", "adam_clip", "sgd_momentum_accumulation", "adamw_clip_accumulation"})
     EXPECT_TRUE(seen.count(name)) << name << " has no torch case";
 }

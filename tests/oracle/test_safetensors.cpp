@@ -1,7 +1,7 @@
-// safetensors against the reference implementation (PyPI `safetensors`, run by tests/oracle/safetensors_oracle.py):
-// our writer's files read back identically by it, its files read identically by us (F16/BF16 bit patterns
-// included), its sharded checkpoints, checkpoint export both ways; and a table of malformed files, each a
-// FormatError naming the file, the tensor and the field.
+// safetensors against the reference implementation (PyPI `safetensors`, run by
+// tests/oracle/safetensors_oracle.py): our writer's files read back identically by it, its files read
+// identically by us (F16/BF16 bit patterns included), its sharded checkpoints, checkpoint export both ways;
+// and a table of malformed files, each a FormatError naming the file, the tensor and the field.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 using namespace meganeura;
 
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("safetensors_" + name + "_" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::path(::testing::TempDir()) / ("safetensors_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -32,13 +33,16 @@ fs::path scratch(const std::string& name) {
 // Runs the oracle script with python3 from PATH (scripts/install-oracles.sh pins its safetensors); a failure
 // fails the test with the script's stderr.
 void oracle(const std::string& args) {
-  const std::string err = (fs::path(::testing::TempDir()) / ("oracle_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = "python3 " + meganeura::test::source_path("tests/oracle/safetensors_oracle.py").string() + " " +
+  const std::string err =
+      (fs::path(::testing::TempDir()) / ("oracle_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = "python3 " +
+                          meganeura::test::source_path("tests/oracle/safetensors_oracle.py").string() + " " +
                           args + " 2>" + err;
   const int rc = std::system(cmd.c_str());
   std::ifstream e(err);
   const std::string text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(rc, 0) << cmd << "\n" << text << "\n(is the pinned safetensors installed? scripts/install-oracles.sh)";
+  ASSERT_EQ(rc, 0) << cmd << "\n"
+                   << text << "\n(is the pinned safetensors installed? scripts/install-oracles.sh)";
 }
 
 nlohmann::json read_json(const fs::path& p) {
@@ -84,14 +88,17 @@ TEST(SafetensorsOracle, OurWriterIsReadIdenticallyByTheReference) {
   const std::vector<int32_t> i32 = {INT32_MIN, -1, 0, 1, INT32_MAX};
   const std::vector<uint32_t> u32 = {0, 1, 0xFFFFFFFFu, 0x80000000u};
   const std::vector<float> scalar = {2.5f};
-  const auto bf = bytes_of(f32), bh = bytes_of(f16), bb = bytes_of(bf16), bi = bytes_of(i32), bu = bytes_of(u32),
-             bs = bytes_of(scalar);
-  const std::vector<SafetensorsTensor> tensors = {
-      {"model.f32", DType::F32, {2, 4}, bf},   {"model.f16", DType::F16, {3, 4}, bh},
-      {"model.bf16", DType::BF16, {2, 3, 4}, bb}, {"ids", DType::I32, {5}, bi},
-      {"counts", DType::U32, {2, 2}, bu},      {"empty", DType::F32, {0, 3}, {}},
-      {"scalar", DType::F32, {}, bs}};
-  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "quotes \" and ü and \\ survive"}};
+  const auto bf = bytes_of(f32), bh = bytes_of(f16), bb = bytes_of(bf16), bi = bytes_of(i32),
+             bu = bytes_of(u32), bs = bytes_of(scalar);
+  const std::vector<SafetensorsTensor> tensors = {{"model.f32", DType::F32, {2, 4}, bf},
+                                                  {"model.f16", DType::F16, {3, 4}, bh},
+                                                  {"model.bf16", DType::BF16, {2, 3, 4}, bb},
+                                                  {"ids", DType::I32, {5}, bi},
+                                                  {"counts", DType::U32, {2, 2}, bu},
+                                                  {"empty", DType::F32, {0, 3}, {}},
+                                                  {"scalar", DType::F32, {}, bs}};
+  const std::map<std::string, std::string> meta = {{"format", "pt"},
+                                                   {"note", "quotes \" and ü and \\ survive"}};
   const fs::path file = dir / "ours.safetensors";
   write_safetensors(file.string(), tensors, meta);
 
@@ -115,7 +122,8 @@ TEST(SafetensorsOracle, OurWriterIsReadIdenticallyByTheReference) {
   EXPECT_EQ(n % 8, 0u);
   // And our reader reads our file back.
   const SafetensorsFile back(file.string());
-  for (const SafetensorsTensor& t : tensors) EXPECT_EQ(hex(back.tensor(t.name).bytes), hex(t.bytes)) << t.name;
+  for (const SafetensorsTensor& t : tensors)
+    EXPECT_EQ(hex(back.tensor(t.name).bytes), hex(t.bytes)) << t.name;
 }
 
 TEST(SafetensorsOracle, ReferenceWriterIsReadIdentically) {
@@ -161,7 +169,7 @@ TEST(SafetensorsOracle, ShardedCheckpointThroughItsIndex) {
     const SafetensorsModel m(open.string());
     EXPECT_EQ(m.files().size(), 2u);
     EXPECT_EQ(m.names(), (std::vector<std::string>{"counts", "ids", "layers.0.half", "layers.0.weight",
-                                                    "layers.1.bf16", "scalar"}));
+                                                   "layers.1.bf16", "scalar"}));
     for (const std::string& name : m.names()) {
       EXPECT_EQ(hex(m.tensor(name).bytes), expected["tensors"][name]["hex"].get<std::string>()) << name;
     }
@@ -194,7 +202,9 @@ TEST(SafetensorsOracle, MalformedIndexesNameTheEntry) {
       {"unlisted shard tensor",
        "{\"weight_map\": {\"ids\": \"" + s1 + "\", \"layers.0.half\": \"" + s1 + "\"}}",
        {"'layers.0.weight'", "does not list", s1}},
-      {"duplicate key", "{\"weight_map\": {\"ids\": \"" + s1 + "\", \"ids\": \"" + s1 + "\"}}", {"'ids' twice"}},
+      {"duplicate key",
+       "{\"weight_map\": {\"ids\": \"" + s1 + "\", \"ids\": \"" + s1 + "\"}}",
+       {"'ids' twice"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -213,7 +223,8 @@ TEST(SafetensorsOracle, MalformedIndexesNameTheEntry) {
   }
 }
 
-// --- malformed files ----------------------------------------------------------------------------------------
+// --- malformed files
+// ----------------------------------------------------------------------------------------
 
 std::string image(const std::string& header, size_t data_bytes, uint64_t claimed_length = UINT64_MAX) {
   const uint64_t n = claimed_length == UINT64_MAX ? header.size() : claimed_length;
@@ -239,16 +250,22 @@ TEST(SafetensorsFormat, MalformedFilesNameFileTensorAndField) {
       {"invalid utf-8", image("{\"a\xff\": 1}", 0), {"well-formed"}},
       {"duplicate tensor", image("{" + t + ", " + t + "}", 8), {"'a' twice"}},
       {"metadata not an object", image(R"({"__metadata__": 3})", 0), {"'__metadata__'", "object of strings"}},
-      {"metadata value not a string", image(R"({"__metadata__": {"k": 1}})", 0), {"'__metadata__'", "'k'", "string"}},
+      {"metadata value not a string",
+       image(R"({"__metadata__": {"k": 1}})", 0),
+       {"'__metadata__'", "'k'", "string"}},
       {"entry not an object", image(R"({"a": 5})", 0), {"tensor 'a'", "an object"}},
       {"no dtype", image(R"({"a": {"shape": [], "data_offsets": [0, 4]}})", 4), {"tensor 'a'", "'dtype'"}},
-      {"unknown dtype", image(R"({"a": {"dtype": "F7", "shape": [], "data_offsets": [0, 4]}})", 4),
+      {"unknown dtype",
+       image(R"({"a": {"dtype": "F7", "shape": [], "data_offsets": [0, 4]}})", 4),
        {"tensor 'a'", "'dtype'", "'F7'"}},
-      {"shape not an array", image(R"({"a": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}})", 8),
+      {"shape not an array",
+       image(R"({"a": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}})", 8),
        {"tensor 'a'", "'shape'"}},
-      {"negative dimension", image(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8),
+      {"negative dimension",
+       image(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8),
        {"tensor 'a'", "'shape'[0]", "-2"}},
-      {"fractional dimension", image(R"({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}})", 8),
+      {"fractional dimension",
+       image(R"({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}})", 8),
        {"tensor 'a'", "'shape'[0]"}},
       {"element count overflow",
        image(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})", 8),
@@ -256,27 +273,33 @@ TEST(SafetensorsFormat, MalformedFilesNameFileTensorAndField) {
       {"byte count overflow",
        image(R"({"a": {"dtype": "F32", "shape": [4611686018427387904], "data_offsets": [0, 8]}})", 8),
        {"tensor 'a'", "overflow"}},
-      {"offsets not a pair", image(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", 8),
+      {"offsets not a pair",
+       image(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", 8),
        {"tensor 'a'", "'data_offsets'"}},
-      {"offsets reversed", image(R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}})", 8),
+      {"offsets reversed",
+       image(R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}})", 8),
        {"tensor 'a'", "begin <= end"}},
-      {"size is not shape × dtype", image(R"({"a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})", 8),
+      {"size is not shape × dtype",
+       image(R"({"a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})", 8),
        {"tensor 'a'", "'data_offsets'", "span 4 bytes", "got 8"}},
       {"offsets past the end", image("{" + t + "}", 6), {"tensor 'a'", "'data_offsets'", "truncated"}},
       {"overlap",
        image(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                 "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12),
+                 "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+             12),
        {"tensor 'b'", "overlap tensor 'a'"}},
       {"gap",
        image(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-                 "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})", 12),
+                 "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+             12),
        {"tensor 'b'", "begin at 4", "where tensor 'a' ends", "gap"}},
       {"trailing bytes", image("{" + t + "}", 12), {"4 trailing bytes", "tensor 'a'"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const fs::path file = dir / "bad.safetensors";
-    std::ofstream(file, std::ios::binary | std::ios::trunc).write(c.bytes.data(), std::streamsize(c.bytes.size()));
+    std::ofstream(file, std::ios::binary | std::ios::trunc)
+        .write(c.bytes.data(), std::streamsize(c.bytes.size()));
     try {
       SafetensorsFile f(file.string());
       ADD_FAILURE() << "accepted";
@@ -303,7 +326,8 @@ TEST(SafetensorsFormat, WriterRejectsWhatCannotBeWritten) {
   EXPECT_THROW(write_safetensors("/nonexistent-dir/x.safetensors", {{"a", DType::F32, {3}, b}}), FormatError);
 }
 
-// --- checkpoint export ------------------------------------------------------------------------------------------
+// --- checkpoint export
+// ------------------------------------------------------------------------------------------
 
 TEST(SafetensorsOracle, CheckpointExportRoundTrip) {
   const fs::path dir = scratch("export");

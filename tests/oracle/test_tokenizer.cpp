@@ -1,17 +1,17 @@
-// Tokenizers against PyPI `tokenizers` (tests/oracle/tokenizer_oracle.py, run by the python3 on PATH): byte-level
-// BPE tokenizers trained there with SmolLM2's and Llama-3's pipelines, one with added-token flags, and a
-// SentencePiece-style vocabulary whose Hugging Face conversion is the oracle for the llama.cpp algorithm. Every
-// string of the corpus (>= 2,000) must give the same ids and the same decoded text. A missing python package
-// fails the test (it never skips).
+// Tokenizers against PyPI `tokenizers` (tests/oracle/tokenizer_oracle.py, run by the python3 on PATH):
+// byte-level BPE tokenizers trained there with SmolLM2's and Llama-3's pipelines, one with added-token flags,
+// and a SentencePiece-style vocabulary whose Hugging Face conversion is the oracle for the llama.cpp
+// algorithm. Every string of the corpus (>= 2,000) must give the same ids and the same decoded text. A
+// missing python package fails the test (it never skips).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/formats/gguf_tokenizer.hpp"
@@ -32,14 +32,15 @@ const fs::path& oracle_dir() {
     const fs::path stamp = out / "spm.expected.json";
     std::error_code ec;
     bool stale = !fs::exists(stamp);
-    for (const fs::path& dep :
-         {script, test::source_path("scripts/tokenizer_corpus.py"), test::source_path("scripts/gguf_tokenizer.py")})
+    for (const fs::path& dep : {script, test::source_path("scripts/tokenizer_corpus.py"),
+                                test::source_path("scripts/gguf_tokenizer.py")})
       if (!stale && fs::last_write_time(stamp, ec) < fs::last_write_time(dep)) stale = true;
     if (stale) {
       const fs::path tmp = out.string() + "." + std::to_string(::getpid());
       fs::create_directories(tmp);
       const fs::path err = tmp / "stderr.txt";
-      const std::string cmd = "python3 '" + script.string() + "' '" + tmp.string() + "' 2>'" + err.string() + "'";
+      const std::string cmd =
+          "python3 '" + script.string() + "' '" + tmp.string() + "' 2>'" + err.string() + "'";
       const int rc = std::system(cmd.c_str());
       if (rc != 0) {
         std::ifstream e(err);
@@ -143,18 +144,26 @@ Tokenizer from_gguf_case(const std::string& name) {
   auto& md = c.metadata;
   md.push_back({"general.architecture", Value::of_string("llama")});
   md.push_back({"tokenizer.ggml.model", Value::of_string(j.at("model").get<std::string>())});
-  md.push_back({"tokenizer.ggml.tokens", Value::string_array(j.at("tokens").get<std::vector<std::string>>())});
+  md.push_back(
+      {"tokenizer.ggml.tokens", Value::string_array(j.at("tokens").get<std::vector<std::string>>())});
   if (!j.at("scores").empty())
-    md.push_back({"tokenizer.ggml.scores", Value::array_of(gguf::ValueType::F32, j.at("scores").get<std::vector<float>>())});
+    md.push_back({"tokenizer.ggml.scores",
+                  Value::array_of(gguf::ValueType::F32, j.at("scores").get<std::vector<float>>())});
   if (!j.at("token_types").empty())
-    md.push_back({"tokenizer.ggml.token_type", Value::array_of(gguf::ValueType::I32, j.at("token_types").get<std::vector<int32_t>>())});
+    md.push_back({"tokenizer.ggml.token_type",
+                  Value::array_of(gguf::ValueType::I32, j.at("token_types").get<std::vector<int32_t>>())});
   if (j.at("model") == "gpt2") {
-    md.push_back({"tokenizer.ggml.merges", Value::string_array(j.at("merges").get<std::vector<std::string>>())});
+    md.push_back(
+        {"tokenizer.ggml.merges", Value::string_array(j.at("merges").get<std::vector<std::string>>())});
     md.push_back({"tokenizer.ggml.pre", Value::of_string(j.at("pre").get<std::string>())});
   }
   for (const char* k : {"bos", "eos", "unk", "pad"})
     if (j.at(std::string(k) + "_id").get<int>() >= 0)
-      md.push_back({std::string("tokenizer.ggml.") + (k == std::string("unk") ? "unknown" : k == std::string("pad") ? "padding" : k) + "_token_id",
+      md.push_back({std::string("tokenizer.ggml.") +
+                        (k == std::string("unk")   ? "unknown"
+                         : k == std::string("pad") ? "padding"
+                                                   : k) +
+                        "_token_id",
                     Value::of_u32(j.at(std::string(k) + "_id").get<uint32_t>())});
   md.push_back({"tokenizer.ggml.add_bos_token", Value::of_bool(j.at("add_bos"))});
   md.push_back({"tokenizer.ggml.add_eos_token", Value::of_bool(j.at("add_eos"))});
@@ -198,7 +207,8 @@ TEST(TokenizerOracle, ChatMLMatchesSmolLM2Template) {
   for (const auto& c : cases) {
     std::vector<ChatMessage> messages;
     for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
-    EXPECT_EQ(apply_chatml(messages, c["add_generation_prompt"], kSmolLM2DefaultSystem), c["text"].get<std::string>())
+    EXPECT_EQ(apply_chatml(messages, c["add_generation_prompt"], kSmolLM2DefaultSystem),
+              c["text"].get<std::string>())
         << c["messages"].dump();
   }
 }

@@ -5,23 +5,23 @@
 // A missing torch fails the test (it never skips).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
-#include <unistd.h>
 
 #include "gpu/gpu_opcheck.hpp"
 #include "meganeura/autodiff/autodiff.hpp"
-#include "oracle/oracle.hpp"
 #include "meganeura/ir/graph.hpp"
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/reference/interpreter.hpp"
+#include "oracle/oracle.hpp"
 
 using namespace meganeura;
 using json = nlohmann::json;
@@ -49,8 +49,8 @@ HostTensor tensor_of(const json& shape, const json& data) {
     // plus a float64 rounding allowance for values that are exactly zero mathematically (a bias before
     // batch norm), where both sides hold only rounding noise
     if (!(err <= tol * std::max(std::abs(want[i]), floor) + 1e-13))
-      return ::testing::AssertionFailure() << what << "[" << i << "]: got " << got[i] << ", torch " << want[i]
-                                           << " (|err| " << err << ")";
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: got " << got[i] << ", torch " << want[i] << " (|err| " << err << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -66,21 +66,26 @@ std::vector<int64_t> ints(const json& a, const char* key) { return a.at(key).get
 NodeId build(Graph& g, const std::string& op, const json& a, const std::vector<NodeId>& x) {
   using U = NodeId (Graph::*)(NodeId, Graph::Loc);
   static const std::map<std::string, U> unary = {
-      {"neg", &Graph::neg},         {"abs", &Graph::abs},           {"sign", &Graph::sign},
-      {"exp", &Graph::exp},         {"log", &Graph::log},           {"sqrt", &Graph::sqrt},
-      {"rsqrt", &Graph::rsqrt},     {"reciprocal", &Graph::reciprocal}, {"square", &Graph::square},
-      {"relu", &Graph::relu},       {"sigmoid", &Graph::sigmoid},   {"tanh", &Graph::tanh},
-      {"silu", &Graph::silu},       {"softplus", &Graph::softplus}, {"sin", &Graph::sin},
-      {"cos", &Graph::cos},         {"erf", &Graph::erf},           {"global_avg_pool", &Graph::global_avg_pool}};
+      {"neg", &Graph::neg},         {"abs", &Graph::abs},
+      {"sign", &Graph::sign},       {"exp", &Graph::exp},
+      {"log", &Graph::log},         {"sqrt", &Graph::sqrt},
+      {"rsqrt", &Graph::rsqrt},     {"reciprocal", &Graph::reciprocal},
+      {"square", &Graph::square},   {"relu", &Graph::relu},
+      {"sigmoid", &Graph::sigmoid}, {"tanh", &Graph::tanh},
+      {"silu", &Graph::silu},       {"softplus", &Graph::softplus},
+      {"sin", &Graph::sin},         {"cos", &Graph::cos},
+      {"erf", &Graph::erf},         {"global_avg_pool", &Graph::global_avg_pool}};
   using B = NodeId (Graph::*)(NodeId, NodeId, Graph::Loc);
   static const std::map<std::string, B> binary = {
-      {"add", &Graph::add}, {"sub", &Graph::sub}, {"mul", &Graph::mul}, {"div", &Graph::div},
-      {"pow", &Graph::pow}, {"maximum", &Graph::maximum}, {"minimum", &Graph::minimum},
-      {"eq", &Graph::eq},   {"ne", &Graph::ne},   {"lt", &Graph::lt},   {"le", &Graph::le},
-      {"gt", &Graph::gt},   {"ge", &Graph::ge},   {"gather", &Graph::gather}};
+      {"add", &Graph::add}, {"sub", &Graph::sub},         {"mul", &Graph::mul},         {"div", &Graph::div},
+      {"pow", &Graph::pow}, {"maximum", &Graph::maximum}, {"minimum", &Graph::minimum}, {"eq", &Graph::eq},
+      {"ne", &Graph::ne},   {"lt", &Graph::lt},           {"le", &Graph::le},           {"gt", &Graph::gt},
+      {"ge", &Graph::ge},   {"gather", &Graph::gather}};
   using R = NodeId (Graph::*)(NodeId, std::vector<int64_t>, bool, Graph::Loc);
-  static const std::map<std::string, R> reduce = {{"sum", &Graph::sum}, {"mean", &Graph::mean},
-                                                  {"max", &Graph::max}, {"min", &Graph::min},
+  static const std::map<std::string, R> reduce = {{"sum", &Graph::sum},
+                                                  {"mean", &Graph::mean},
+                                                  {"max", &Graph::max},
+                                                  {"min", &Graph::min},
                                                   {"variance", &Graph::variance}};
   using L = NodeId (Graph::*)(NodeId, NodeId, Reduction, Graph::Loc);
   static const std::map<std::string, L> loss = {{"cross_entropy", &Graph::cross_entropy_loss},
@@ -108,15 +113,17 @@ NodeId build(Graph& g, const std::string& op, const json& a, const std::vector<N
   if (op == "layer_norm") return g.layer_norm(x[0], x[1], x[2], a.at("eps").get<double>());
   if (op == "rms_norm") return g.rms_norm(x[0], x[1], a.at("eps").get<double>());
   if (op == "batch_norm")
-    return g.batch_norm(x[0], x[1], x[2], x[3], x[4], a.at("training").get<bool>(), a.at("eps").get<double>());
-  if (op == "group_norm") return g.group_norm(x[0], x[1], x[2], a.at("groups").get<int64_t>(), a.at("eps").get<double>());
+    return g.batch_norm(x[0], x[1], x[2], x[3], x[4], a.at("training").get<bool>(),
+                        a.at("eps").get<double>());
+  if (op == "group_norm")
+    return g.group_norm(x[0], x[1], x[2], a.at("groups").get<int64_t>(), a.at("eps").get<double>());
   if (op == "reshape") return g.reshape(x[0], ints(a, "shape"));
   if (op == "permute") return g.permute(x[0], ints(a, "perm"));
   if (op == "transpose") return g.transpose(x[0], a.at("a").get<int64_t>(), a.at("b").get<int64_t>());
   if (op == "broadcast_to") return g.broadcast_to(x[0], ints(a, "shape"));
   if (op == "slice")
-    return g.slice(x[0], a.at("axis").get<int64_t>(), a.at("start").get<int64_t>(), a.at("stop").get<int64_t>(),
-                   a.at("step").get<int64_t>());
+    return g.slice(x[0], a.at("axis").get<int64_t>(), a.at("start").get<int64_t>(),
+                   a.at("stop").get<int64_t>(), a.at("step").get<int64_t>());
   if (op == "concat") return g.concat(x, a.at("axis").get<int64_t>());
   if (op == "split")
     return g.split(x[0], ints(a, "sizes"), a.at("axis").get<int64_t>()).at(a.at("index").get<size_t>());
@@ -152,7 +159,7 @@ void check_case(const json& c) {
     const Shape s = i.at("shape").get<Shape>();
     // differentiable inputs are parameters, so autodiff produces grad/<name> for them
     NodeId id = i.at("grad").get<bool>() ? g.parameter(n, s)
-                                          : g.input(n, s, i.at("dtype") == "i32" ? DType::I32 : DType::F32);
+                                         : g.input(n, s, i.at("dtype") == "i32" ? DType::I32 : DType::F32);
     if (i.at("grad").get<bool>()) diff.emplace_back(n, id);
     ins.push_back(id);
     feeds[n] = tensor_of(i.at("shape"), i.at("data"));
@@ -195,9 +202,9 @@ TEST(TorchParity, ScriptRunsAndCoversEveryFamily) {
   const json& doc = oracle();
   std::set<std::string> ops;
   for (const json& c : doc.at("cases")) ops.insert(c.at("op").get<std::string>());
-  for (const char* op : {"add", "matmul", "sum", "softmax", "cross_entropy", "cross_entropy_index", "layer_norm",
-                         "batch_norm", "group_norm", "slice", "concat", "pad", "gather", "scatter_add", "conv2d",
-                         "max_pool2d", "avg_pool2d", "sdpa", "rope"})
+  for (const char* op : {"add", "matmul", "sum", "softmax", "cross_entropy", "cross_entropy_index",
+                         "layer_norm", "batch_norm", "group_norm", "slice", "concat", "pad", "gather",
+                         "scatter_add", "conv2d", "max_pool2d", "avg_pool2d", "sdpa", "rope"})
     EXPECT_TRUE(ops.count(op)) << op << " has no torch case";
 }
 
@@ -313,7 +320,8 @@ TEST(TorchParity, SmallCnnLossAndGradients) {
 
   reference::Feeds feeds{{"x", HostTensor({2, 3, 6, 6}, t.at("x").get<std::vector<double>>())},
                          {"labels", HostTensor({2}, t.at("labels").get<std::vector<double>>())}};
-  for (const auto& [name, v] : ctx.buffers()) feeds[name] = HostTensor({int64_t(v.size())}, {v.begin(), v.end()});
+  for (const auto& [name, v] : ctx.buffers())
+    feeds[name] = HostTensor({int64_t(v.size())}, {v.begin(), v.end()});
   ASSERT_EQ(ctx.weights().size(), t.at("params").size());
   for (const auto& [name, p] : t.at("params").items()) {
     ASSERT_TRUE(ctx.weights().count(name)) << "the CNN has no parameter " << name;
@@ -337,8 +345,8 @@ TEST(TorchParity, SmallCnnLossAndGradients) {
 namespace {
 
 // float32 on the GPU against torch's float64: |gpu - want| <= atol + rtol * max(|want|, 1e-3 * max|want|).
-::testing::AssertionResult close_gpu(const std::vector<float>& got, const std::vector<double>& want, double rtol,
-                                     const std::string& what) {
+::testing::AssertionResult close_gpu(const std::vector<float>& got, const std::vector<double>& want,
+                                     double rtol, const std::string& what) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
   double scale = 0.0;
@@ -346,8 +354,8 @@ namespace {
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::abs(double(got[i]) - want[i]);
     if (!(err <= 1e-5 + rtol * std::max(std::abs(want[i]), 1e-3 * scale)))
-      return ::testing::AssertionFailure() << what << "[" << i << "]: gpu " << got[i] << ", torch " << want[i]
-                                           << " (|err| " << err << ")";
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: gpu " << got[i] << ", torch " << want[i] << " (|err| " << err << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -365,7 +373,7 @@ void check_case_gpu(const json& c) {
     const std::string n = i.at("name");
     const Shape s = i.at("shape").get<Shape>();
     NodeId id = i.at("grad").get<bool>() ? g.parameter(n, s)
-                                          : g.input(n, s, i.at("dtype") == "i32" ? DType::I32 : DType::F32);
+                                         : g.input(n, s, i.at("dtype") == "i32" ? DType::I32 : DType::F32);
     if (i.at("grad").get<bool>()) diff.emplace_back(n, id);
     ins.push_back(id);
     feeds[n] = tensor_of(i.at("shape"), i.at("data"));
@@ -388,8 +396,8 @@ void check_case_gpu(const json& c) {
   Session s = test::build_gpu(g, has_grads);
   test::feed_all(s, g, feeds);
   s.run();
-  EXPECT_TRUE(close_gpu(s.read_output(has_grads ? 1 : 0), c.at("output").at("data").get<std::vector<double>>(), rtol,
-                        name + " output (gpu)"));
+  EXPECT_TRUE(close_gpu(s.read_output(has_grads ? 1 : 0),
+                        c.at("output").at("data").get<std::vector<double>>(), rtol, name + " output (gpu)"));
   if (!has_grads) return;
   for (const auto& [n, id] : diff)
     EXPECT_TRUE(close_gpu(s.read_gradient(n), c.at("grads").at(n).get<std::vector<double>>(), rtol,
@@ -419,9 +427,12 @@ namespace {
 std::vector<double> decode(const json& data) {
   std::vector<double> v;
   for (const json& e : data) {
-    if (e.is_number()) v.push_back(e.get<double>());
-    else if (e == "nan") v.push_back(std::nan(""));
-    else v.push_back(e == "inf" ? INFINITY : -INFINITY);
+    if (e.is_number())
+      v.push_back(e.get<double>());
+    else if (e == "nan")
+      v.push_back(std::nan(""));
+    else
+      v.push_back(e == "inf" ? INFINITY : -INFINITY);
   }
   return v;
 }
@@ -431,15 +442,16 @@ const char* value_class(double v) {
 }
 
 // Same class (NaN / +Inf / -Inf / finite) everywhere, finite values within rtol.
-::testing::AssertionResult same_classes(const std::vector<double>& got, const std::vector<double>& want, double rtol,
-                                        const std::string& what) {
+::testing::AssertionResult same_classes(const std::vector<double>& got, const std::vector<double>& want,
+                                        double rtol, const std::string& what) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
   for (size_t i = 0; i < got.size(); ++i) {
     bool ok = std::string(value_class(got[i])) == value_class(want[i]);
     if (ok && std::isfinite(want[i])) ok = std::abs(got[i] - want[i]) <= 1e-6 + rtol * std::abs(want[i]);
     if (!ok)
-      return ::testing::AssertionFailure() << what << "[" << i << "]: got " << got[i] << ", torch " << want[i];
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: got " << got[i] << ", torch " << want[i];
   }
   return ::testing::AssertionSuccess();
 }

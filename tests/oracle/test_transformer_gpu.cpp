@@ -34,8 +34,8 @@ class TransformerGpu : public test::GpuTest {};
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::abs(double(got[i]) - want[i]);
     if (!(err <= 1e-6 + 2e-4 * std::max(std::abs(want[i]), 1e-3 * scale)))
-      return ::testing::AssertionFailure() << what << "[" << i << "]: gpu " << got[i] << ", want " << want[i]
-                                           << " (|err| " << err << ")";
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: gpu " << got[i] << ", want " << want[i] << " (|err| " << err << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -75,8 +75,10 @@ TEST_F(TransformerGpu, BlockMatchesTorchAndReference) {
   for (auto& [name, v] : feeds) {
     std::vector<float> f(v.data.begin(), v.data.end());
     for (size_t i = 0; i < f.size(); ++i) v.data[i] = double(f[i]);  // both sides see the same f32 inputs
-    if (name == "upstream") s.set_input(name, f);
-    else s.set_parameter(name, f);
+    if (name == "upstream")
+      s.set_input(name, f);
+    else
+      s.set_parameter(name, f);
   }
   s.run();
 
@@ -95,7 +97,8 @@ TEST_F(TransformerGpu, BlockMatchesTorchAndReference) {
   EXPECT_TRUE(close_f32(out, ref[0].data, "block output vs reference"));
   for (size_t i = 0; i < names.size(); ++i) {
     const std::vector<float> gr = s.read_gradient(names[i]);
-    EXPECT_TRUE(close_f32(gr, t.at("grads").at(names[i]).get<std::vector<double>>(), "grad " + names[i] + " vs torch"));
+    EXPECT_TRUE(close_f32(gr, t.at("grads").at(names[i]).get<std::vector<double>>(),
+                          "grad " + names[i] + " vs torch"));
     EXPECT_TRUE(close_f32(gr, ref[i + 1].data, "grad " + names[i] + " vs reference"));
   }
 }

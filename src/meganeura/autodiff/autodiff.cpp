@@ -71,8 +71,8 @@ Graph differentiate(const Graph& g, NodeId loss, const std::vector<NodeId>& wrt)
     total[i] = sum;
     Node fwd = g.node(id);
     // The cotangent of a named value is findable as grad/<name> (debug sessions read it by that name).
-    if (!fwd.prov.name.empty() && fwd.op != Op::Parameter && fwd.op != Op::Input && !out.find(grad_name(g, id)) &&
-        out.node(sum).op != Op::Fill)
+    if (!fwd.prov.name.empty() && fwd.op != Op::Parameter && fwd.op != Op::Input &&
+        !out.find(grad_name(g, id)) && out.node(sum).op != Op::Fill)
       out.alias(sum, grad_name(g, id));
     if (!has_vjp(fwd)) continue;
     std::vector<bool> need(fwd.inputs.size());
@@ -82,15 +82,16 @@ Graph differentiate(const Graph& g, NodeId loss, const std::vector<NodeId>& wrt)
     ops::VjpCtx ctx{out, id, fwd, sum, need};
     std::vector<NodeId> grads = ops::def(fwd.op).vjp(ctx);
     if (grads.size() != fwd.inputs.size())
-      throw GraphError("[differentiate] expected " + std::to_string(fwd.inputs.size()) + " gradients from the VJP of " +
-                       op_name(fwd.op) + ", got " + std::to_string(grads.size()));
+      throw GraphError("[differentiate] expected " + std::to_string(fwd.inputs.size()) +
+                       " gradients from the VJP of " + op_name(fwd.op) + ", got " +
+                       std::to_string(grads.size()));
     for (size_t k = 0; k < grads.size(); ++k) {
       if (!need[k] || !grads[k].valid()) continue;
       const Node& in = g.node(fwd.inputs[k]);
       if (out.node(grads[k]).shape != in.shape)
         throw GraphError("[differentiate] expected the VJP of " + std::string(op_name(fwd.op)) + " (node %" +
-                         std::to_string(i) + " at " + where(fwd.prov.loc) + ") to give input " + std::to_string(k) +
-                         " a gradient of shape " + shape_str(in.shape) + ", got " +
+                         std::to_string(i) + " at " + where(fwd.prov.loc) + ") to give input " +
+                         std::to_string(k) + " a gradient of shape " + shape_str(in.shape) + ", got " +
                          shape_str(out.node(grads[k]).shape));
       contrib[fwd.inputs[k].v].push_back(grads[k]);
     }
@@ -102,8 +103,10 @@ Graph differentiate(const Graph& g, NodeId loss, const std::vector<NodeId>& wrt)
       DerivationScope scope(out, "autodiff", t);
       gt = out.fill(0.0, g.node(t).shape, g.node(t).dtype);
     }
-    if (out.node(gt).prov.name.empty()) out.named(gt, grad_name(g, t));
-    else out.alias(gt, grad_name(g, t));
+    if (out.node(gt).prov.name.empty())
+      out.named(gt, grad_name(g, t));
+    else
+      out.alias(gt, grad_name(g, t));
     out.set_gradient(t, gt);
   }
   if (out.outputs().empty()) out.set_outputs({loss});

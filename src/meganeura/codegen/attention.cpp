@@ -5,17 +5,19 @@
 //             O = acc / l and lse = m + log l (either may be absent).
 //   dQ        {AttentionGradQ}: a workgroup per (query tile, batch·head); P = exp(s - lse) recomputed per
 //             K/V tile, dS = P (dO·Vᵀ - delta), dQ = scale · dS K, with delta = rowsum(dO ∘ O).
-//   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·query head, query chunk) walks
+//   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·query head, query chunk)
+//   walks
 //             the query tiles of its chunk: dV += Pᵀ dO, dK += scale · dSᵀ Q. With one query head per KV head
 //             and one chunk it stores dK and dV; otherwise it stores its part into the kernel's scratch and a
 //             second dispatch sums the parts of each element in a fixed order (grouped-query sums without
 //             atomics, deterministic). A workgroup per (key tile, batch·KV head) walking every query of the
 //             group ran 12 workgroups for SmolLM2's S = 128, at 3× the forward's time.
-//   rows      {Attention, AttentionLse} with at most kRowsMaxQueries queries (decode): a workgroup per (query,
-//             batch·head), its threads spread over the keys: every score into shared memory, the row's max and
-//             sum by a tree reduction, then P·V with the threads spread over (key part, output column). The
-//             tiled forward walks the keys one tile at a time in a handful of workgroups there (one query row
-//             of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys on the H200.
+//   rows      {Attention, AttentionLse} with at most kRowsMaxQueries queries (decode): a workgroup per
+//   (query,
+//             batch·head), its threads spread over the keys: every score into shared memory, the row's max
+//             and sum by a tree reduction, then P·V with the threads spread over (key part, output column).
+//             The tiled forward walks the keys one tile at a time in a handful of workgroups there (one query
+//             row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys on the H200.
 // Tiles are square, the largest that fits shared memory (≤ 32), halved (to 16) while the grid has fewer
 // workgroups than the device has compute units. Shapes, scale, causal offset and the mask's broadcast strides
 // are baked in as literals.
@@ -69,13 +71,15 @@ namespace {
 void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial);
 bool emit_attention_rows(Emitter& e);
 
-// The square tile of kernel `which` (0 forward, 1 dQ, 2 dK/dV): the largest that fits shared memory (≤ 32), no
-// larger than the sequences need, halved to 16 while the grid is short of the device's compute units.
+// The square tile of kernel `which` (0 forward, 1 dQ, 2 dK/dV): the largest that fits shared memory (≤ 32),
+// no larger than the sequences need, halved to 16 while the grid is short of the device's compute units.
 int64_t attention_tile(const Emitter& e, int which) {
   const Node& core = e.g.node(e.k.core);
   const Shape &qs = e.g.node(core.inputs[0]).shape, &ks = e.g.node(core.inputs[1]).shape;
-  const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], T = ks[2], DV = e.g.node(core.inputs[2]).shape[3];
-  const int64_t budget = std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], T = ks[2],
+                DV = e.g.node(core.inputs[2]).shape[3];
+  const int64_t budget =
+      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
   const int64_t units = kernels::target_workgroups(e.caps);
   const int64_t rows = which == 2 ? T : S;
   int64_t tile = 32;
@@ -83,9 +87,9 @@ int64_t attention_tile(const Emitter& e, int which) {
                       (tile > 16 && (rows + tile - 1) / tile * B * HQ < units)))
     tile /= 2;
   if (shared_floats(which, tile, D, DV) > budget)
-    throw GraphError("[codegen] expected attention head sizes whose tiles fit in " + std::to_string(budget * 4) +
-                     " bytes of shared memory, got D = " + std::to_string(D) + ", Dv = " + std::to_string(DV) +
-                     " at node '" + node_label(e.g, e.k.core) + "'");
+    throw GraphError("[codegen] expected attention head sizes whose tiles fit in " +
+                     std::to_string(budget * 4) + " bytes of shared memory, got D = " + std::to_string(D) +
+                     ", Dv = " + std::to_string(DV) + " at node '" + node_label(e.g, e.k.core) + "'");
   return tile;
 }
 
@@ -122,14 +126,16 @@ void emit_attention(Emitter& e) {
   const uint32_t sb = e.bind_scratch(scratch.bytes, false);
   std::string m = "  uint i = " + flat_invocation() + ";\n";
   auto sum = [&](const std::string& first, int64_t n) {
-    return "    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += b" + std::to_string(sb) +
-           ".d[" + first + " + p * " + uint_lit(n) + " + i];\n";
+    return "    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += b" +
+           std::to_string(sb) + ".d[" + first + " + p * " + uint_lit(n) + " + i];\n";
   };
   if (out.dk.valid())
-    m += "  if (i < " + uint_lit(nk) + ") {\n" + sum("0u", nk) + "    " + e.store(out.dk, "i", "a") + "\n    return;\n  }\n";
+    m += "  if (i < " + uint_lit(nk) + ") {\n" + sum("0u", nk) + "    " + e.store(out.dk, "i", "a") +
+         "\n    return;\n  }\n";
   m += "  i -= " + uint_lit(nk) + ";\n";
   if (out.dv.valid())
-    m += "  if (i < " + uint_lit(nv) + ") {\n" + sum(uint_lit(parts * nk), nv) + "    " + e.store(out.dv, "i", "a") + "\n  }\n";
+    m += "  if (i < " + uint_lit(nv) + ") {\n" + sum(uint_lit(parts * nk), nv) + "    " +
+         e.store(out.dv, "i", "a") + "\n  }\n";
   e.out.grid = element_grid(nk + nv, e.opt.workgroup, e.caps);
   e.out.spec_constants = {e.opt.workgroup};
   e.out.variant = "attention.dkdv-sum";
@@ -152,7 +158,8 @@ bool emit_attention_rows(Emitter& e) {
   const Shape &qs = g.node(q).shape, &ks = g.node(k).shape, &vs = g.node(v).shape;
   const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], HKV = ks[1], T = ks[2], DV = vs[3];
   const int64_t wg = 128, parts = std::max<int64_t>(1, wg / DV);
-  const int64_t budget = std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t budget =
+      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
   if (S > kRowsMaxQueries || D + T + wg + parts * DV > budget) return false;
   const bool causal = core.attrs.flag_a;
   auto ld = [&](NodeId n, const std::string& off) {
@@ -160,10 +167,11 @@ bool emit_attention_rows(Emitter& e) {
     return nd.op == Op::Fill ? float_lit(nd.attrs.reals.at(0)) : e.load(n, off);
   };
   std::string& d = e.decls;
-  d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_G " + uint_lit(HQ / HKV) + "\n#define AT_HKV " + uint_lit(HKV) +
-       "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) + "\n#define AT_D " + uint_lit(D) +
-       "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_WG " + uint_lit(wg) + "\n#define AT_PARTS " + uint_lit(parts) +
-       "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) + "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
+  d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_G " + uint_lit(HQ / HKV) + "\n#define AT_HKV " +
+       uint_lit(HKV) + "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) + "\n#define AT_D " +
+       uint_lit(D) + "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_WG " + uint_lit(wg) +
+       "\n#define AT_PARTS " + uint_lit(parts) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
+       "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
   d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
   d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
   std::string mask_term = "0.0";
@@ -173,14 +181,18 @@ bool emit_attention_rows(Emitter& e) {
     const char* coord[4] = {"b", "h", "i", "j"};
     std::string off;
     for (size_t a = 0; a < ms.size(); ++a)
-      if (ms[a] != 1) off += (off.empty() ? "" : " + ") + std::string(coord[a + 4 - ms.size()]) + " * " + uint_lit(st[a]);
-    d += "float ldMask(uint b, uint h, uint i, uint j) { return " + ld(mask, off.empty() ? "0u" : off) + "; }\n";
+      if (ms[a] != 1)
+        off += (off.empty() ? "" : " + ") + std::string(coord[a + 4 - ms.size()]) + " * " + uint_lit(st[a]);
+    d += "float ldMask(uint b, uint h, uint i, uint j) { return " + ld(mask, off.empty() ? "0u" : off) +
+         "; }\n";
     mask_term = "ldMask(b, h, i, j)";
   }
-  d += "shared float q_s[AT_D];\nshared float p_s[AT_T];\nshared float red[AT_WG];\nshared float acc_s[AT_PARTS * AT_DV];\n";
+  d += "shared float q_s[AT_D];\nshared float p_s[AT_T];\nshared float red[AT_WG];\nshared float "
+       "acc_s[AT_PARTS * AT_DV];\n";
   // A tree reduction of each thread's `v` over the workgroup with `op`; every thread gets the result.
   d += "float reduce_max(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
-       "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) red[tid] = max(red[tid], red[tid + s]);\n"
+       "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) red[tid] = max(red[tid], red[tid + "
+       "s]);\n"
        "    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
   d += "float reduce_sum(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
        "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) red[tid] += red[tid + s];\n"
@@ -189,19 +201,24 @@ bool emit_attention_rows(Emitter& e) {
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
        "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
        "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
-  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " + ld(q, "(bh * AT_S + i) * AT_D + x") + ";\n  barrier();\n";
+  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " + ld(q, "(bh * AT_S + i) * AT_D + x") +
+       ";\n  barrier();\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask).
-  m += causal ? "  uint kend = uint(clamp(int(i) + " + ilit(T - S + 1) + ", 0, int(AT_T)));\n" : "  uint kend = AT_T;\n";
+  m += causal ? "  uint kend = uint(clamp(int(i) + " + ilit(T - S + 1) + ", 0, int(AT_T)));\n"
+              : "  uint kend = AT_T;\n";
   m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float s = 0.0;\n"
        "    for (uint x = 0u; x < AT_D; ++x) s += q_s[x] * ldK(kbase + j * AT_D + x);\n"
-       "    s = s * AT_SCALE + " + mask_term + ";\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
+       "    s = s * AT_SCALE + " +
+       mask_term + ";\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
   m += "  mx = reduce_max(mx);\n";
   m += "  float sum = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
        "    float p = mx == AT_NEG_INF ? 0.0 : exp(p_s[j] - mx);\n    p_s[j] = p;\n    sum += p;\n  }\n";
   m += "  float l = reduce_sum(sum);\n";  // its barriers also publish p_s
   if (out.out.valid()) {
-    m += "  for (uint e = tid; e < AT_PARTS * AT_DV; e += AT_WG) {\n    uint part = e / AT_DV, dd = e % AT_DV;\n"
-         "    float a = 0.0;\n    for (uint j = part; j < kend; j += AT_PARTS) a += p_s[j] * ldV(vbase + j * AT_DV + dd);\n"
+    m += "  for (uint e = tid; e < AT_PARTS * AT_DV; e += AT_WG) {\n    uint part = e / AT_DV, dd = e % "
+         "AT_DV;\n"
+         "    float a = 0.0;\n    for (uint j = part; j < kend; j += AT_PARTS) a += p_s[j] * ldV(vbase + j * "
+         "AT_DV + dd);\n"
          "    acc_s[e] = a;\n  }\n  barrier();\n";
     m += "  for (uint dd = tid; dd < AT_DV; dd += AT_WG) {\n    float a = 0.0;\n"
          "    for (uint part = 0u; part < AT_PARTS; ++part) a += acc_s[part * AT_DV + dd];\n    " +
@@ -239,10 +256,11 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     return nd.op == Op::Fill ? float_lit(nd.attrs.reals.at(0)) : e.load(n, off);
   };
   std::string& d = e.decls;
-  d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_HKV " + uint_lit(HKV) + "\n#define AT_G " + uint_lit(HQ / HKV) +
-       "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) + "\n#define AT_D " + uint_lit(D) +
-       "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_BR " + uint_lit(tile) + "\n#define AT_BC " + uint_lit(tile) +
-       "\n#define AT_WG " + uint_lit(wg) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
+  d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_HKV " + uint_lit(HKV) + "\n#define AT_G " +
+       uint_lit(HQ / HKV) + "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) +
+       "\n#define AT_D " + uint_lit(D) + "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_BR " +
+       uint_lit(tile) + "\n#define AT_BC " + uint_lit(tile) + "\n#define AT_WG " + uint_lit(wg) +
+       "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
        "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
   d += "bool visible(uint i, uint j) { return j < AT_T" +
@@ -275,7 +293,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   auto score_fn = [&]() {
     return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  float s = 0.0;\n"
            "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_D + x] * Ks[c * AT_D + x];\n"
-           "  return s * AT_SCALE + " + mask_term + ";\n}\n";
+           "  return s * AT_SCALE + " +
+           mask_term + ";\n}\n";
   };
   const std::string load_kv_tile =
       "    for (uint x = tid; x < AT_BC * AT_D; x += AT_WG) { uint c = x / AT_D, j = k0 + c;"
@@ -292,33 +311,44 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
 
   if (which == 0) {
     d += "shared float Qs[AT_BR * AT_D];\nshared float Ks[AT_BC * AT_D];\nshared float Vs[AT_BC * AT_DV];\n"
-         "shared float Ps[AT_BR * AT_BC];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float a_s[AT_BR];\n";
+         "shared float Ps[AT_BR * AT_BC];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
+         "a_s[AT_BR];\n";
     d += score_fn();
     const std::string no = per_thread(tile * DV);
-    m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % AT_HQ;\n";
+    m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
+         "AT_HQ;\n";
     m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
     m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
     m += load_q_tile;
     m += "  if (tid < AT_BR) { m_s[tid] = AT_NEG_INF; l_s[tid] = 0.0; }\n";
     m += "  float acc[" + no + "];\n  for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
     m += key_end;
-    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile + "    barrier();\n";
-    m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
-         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    barrier();\n";
+    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile +
+         "    barrier();\n";
+    m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
+         "i = q0 + r, j = k0 + c;\n"
+         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    "
+         "barrier();\n";
     // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
     m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
          "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BC + c]);\n"
-         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BC + c] = 0.0;\n"
+         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BC + c] = "
+         "0.0;\n"
          "      } else {\n        alpha = exp(mo - mx);\n"
-         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BC + c] - mx); Ps[tid * AT_BC + c] = p; sum += p; }\n"
-         "      }\n      m_s[tid] = mx; l_s[tid] = l_s[tid] * alpha + sum; a_s[tid] = alpha;\n    }\n    barrier();\n";
+         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BC + c] - mx); Ps[tid * "
+         "AT_BC + c] = p; sum += p; }\n"
+         "      }\n      m_s[tid] = mx; l_s[tid] = l_s[tid] * alpha + sum; a_s[tid] = alpha;\n    }\n    "
+         "barrier();\n";
     if (out.out.valid())
-      m += "    for (uint x = 0u; x < " + no + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
+      m += "    for (uint x = 0u; x < " + no +
+           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
            "      uint r = e / AT_DV, dd = e % AT_DV;\n      float o = acc[x] * a_s[r];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BC + c] * Vs[c * AT_DV + dd];\n      acc[x] = o;\n    }\n";
+           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BC + c] * Vs[c * AT_DV + dd];\n      "
+           "acc[x] = o;\n    }\n";
     m += "  }\n  barrier();\n";
     if (out.out.valid())
-      m += "  for (uint x = 0u; x < " + no + "u; ++x) {\n    uint e = tid + x * AT_WG, r = e / AT_DV, i = q0 + r;\n"
+      m += "  for (uint x = 0u; x < " + no +
+           "u; ++x) {\n    uint e = tid + x * AT_WG, r = e / AT_DV, i = q0 + r;\n"
            "    if (e >= AT_BR * AT_DV || i >= AT_S) break;\n    float l = l_s[r];\n    " +
            e.store(out.out, "obase + i * AT_DV + e % AT_DV", "l > 0.0 ? acc[x] / l : 0.0") + "\n  }\n";
     if (out.lse.valid())
@@ -341,17 +371,20 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         "    for (uint x = tid; x < AT_BR * AT_DV; x += AT_WG) { uint r = x / AT_DV, i = q0 + r;"
         " dOs[x] = i < qend ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    barrier();\n"
         "    if (tid < AT_BR) {\n      uint i = q0 + tid;\n      float dl = 0.0;\n"
-        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * AT_DV + x);\n"
+        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * "
+        "AT_DV + x);\n"
         "      lse_s[tid] = i < qend ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
     // P and dS of the tile pair; P = 0 where the key is hidden or the row sees no key at all.
     auto probs = [&](bool need_ds, bool keep_p) {
       std::string s =
-          "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, i = q0 + r, j = k0 + c;\n"
+          "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
+          "i = q0 + r, j = k0 + c;\n"
           "      float p = 0.0, ds = 0.0;\n"
           "      if (i < qend && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
           "        p = exp(score(b, h, r, c, i, j) - lse_s[r]);\n";
       if (need_ds)
-        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DV + y] * Vs[c * AT_DV + y];\n"
+        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DV + y] * "
+             "Vs[c * AT_DV + y];\n"
              "        ds = p * (dp - dl_s[r]);\n";
       s += "      }\n";
       if (keep_p) s += "      Ps[x] = p;\n";
@@ -360,18 +393,23 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     };
     if (which == 1) {
       const std::string nq = per_thread(tile * D);
-      m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % AT_HQ;\n";
+      m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
+           "AT_HQ;\n";
       m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
       m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
       m += load_rows;
       m += "  float acc[" + nq + "];\n  for (uint x = 0u; x < " + nq + "u; ++x) acc[x] = 0.0;\n";
       m += key_end;
-      m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile + "    barrier();\n";
+      m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile +
+           "    barrier();\n";
       m += probs(true, false);
-      m += "    for (uint x = 0u; x < " + nq + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) break;\n"
+      m += "    for (uint x = 0u; x < " + nq +
+           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) break;\n"
            "      uint r = e / AT_D, dd = e % AT_D;\n      float a = acc[x];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_D + dd];\n      acc[x] = a;\n    }\n  }\n";
-      m += "  for (uint x = 0u; x < " + nq + "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
+           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_D + dd];\n      "
+           "acc[x] = a;\n    }\n  }\n";
+      m += "  for (uint x = 0u; x < " + nq +
+           "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
            "    if (e >= AT_BR * AT_D || i >= AT_S) break;\n    " +
            e.store(out.dq, "qbase + i * AT_D + e % AT_D", "AT_SCALE * acc[x]") + "\n  }\n";
       e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
@@ -383,25 +421,34 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
            "  uint b = bh / AT_HQ, h = bh % AT_HQ, kh = h / AT_G, bkh = b * AT_HKV + kh;\n";
       m += "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
       m += "  uint qbase = bh * AT_S * AT_D, obase = bh * AT_S * AT_DV;\n";
-      m += "  uint qlo = qc * " + uint_lit(per * tile) + ", qend = min(AT_S, qlo + " + uint_lit(per * tile) + ");\n";
+      m += "  uint qlo = qc * " + uint_lit(per * tile) + ", qend = min(AT_S, qlo + " + uint_lit(per * tile) +
+           ");\n";
       m += load_kv_tile;
-      if (want_k) m += "  float acck[" + nk + "];\n  for (uint x = 0u; x < " + nk + "u; ++x) acck[x] = 0.0;\n";
-      if (want_v) m += "  float accv[" + nv + "];\n  for (uint x = 0u; x < " + nv + "u; ++x) accv[x] = 0.0;\n";
+      if (want_k)
+        m += "  float acck[" + nk + "];\n  for (uint x = 0u; x < " + nk + "u; ++x) acck[x] = 0.0;\n";
+      if (want_v)
+        m += "  float accv[" + nv + "];\n  for (uint x = 0u; x < " + nv + "u; ++x) accv[x] = 0.0;\n";
       // The first query that a causal mask lets see key k0.
-      m += causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
-      m += "  for (uint q0 = max(qstart, qlo); q0 < qend; q0 += AT_BR) {\n    barrier();\n" + load_rows + "    barrier();\n";
+      m +=
+          causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
+      m += "  for (uint q0 = max(qstart, qlo); q0 < qend; q0 += AT_BR) {\n    barrier();\n" + load_rows +
+           "    barrier();\n";
       m += probs(want_k, true);
       if (want_v)
-        m += "    for (uint x = 0u; x < " + nv + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
+        m += "    for (uint x = 0u; x < " + nv +
+             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
              "      uint c = e / AT_DV, dd = e % AT_DV;\n      float a = accv[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DV + dd];\n      accv[x] = a;\n    }\n";
+             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DV + dd];\n      "
+             "accv[x] = a;\n    }\n";
       if (want_k)
-        m += "    for (uint x = 0u; x < " + nk + "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
+        m += "    for (uint x = 0u; x < " + nk +
+             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
              "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_D + dd];\n      acck[x] = a;\n    }\n";
+             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_D + dd];\n      "
+             "acck[x] = a;\n    }\n";
       m += "  }\n";
-      // Partial: part p = (query head in the group, chunk) of element o goes to scratch [p * n + o], dV's after
-      // all of dK's.
+      // Partial: part p = (query head in the group, chunk) of element o goes to scratch [p * n + o], dV's
+      // after all of dK's.
       const int64_t parts = HQ / HKV * query_chunks, n_k = B * HKV * T * D, n_v = B * HKV * T * DV;
       std::string sb;
       if (partial) {
@@ -413,11 +460,13 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         return sb + ".d[" + uint_lit(first) + " + part * " + uint_lit(n) + " + " + off + "] = " + v + ";";
       };
       if (want_k)
-        m += "  for (uint x = 0u; x < " + nk + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
+        m += "  for (uint x = 0u; x < " + nk +
+             "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
              "    if (e >= AT_BC * AT_D || j >= AT_T) break;\n    " +
              put(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]", n_k, 0) + "\n  }\n";
       if (want_v)
-        m += "  for (uint x = 0u; x < " + nv + "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
+        m += "  for (uint x = 0u; x < " + nv +
+             "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
              "    if (e >= AT_BC * AT_DV || j >= AT_T) break;\n    " +
              put(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]", n_v, parts * n_k) + "\n  }\n";
       e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HQ), uint32_t(query_chunks)};

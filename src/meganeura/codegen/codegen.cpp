@@ -42,7 +42,8 @@ std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& 
       }
       codegen::emit_movement(e);
       break;
-    case Archetype::Copy: case Archetype::Gather: codegen::emit_movement(e); break;
+    case Archetype::Copy:
+    case Archetype::Gather: codegen::emit_movement(e); break;
     case Archetype::Attention: codegen::emit_attention(e); break;
     case Archetype::Optimizer: codegen::emit_optimizer(e); break;
     case Archetype::Counter: codegen::emit_counter(e); break;
@@ -56,7 +57,8 @@ std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& 
   }
   e.out.kernel = ki;
   out.push_back(std::move(e.out));
-  // The tuning key covers the shader and its push constants (a matmul's shape travels there), not the variant.
+  // The tuning key covers the shader and its push constants (a matmul's shape travels there), not the
+  // variant.
   uint64_t base = 0;
   if (variant.is_default()) {
     const GeneratedKernel& last = out.back();

@@ -21,7 +21,7 @@ struct Binding {
   // Scratch: bytes only this kernel's dispatches use (split-K's partial products), planned in the activation
   // arena for the kernel's level (MemoryPlan::scratch).
   enum Kind : uint8_t { Value, Moment, Accumulator, Hyper, Scratch } kind = Value;
-  NodeId node;          // Value: the storage node; Moment, Accumulator: the parameter; Scratch: the kernel's root
+  NodeId node;  // Value: the storage node; Moment, Accumulator: the parameter; Scratch: the kernel's root
   uint32_t moment = 0;
   bool write = false;
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
@@ -32,27 +32,27 @@ struct Binding {
 struct GeneratedKernel {
   std::string label;
   Archetype arch = Archetype::Pointwise;
-  size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its scatter's,
-                      // so does a split matmul's product pass); dispatch and kernel indices differ once a kernel
-                      // needs two dispatches
+  size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its
+                      // scatter's, so does a split matmul's product pass); dispatch and kernel indices differ
+                      // once a kernel needs two dispatches
   std::string glsl;
   std::vector<uint32_t> spec_constants;
   std::array<uint32_t, 3> grid{1, 1, 1};
-  std::vector<Binding> bindings;  // binding i = bindings[i]
+  std::vector<Binding> bindings;               // binding i = bindings[i]
   std::array<uint32_t, 3> workgroup{1, 1, 1};  // local size after specialization (profiles)
-  std::string variant;            // the template variant, e.g. "matmul.gemv" (profiles); archetype by default
-  std::vector<uint32_t> push;     // push-constant words (matmul: kernels::MatmulPush)
+  std::string variant;         // the template variant, e.g. "matmul.gemv" (profiles); archetype by default
+  std::vector<uint32_t> push;  // push-constant words (matmul: kernels::MatmulPush)
   uint32_t required_subgroup_size = 0;
-  bool rewrite_to_khr = false;    // compile, then rewrite NV cooperative matrices to KHR (kernels/matmul.hpp)
-  uint64_t hash = 0;              // of everything that changes the compiled shader
-  KernelVariant tuned;            // the per-kernel choices it was generated with (default: the heuristic)
-  uint64_t base_hash = 0;         // the tuning key: hash of the default variant's shader and push constants
-                                  // (shapes), equal for every variant of one kernel
+  bool rewrite_to_khr = false;  // compile, then rewrite NV cooperative matrices to KHR (kernels/matmul.hpp)
+  uint64_t hash = 0;            // of everything that changes the compiled shader
+  KernelVariant tuned;          // the per-kernel choices it was generated with (default: the heuristic)
+  uint64_t base_hash = 0;       // the tuning key: hash of the default variant's shader and push constants
+                                // (shapes), equal for every variant of one kernel
 };
 
 struct CodegenOptions {
   OptimizerConfig optimizer;
-  uint32_t workgroup = 64;     // threads of pointwise and reduction kernels (power of two)
+  uint32_t workgroup = 64;             // threads of pointwise and reduction kernels (power of two)
   bool deterministic_scatter = false;  // scatter-add by scanning the indices even where float atomics exist
   // Matmuls go through the tier family (kernels/matmul.hpp): kernels::choose_tier with this as the best
   // tier the device passed its self-test with (the session probes; device-free callers get scalar).
@@ -69,7 +69,8 @@ std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& 
                                              const KernelVariant& variant = {});
 
 namespace codegen {
-// Moment buffers per parameter the optimizer needs: none for plain SGD, one for momentum, two for Adam-family.
+// Moment buffers per parameter the optimizer needs: none for plain SGD, one for momentum, two for
+// Adam-family.
 uint32_t moments_for(const OptimizerConfig& o);
 // The hyper-parameter block, written by the host and the update kernels (GLSL in emit.cpp):
 //   float lr; uint step; float clip_scale; float c1, c2; 3 floats unused; float partial[partials]
@@ -79,8 +80,8 @@ inline uint64_t hyper_bytes(uint32_t partials) { return kHyperHead + 4 * uint64_
 // Workgroups of the GradNorm kernel over `elements` gradient values: one partial sum each, stored after
 // the hyper-parameter block's head.
 uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup);
-// The kernels::MatmulShape codegen gives matmul node `mm` (for searching its variants: kernels::matmul_candidates
-// with matmul_best_tier as `best`).
+// The kernels::MatmulShape codegen gives matmul node `mm` (for searching its variants:
+// kernels::matmul_candidates with matmul_best_tier as `best`).
 kernels::MatmulShape matmul_shape(const Graph& g, NodeId mm, Precision precision);
 kernels::MatmulTier matmul_best_tier(const Graph& g, NodeId mm, const CodegenOptions& options);
 }  // namespace codegen

@@ -5,7 +5,8 @@
 //   op                 M (rows)          N (columns)       K (reduction)     A(m, k)            B(k, n)
 //   Conv2d             N·OH·OW pixels    Cout/g            Cin/g·KH·KW       x at the window    w
 //   Conv2dGradInput    N·H·W pixels      Cin/g             Cout/g·KH·KW      dy at the tap      w
-//   Conv2dGradWeight   Cout/g            Cin/g·KH·KW       N·OH·OW           dy                 x at the window
+//   Conv2dGradWeight   Cout/g            Cin/g·KH·KW       N·OH·OW           dy                 x at the
+//   window
 //
 // A strided input gradient is one GEMM per residue class of input positions (grid z = group · classes +
 // class): each class receives a fixed subset of the taps, so no tap the stride skips is visited.
@@ -44,8 +45,8 @@ Geom geometry(const Graph& g, const Node& c) {
     default: xs = &in0, ys = &in1, ws = &c.shape; break;
   }
   const auto& a = c.attrs.ints;
-  return {(*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3], (*ws)[0], (*ws)[2], (*ws)[3], (*ys)[2], (*ys)[3],
-          a.at(0),  a.at(1),  a.at(2),  a.at(3),  a.at(4),  a.at(5),  a.at(6)};
+  return {(*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3], (*ws)[0], (*ws)[2], (*ws)[3], (*ys)[2],
+          (*ys)[3], a.at(0),  a.at(1),  a.at(2),  a.at(3),  a.at(4),  a.at(5),  a.at(6)};
 }
 
 std::string u(int64_t v) { return uint_lit(v); }
@@ -53,14 +54,15 @@ std::string i(int64_t v) { return std::to_string(v); }
 
 // GLSL statements splitting `flat` into named coordinates, last one fastest: split("m", {"n","oy","ox"},
 // {N, OH, OW}) declares uint n, oy, ox.
-std::string split(const std::string& flat, const std::vector<std::string>& names, const std::vector<int64_t>& dims) {
+std::string split(const std::string& flat, const std::vector<std::string>& names,
+                  const std::vector<int64_t>& dims) {
   std::string s = "  uint rest_" + flat + " = " + flat + ";\n";
   for (size_t d = names.size(); d-- > 0;) {
     if (d == 0) {
       s += "  uint " + names[d] + " = rest_" + flat + ";\n";
     } else {
-      s += "  uint " + names[d] + " = rest_" + flat + " % " + u(dims[d]) + "; rest_" + flat + " /= " + u(dims[d]) +
-           ";\n";
+      s += "  uint " + names[d] + " = rest_" + flat + " % " + u(dims[d]) + "; rest_" + flat +
+           " /= " + u(dims[d]) + ";\n";
     }
   }
   return s;
@@ -114,18 +116,19 @@ void emit_conv(Emitter& e) {
   const int64_t cig = g.cig(), cog = g.cog(), kk = g.kh * g.kw;
   int64_t M = 0, N = 0, K = 0;
   bool a_m_fast = true, out_m_fast = true;  // which index neighbouring threads walk
-  int64_t classes = 1;                       // residue classes of a strided input gradient
+  int64_t classes = 1;                      // residue classes of a strided input gradient
   std::string lda, ldb, out;
-  std::string extent;                        // GLSL declaring Mz, Kz: this z's rows and reduction length
-  const std::string ydy = "(((nb * " + u(g.cout) + " + z * " + u(cog) + " + co) * " + u(g.oh) + " + oy) * " +
-                          u(g.ow) + " + ox)";
+  std::string extent;  // GLSL declaring Mz, Kz: this z's rows and reduction length
+  const std::string ydy =
+      "(((nb * " + u(g.cout) + " + z * " + u(cog) + " + co) * " + u(g.oh) + " + oy) * " + u(g.ow) + " + ox)";
   switch (c.op) {
     case Op::Conv2d:
       M = g.n * g.oh * g.ow, N = cog, K = cig * kk;
-      lda = split("m", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) + split("k", {"ci", "ky", "kx"}, {cig, g.kh, g.kw}) +
-            window_cell(g) + "  return " +
+      lda = split("m", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) +
+            split("k", {"ci", "ky", "kx"}, {cig, g.kh, g.kw}) + window_cell(g) + "  return " +
             e.load(in0, "((nb * " + u(g.cin) + " + z * " + u(cig) + " + ci) * " + u(g.h) + " + uint(iy)) * " +
-                            u(g.w) + " + uint(ix)") + ";\n";
+                            u(g.w) + " + uint(ix)") +
+            ";\n";
       ldb = "  return " + e.load(in1, "(z * " + u(cog) + " + n) * " + u(K) + " + k") + ";\n";
       out = split("m", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) + "  uint co = n;\n  return " + ydy + ";\n";
       break;
@@ -133,31 +136,36 @@ void emit_conv(Emitter& e) {
       if (g.sh > 1 || g.sw > 1) {
         // One GEMM per residue class (grid z = group · classes + class), so that no tap is visited that
         // the stride skips: M and K depend on the class and come from baked tables.
-        const Classes cy = classes_of(g.h, g.kh, g.sh, g.ph, g.dh), cx = classes_of(g.w, g.kw, g.sw, g.pw, g.dw);
+        const Classes cy = classes_of(g.h, g.kh, g.sh, g.ph, g.dh),
+                      cx = classes_of(g.w, g.kw, g.sw, g.pw, g.dw);
         classes = g.sh * g.sw;
         M = g.n * max_of(cy.count) * max_of(cx.count), N = cig, K = cog * max_of(cy.ntaps) * max_of(cx.ntaps);
         e.decls += uint_array("IY0", cy.first) + uint_array("HC", cy.count) + uint_array("KYN", cy.ntaps) +
                    uint_array("KYL", cy.tap) + uint_array("IX0", cx.first) + uint_array("WC", cx.count) +
                    uint_array("KXN", cx.ntaps) + uint_array("KXL", cx.tap);
-        const std::string cls = "  uint grp = z / " + u(classes) + ", ry = (z % " + u(classes) + ") / " + u(g.sw) +
-                                ", rx = z % " + u(g.sw) + ";\n";
-        const std::string pix = "  uint jx = m % WC[rx], jy = (m / WC[rx]) % HC[ry], nb = m / (WC[rx] * HC[ry]);\n"
-                                "  uint iy = IY0[ry] + jy * " + u(g.sh) + ", ix = IX0[rx] + jx * " + u(g.sw) + ";\n";
-        const std::string tap = "  uint b = k % KXN[rx], a = (k / KXN[rx]) % KYN[ry], co = k / (KXN[rx] * KYN[ry]);\n"
-                                "  uint ky = KYL[ry * " + u(g.kh) + " + a], kx = KXL[rx * " + u(g.kw) + " + b];\n";
+        const std::string cls = "  uint grp = z / " + u(classes) + ", ry = (z % " + u(classes) + ") / " +
+                                u(g.sw) + ", rx = z % " + u(g.sw) + ";\n";
+        const std::string pix =
+            "  uint jx = m % WC[rx], jy = (m / WC[rx]) % HC[ry], nb = m / (WC[rx] * HC[ry]);\n"
+            "  uint iy = IY0[ry] + jy * " +
+            u(g.sh) + ", ix = IX0[rx] + jx * " + u(g.sw) + ";\n";
+        const std::string tap =
+            "  uint b = k % KXN[rx], a = (k / KXN[rx]) % KYN[ry], co = k / (KXN[rx] * KYN[ry]);\n"
+            "  uint ky = KYL[ry * " +
+            u(g.kh) + " + a], kx = KXL[rx * " + u(g.kw) + " + b];\n";
         const std::string grp_dy = "(((nb * " + u(g.cout) + " + grp * " + u(cog) + " + co) * " + u(g.oh) +
                                    " + oy) * " + u(g.ow) + " + ox)";
         lda = cls + pix + tap + "  int ty = int(iy + " + u(g.ph) + ") - int(ky * " + u(g.dh) + ");\n" +
               "  int tx = int(ix + " + u(g.pw) + ") - int(kx * " + u(g.dw) + ");\n" +
-              "  if (ty < 0 || tx < 0) return 0.0;\n" +
-              "  uint oy = uint(ty) / " + u(g.sh) + ", ox = uint(tx) / " + u(g.sw) + ";\n" +
-              "  if (oy >= " + u(g.oh) + " || ox >= " + u(g.ow) + ") return 0.0;\n" + "  return " +
-              e.load(in0, grp_dy) + ";\n";
+              "  if (ty < 0 || tx < 0) return 0.0;\n" + "  uint oy = uint(ty) / " + u(g.sh) +
+              ", ox = uint(tx) / " + u(g.sw) + ";\n" + "  if (oy >= " + u(g.oh) + " || ox >= " + u(g.ow) +
+              ") return 0.0;\n" + "  return " + e.load(in0, grp_dy) + ";\n";
         ldb = cls + tap + "  return " +
-              e.load(in1, "((grp * " + u(cog) + " + co) * " + u(cig) + " + n) * " + u(kk) + " + ky * " + u(g.kw) +
-                              " + kx") + ";\n";
-        out = cls + pix + "  return ((nb * " + u(g.cin) + " + grp * " + u(cig) + " + n) * " + u(g.h) + " + iy) * " +
-              u(g.w) + " + ix;\n";
+              e.load(in1, "((grp * " + u(cog) + " + co) * " + u(cig) + " + n) * " + u(kk) + " + ky * " +
+                              u(g.kw) + " + kx") +
+              ";\n";
+        out = cls + pix + "  return ((nb * " + u(g.cin) + " + grp * " + u(cig) + " + n) * " + u(g.h) +
+              " + iy) * " + u(g.w) + " + ix;\n";
         extent = "  uint ry = (z % " + u(classes) + ") / " + u(g.sw) + ", rx = z % " + u(g.sw) + ";\n" +
                  "  uint Mz = " + u(g.n) + " * HC[ry] * WC[rx], Kz = " + u(cog) + " * KYN[ry] * KXN[rx];\n";
         break;
@@ -165,34 +173,36 @@ void emit_conv(Emitter& e) {
       // dx[n, ci, iy, ix] = sum over (co, ky, kx) of dy[n, co, oy, ox] w[co, ci, ky, kx] where
       // oy·sh = iy + ph − ky·dh (only when that divides evenly), likewise ox.
       M = g.n * g.h * g.w, N = cig, K = cog * kk;
-      lda = split("m", {"nb", "iy", "ix"}, {g.n, g.h, g.w}) + split("k", {"co", "ky", "kx"}, {cog, g.kh, g.kw}) +
-            "  int ty = int(iy + " + u(g.ph) + ") - int(ky * " + u(g.dh) + ");\n" +
-            "  int tx = int(ix + " + u(g.pw) + ") - int(kx * " + u(g.dw) + ");\n" +
-            "  if (ty < 0 || tx < 0) return 0.0;\n" +
-            "  uint oy = uint(ty) / " + u(g.sh) + ", ox = uint(tx) / " + u(g.sw) + ";\n" +
-            "  if (oy * " + u(g.sh) + " != uint(ty) || ox * " + u(g.sw) + " != uint(tx) || oy >= " + u(g.oh) +
-            " || ox >= " + u(g.ow) + ") return 0.0;\n" + "  return " + e.load(in0, ydy) + ";\n";
+      lda = split("m", {"nb", "iy", "ix"}, {g.n, g.h, g.w}) +
+            split("k", {"co", "ky", "kx"}, {cog, g.kh, g.kw}) + "  int ty = int(iy + " + u(g.ph) +
+            ") - int(ky * " + u(g.dh) + ");\n" + "  int tx = int(ix + " + u(g.pw) + ") - int(kx * " +
+            u(g.dw) + ");\n" + "  if (ty < 0 || tx < 0) return 0.0;\n" + "  uint oy = uint(ty) / " + u(g.sh) +
+            ", ox = uint(tx) / " + u(g.sw) + ";\n" + "  if (oy * " + u(g.sh) + " != uint(ty) || ox * " +
+            u(g.sw) + " != uint(tx) || oy >= " + u(g.oh) + " || ox >= " + u(g.ow) + ") return 0.0;\n" +
+            "  return " + e.load(in0, ydy) + ";\n";
       ldb = split("k", {"co", "ky", "kx"}, {cog, g.kh, g.kw}) + "  return " +
             e.load(in1, "((z * " + u(cog) + " + co) * " + u(cig) + " + n) * " + u(kk) + " + ky * " + u(g.kw) +
-                            " + kx") + ";\n";
-      out = split("m", {"nb", "iy", "ix"}, {g.n, g.h, g.w}) + "  return ((nb * " + u(g.cin) + " + z * " + u(cig) +
-            " + n) * " + u(g.h) + " + iy) * " + u(g.w) + " + ix;\n";
+                            " + kx") +
+            ";\n";
+      out = split("m", {"nb", "iy", "ix"}, {g.n, g.h, g.w}) + "  return ((nb * " + u(g.cin) + " + z * " +
+            u(cig) + " + n) * " + u(g.h) + " + iy) * " + u(g.w) + " + ix;\n";
       break;
     case Op::Conv2dGradWeight:
       // dw[co, ci, ky, kx] = sum over (n, oy, ox) of dy[n, co, oy, ox] x[n, ci, window].
       M = cog, N = cig * kk, K = g.n * g.oh * g.ow;
-      lda = split("k", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) + "  uint co = m;\n  return " + e.load(in1, ydy) +
-            ";\n";
-      ldb = split("k", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) + split("n", {"ci", "ky", "kx"}, {cig, g.kh, g.kw}) +
-            window_cell(g) + "  return " +
+      lda = split("k", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) + "  uint co = m;\n  return " +
+            e.load(in1, ydy) + ";\n";
+      ldb = split("k", {"nb", "oy", "ox"}, {g.n, g.oh, g.ow}) +
+            split("n", {"ci", "ky", "kx"}, {cig, g.kh, g.kw}) + window_cell(g) + "  return " +
             e.load(in0, "((nb * " + u(g.cin) + " + z * " + u(cig) + " + ci) * " + u(g.h) + " + uint(iy)) * " +
-                            u(g.w) + " + uint(ix)") + ";\n";
+                            u(g.w) + " + uint(ix)") +
+            ";\n";
       out = "  return (z * " + u(cog) + " + m) * " + u(N) + " + n;\n";
       a_m_fast = false, out_m_fast = false;
       break;
     default:
-      throw GraphError("[codegen] expected a convolution op, got " + std::string(op_name(c.op)) + " at node '" +
-                       node_label(e.g, e.k.core) + "'");
+      throw GraphError("[codegen] expected a convolution op, got " + std::string(op_name(c.op)) +
+                       " at node '" + node_label(e.g, e.k.core) + "'");
   }
   e.decls += "float ldA(uint z, uint m, uint k) {\n" + lda + "}\n";
   e.decls += "float ldB(uint z, uint k, uint n) {\n" + ldb + "}\n";
@@ -209,7 +219,8 @@ void emit_conv(Emitter& e) {
                   : "  uint tm = gl_LocalInvocationID.y, tn = gl_LocalInvocationID.x;\n";
   b += "  uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN, z = gl_WorkGroupID.z;\n" + extent;
   b += "  float acc[" + i(RM) + "][" + i(RN) + "];\n";
-  b += "  for (uint i = 0u; i < " + u(RM) + "; ++i)\n    for (uint j = 0u; j < " + u(RN) + "; ++j) acc[i][j] = 0.0;\n";
+  b += "  for (uint i = 0u; i < " + u(RM) + "; ++i)\n    for (uint j = 0u; j < " + u(RN) +
+       "; ++j) acc[i][j] = 0.0;\n";
   b += "  for (uint k0 = 0u; k0 < Kz; k0 += BK) {\n";
   b += "    for (uint e = t; e < BM * BK; e += 256u) {\n";
   b += a_m_fast ? "      uint r = e % BM, q = e / BM;\n" : "      uint q = e % BK, r = e / BK;\n";
@@ -230,7 +241,8 @@ void emit_conv(Emitter& e) {
   b += "  for (uint i = 0u; i < " + u(RM) + "; ++i)\n    for (uint j = 0u; j < " + u(RN) + "; ++j) {\n";
   b += "      uint m = m0 + tm + 16u * i, n = n0 + tn + 16u * j;\n";
   b += "      if (m >= Mz || n >= " + u(N) + ") continue;\n";
-  b += "      uint ix = out_ix(z, m, n);\n      " + e.store(e.k.root, "ix", epi + "(ix, acc[i][j])") + "\n    }\n";
+  b += "      uint ix = out_ix(z, m, n);\n      " + e.store(e.k.root, "ix", epi + "(ix, acc[i][j])") +
+       "\n    }\n";
   e.out.grid = {uint32_t((M + BM - 1) / BM), uint32_t((N + BN - 1) / BN), uint32_t(g.groups * classes)};
   e.finish("layout(local_size_x = 16, local_size_y = 16) in;\n", b);
 }

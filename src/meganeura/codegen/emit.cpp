@@ -7,8 +7,8 @@
 #include <map>
 
 #include "meganeura/ir/storage.hpp"
-#include "meganeura/quant/glsl.hpp"
 #include "meganeura/ops/ops.hpp"
+#include "meganeura/quant/glsl.hpp"
 
 namespace meganeura::codegen {
 
@@ -57,7 +57,8 @@ std::vector<int64_t> contiguous_strides(const Shape& s) {
 }
 
 std::string flat_invocation() {
-  return "((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x)";
+  return "((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + "
+         "gl_LocalInvocationID.x)";
 }
 
 std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtime::DeviceCaps& caps) {
@@ -68,8 +69,8 @@ std::array<uint32_t, 3> element_grid(int64_t elements, uint32_t wg, const runtim
   return {uint32_t(gx), uint32_t(gy), 1};
 }
 
-Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& kernel, const runtime::DeviceCaps& c,
-                 const CodegenOptions& o)
+Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& kernel,
+                 const runtime::DeviceCaps& c, const CodegenOptions& o)
     : g(graph), kg(kgraph), k(kernel), caps(c), opt(o) {
   out.label = k.label;
   out.arch = k.arch;
@@ -77,11 +78,12 @@ Emitter::Emitter(const Graph& graph, const KernelGraph& kgraph, const Kernel& ke
 
 namespace {
 
-// A value's bytes as bound: whole 32-bit words (block-quantized rows are read as words; the plan rounds the same).
+// A value's bytes as bound: whole 32-bit words (block-quantized rows are read as words; the plan rounds the
+// same).
 uint64_t value_bytes(const Node& n) { return (storage_bytes(n.dtype, numel(n.shape)) + 3) / 4 * 4; }
 
-// The index of binding `want` (same kind, storage and moment) from index `from` on, added if new; a write widens
-// an earlier read.
+// The index of binding `want` (same kind, storage and moment) from index `from` on, added if new; a write
+// widens an earlier read.
 uint32_t bind(std::vector<Binding>& bindings, const Binding& want, size_t from = 0) {
   for (size_t i = from; i < bindings.size(); ++i) {
     Binding& b = bindings[i];
@@ -99,8 +101,7 @@ uint32_t bind(std::vector<Binding>& bindings, const Binding& want, size_t from =
 uint32_t Emitter::bind_value(NodeId n, bool write) {
   NodeId s = kg.storage_of(n);
   const Node& nd = g.node(s);
-  return bind(out.bindings, {Binding::Value, s, 0, write, value_bytes(nd)},
-              dedup_from);
+  return bind(out.bindings, {Binding::Value, s, 0, write, value_bytes(nd)}, dedup_from);
 }
 
 uint32_t Emitter::bind_value_unshared(NodeId n, bool write) {
@@ -118,10 +119,13 @@ uint32_t Emitter::bind_moment(NodeId param, uint32_t m) {
 }
 
 uint32_t Emitter::bind_accumulator(NodeId param, bool write) {
-  return bind(out.bindings, {Binding::Accumulator, param, 0, write, uint64_t(numel(g.node(param).shape)) * 4});
+  return bind(out.bindings,
+              {Binding::Accumulator, param, 0, write, uint64_t(numel(g.node(param).shape)) * 4});
 }
 
-uint32_t Emitter::bind_hyper(bool write) { return bind(out.bindings, {Binding::Hyper, NodeId{}, 0, write, kHyperHead}); }
+uint32_t Emitter::bind_hyper(bool write) {
+  return bind(out.bindings, {Binding::Hyper, NodeId{}, 0, write, kHyperHead});
+}
 
 uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
   return bind(out.bindings, {Binding::Scratch, kg.storage_of(k.root), 0, write, bytes});
@@ -134,7 +138,8 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
   const DType dt = g.node(kg.storage_of(n)).dtype;
   if (is_quantized(dt)) {  // GGUF blocks as words, dequantized element by element (quant/glsl.hpp)
     const std::string fn = "mnq_b" + std::to_string(b), arr = "b" + std::to_string(b) + ".d";
-    if (decls.find("float " + fn + "(uint i)") == std::string::npos) decls += quant::glsl_dequantize(quant_type(dt), arr, fn);
+    if (decls.find("float " + fn + "(uint i)") == std::string::npos)
+      decls += quant::glsl_dequantize(quant_type(dt), arr, fn);
     return fn + "(" + offset + ")";
   }
   std::string e = "b" + std::to_string(b) + ".d[" + offset + "]";
@@ -148,7 +153,8 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
 
 std::string Emitter::store(NodeId n, const std::string& offset, const std::string& v) {
   if (n == k.root && k.update.valid()) {  // the gradient goes into the update instead of memory
-    if (!update_emitted) decls += fused_update_fn(*this, "b" + std::to_string(bind_value(k.update, true)) + ".d[i]");
+    if (!update_emitted)
+      decls += fused_update_fn(*this, "b" + std::to_string(bind_value(k.update, true)) + ".d[i]");
     update_emitted = true;
     return "mn_update(" + offset + ", " + v + ");";
   }
@@ -184,7 +190,8 @@ std::string decompose(const Shape& space) {
     if (d == 0) {
       s += "  uint c0 = rest;\n";
     } else {
-      s += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(space[d]) + "; rest /= " + uint_lit(space[d]) + ";\n";
+      s += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(space[d]) +
+           "; rest /= " + uint_lit(space[d]) + ";\n";
     }
   }
   return s;
@@ -192,7 +199,8 @@ std::string decompose(const Shape& space) {
 
 }  // namespace
 
-std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, const Shape& space, NodeId core) {
+std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, const Shape& space,
+                               NodeId core) {
   std::string name = "fn" + std::to_string(fn_counter++);
   bool has_core = core.valid();
   std::string sig = "float " + name + "(uint ix" + (has_core ? ", float core" : "") + ")";
@@ -217,8 +225,10 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
   } else if (used.empty()) {
     // `top` is stored: a plain (broadcast) load.
     const Shape& ts = g.node(top).shape;
-    if (numel(ts) == numel(space)) body = "  return " + load(top, "ix") + ";\n";
-    else body = decompose(space) + "  return " + load(top, broadcast_offset(ts, space)) + ";\n";
+    if (numel(ts) == numel(space))
+      body = "  return " + load(top, "ix") + ";\n";
+    else
+      body = decompose(space) + "  return " + load(top, broadcast_offset(ts, space)) + ";\n";
   } else {
     bool needs_coords = false;
     std::string stmts;
@@ -235,9 +245,12 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
       std::vector<std::string> operands;
       for (NodeId i : nd.inputs) {
         const Node& in = g.node(i);
-        if (i == core) operands.push_back(core_v);
-        else if (used.count(i)) operands.push_back(local[i]);
-        else if (in.op == Op::Fill) operands.push_back(fill_lit(in));
+        if (i == core)
+          operands.push_back(core_v);
+        else if (used.count(i))
+          operands.push_back(local[i]);
+        else if (in.op == Op::Fill)
+          operands.push_back(fill_lit(in));
         else {
           std::string off = in.shape == space ? "ix" : broadcast_offset(in.shape, space);
           needs_coords = needs_coords || (off != "0u" && off != "ix");
@@ -246,8 +259,9 @@ std::string Emitter::region_fn(NodeId top, const std::vector<NodeId>& region, co
       }
       const ops::OpDef& d = ops::def(nd.op);
       if (!d.glsl)
-        throw GraphError("[codegen] expected a pointwise op with a GLSL expression, got " + std::string(op_name(nd.op)) +
-                         " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + ")");
+        throw GraphError("[codegen] expected a pointwise op with a GLSL expression, got " +
+                         std::string(op_name(nd.op)) + " at node '" + node_label(g, n) + "' (built at " +
+                         where(nd.prov.loc) + ")");
       stmts += "  float " + v + " = " + round_to(nd.dtype, ops::expand_glsl(d, nd, operands)) + ";\n";
     }
     body = (needs_coords ? decompose(space) : "") + stmts + "  return " + local[top] + ";\n";
@@ -265,8 +279,10 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   std::string s = "#version 450\n" + extensions;
   if (uses_16bit()) {
     if (!caps.storage_16bit)
-      throw GraphError("[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for the f16/bf16 "
-                       "values of kernel '" + k.label + "', got " + caps.name + " without it");
+      throw GraphError(
+          "[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for the f16/bf16 "
+          "values of kernel '" +
+          k.label + "', got " + caps.name + " without it");
     s += "#extension GL_EXT_shader_16bit_storage : require\n"
          "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
   }
@@ -282,7 +298,8 @@ std::string Emitter::finish(const std::string& local_size_decl, const std::strin
   s += "void main() {\n" + main_body + "}\n";
   out.glsl = s;
   out.hash = content_hash(s, out.spec_constants);
-  // Local size for profiles: "local_size_x_id = N" reads specialization constant N, "local_size_x = N" is literal.
+  // Local size for profiles: "local_size_x_id = N" reads specialization constant N, "local_size_x = N" is
+  // literal.
   for (int axis = 0; axis < 3; ++axis) {
     std::string key = std::string("local_size_") + "xyz"[axis];
     size_t at = local_size_decl.find(key + "_id = ");
@@ -301,7 +318,8 @@ const char* glsl_storage_type(DType t) {
   switch (t) {
     case DType::I32: return "int";
     case DType::U32: return "uint";
-    case DType::F16: case DType::BF16: return "uint16_t";
+    case DType::F16:
+    case DType::BF16: return "uint16_t";
     case DType::F32: return "float";
     default: return is_quantized(t) ? "uint" : "float";
   }
@@ -321,13 +339,14 @@ std::string Emitter::buffer_decls(size_t from) const {
     std::string qual = b.write ? "" : "readonly ";
     if (b.kind == Binding::Hyper) {
       s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx +
-           " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; } hyper;\n";
+           " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; "
+           "} hyper;\n";
       continue;
     }
     std::string ty = "float";
     if (b.kind == Binding::Value) ty = glsl_storage_type(g.node(b.node).dtype);
-    s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty + " d[]; } b" +
-         idx + ";\n";
+    s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty +
+         " d[]; } b" + idx + ";\n";
   }
   return s;
 }

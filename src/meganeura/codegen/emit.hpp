@@ -31,13 +31,14 @@ struct Emitter {
   const runtime::DeviceCaps& caps;
   const CodegenOptions& opt;
   GeneratedKernel out;
-  std::vector<GeneratedKernel> before;  // dispatches of the same kernel that run before `out` (split-K's product)
-  std::string decls;  // functions and buffers, in order of emission
+  std::vector<GeneratedKernel>
+      before;              // dispatches of the same kernel that run before `out` (split-K's product)
+  std::string decls;       // functions and buffers, in order of emission
   std::string extensions;  // #extension lines
   int fn_counter = 0;
   uint32_t dedup_from = 0;  // bind_value shares bindings from this index on (the matmul keeps 0..2 its own)
   bool update_emitted = false;  // store() of a fused update's root has declared mn_update
-  KernelVariant variant;    // the tuner's choices for this kernel (default: the heuristic)
+  KernelVariant variant;        // the tuner's choices for this kernel (default: the heuristic)
 
   // Threads per workgroup: the variant's, else CodegenOptions::workgroup.
   uint32_t wg() const { return variant.workgroup ? variant.workgroup : opt.workgroup; }
@@ -85,9 +86,9 @@ const char* workgroup_reductions_glsl();
 // Archetype templates; each fills e.out (glsl, grid, spec constants).
 void emit_pointwise(Emitter& e);
 void emit_matmul(Emitter& e);
-void emit_conv(Emitter& e);      // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWeight
+void emit_conv(Emitter& e);  // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWeight
 void emit_reduce(Emitter& e);
-void emit_sample(Emitter& e);   // sample.cpp: Op::Sample, a RowReduce kernel of its own
+void emit_sample(Emitter& e);    // sample.cpp: Op::Sample, a RowReduce kernel of its own
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
 // window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
 // output coordinates c0..c3 of node `c`.

@@ -1,12 +1,12 @@
 // The MatMul archetype: C[b] = epilogue(op(A[b]) · op(B[b])) through the matmul tier family
-// (kernels/matmul.hpp: GEMV for small M, scalar tiles, cooperative matrix NV / KHR, split-K). Codegen supplies
-// what the family leaves open: the fused epilogue region (a generated function of the flat output index and the
-// accumulator, with its own bindings from 3 on), the broadcast batch offsets of each operand, and the element
-// type of the stored root. Shapes travel as push constants; the epilogue bakes them like every other kernel.
-// The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant sets; a split one is two
-// dispatches: the product pass (Emitter::before) writes a Scratch binding the plan allocates, the
-// summing pass (Emitter::out) applies the epilogue and stores the root. A large Mixed16 product
-// (kernels::kMinF16CopyMacs) first copies both operands to f16 into the scratch (one more dispatch in
+// (kernels/matmul.hpp: GEMV for small M, scalar tiles, cooperative matrix NV / KHR, split-K). Codegen
+// supplies what the family leaves open: the fused epilogue region (a generated function of the flat output
+// index and the accumulator, with its own bindings from 3 on), the broadcast batch offsets of each operand,
+// and the element type of the stored root. Shapes travel as push constants; the epilogue bakes them like
+// every other kernel. The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant
+// sets; a split one is two dispatches: the product pass (Emitter::before) writes a Scratch binding the plan
+// allocates, the summing pass (Emitter::out) applies the epilogue and stores the root. A large Mixed16
+// product (kernels::kMinF16CopyMacs) first copies both operands to f16 into the scratch (one more dispatch in
 // Emitter::before), then multiplies f16 buffers reading A and B from it (b_base adds B's offset); when it is
 // split too, the partial products follow the copy in the same scratch.
 #include <algorithm>
@@ -158,11 +158,14 @@ void emit_matmul(Emitter& e) {
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
   ep.decls = std::string(ops::pointwise_glsl_prelude()) + storage_glsl() + e.decls;
   if ((e.uses_16bit() || loads16) && !e.caps.storage_16bit)
-    throw GraphError("[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for f16/bf16 values, "
-                     "got " + e.caps.name + " without it at " + at);
+    throw GraphError(
+        "[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for f16/bf16 values, "
+        "got " +
+        e.caps.name + " without it at " + at);
   ep.buffer_decls = e.buffer_decls(3);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
-  // Mixed16's f16 copy (kernels::kMinF16CopyMacs): A's halves at 0, B's from b_offset in the kernel's scratch.
+  // Mixed16's f16 copy (kernels::kMinF16CopyMacs): A's halves at 0, B's from b_offset in the kernel's
+  // scratch.
   const uint64_t na = uint64_t(numel(as)), nb = uint64_t(numel(bs));
   const uint64_t b_offset = (na + 7) / 8 * 8;
   bool copy = false;
@@ -173,18 +176,24 @@ void emit_matmul(Emitter& e) {
     // The tuner's KernelVariant (codegen/variant.hpp) may name the tier, the tile (scalar: 128, 64 or 16;
     // cooperative: a CoopMatTile) and the split; what it leaves unset is kernels::choose_variant's.
     const kernels::MatmulTier tier =
-        e.variant.tier ? *e.variant.tier : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
+        e.variant.tier ? *e.variant.tier
+                       : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
     const bool coop = tier == kernels::MatmulTier::CoopMatNV || tier == kernels::MatmulTier::CoopMatKHR;
     if (e.variant.tier && coop && (a_fill || b_fill || tier != e.opt.matmul_best))
-      throw ConfigError("[codegen] expected a cooperative tier the device's self-test passed (and no fill operand), got " +
-                        std::string(kernels::tier_name(tier)));
+      throw ConfigError(
+          "[codegen] expected a cooperative tier the device's self-test passed (and no fill operand), got " +
+          std::string(kernels::tier_name(tier)));
     const bool numeric_tile = !e.variant.tile.empty() && e.variant.tile.find('x') == std::string::npos;
     if (!e.variant.tile.empty() && (tier == kernels::MatmulTier::Gemv || coop == numeric_tile))
-      throw ConfigError("[codegen] expected a matmul tile of 128, 64 or 16 with the scalar tier, or a cooperative tile "
-                        "with a cooperative tier, got " + e.variant.to_string());
+      throw ConfigError(
+          "[codegen] expected a matmul tile of 128, 64 or 16 with the scalar tier, or a cooperative tile "
+          "with a cooperative tier, got " +
+          e.variant.to_string());
     auto pick = [&](const kernels::MatmulShape& sh) {
       kernels::MatmulVariant v = kernels::choose_variant(
-          e.caps, sh, tier, coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile) : kernels::default_coopmat_tile(e.caps, sh, tier, ep));
+          e.caps, sh, tier,
+          coop && !e.variant.tile.empty() ? kernels::CoopMatTile::parse(e.variant.tile)
+                                          : kernels::default_coopmat_tile(e.caps, sh, tier, ep));
       if (numeric_tile) {
         v.tile = uint32_t(std::stoul(e.variant.tile));
         v.split_k = kernels::choose_split(e.caps, sh, v);
@@ -194,7 +203,8 @@ void emit_matmul(Emitter& e) {
     };
     kernels::MatmulVariant v;
     if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && plain && e.caps.storage_16bit &&
-        tier != kernels::MatmulTier::Gemv && uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs &&
+        tier != kernels::MatmulTier::Gemv &&
+        uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs &&
         b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
       used.input = kernels::MatmulInput::F16;
       v = pick(used);
@@ -223,8 +233,8 @@ void emit_matmul(Emitter& e) {
     out.rewrite_to_khr = pass.rewrite_to_khr;
     out.hash = content_hash(out.glsl + (pass.rewrite_to_khr ? "// khr\n" : ""), out.spec_constants);
   };
-  // The kernel's scratch holds Mixed16's f16 copy of A and B first, then split-K's partial products (each part
-  // where a binding may start).
+  // The kernel's scratch holds Mixed16's f16 copy of A and B first, then split-K's partial products (each
+  // part where a binding may start).
   Binding a_in = e.out.bindings[0], b_in = e.out.bindings[1];
   uint64_t partials_at = 0;
   if (copy) {

@@ -15,7 +15,8 @@ int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a
 std::string coords(const Shape& s) {
   std::string r = "  uint rest = ix;\n";
   for (size_t d = s.size(); d-- > 0;)
-    r += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(s[d]) + "; rest /= " + uint_lit(s[d]) + ";\n";
+    r += "  uint c" + std::to_string(d) + " = rest % " + uint_lit(s[d]) + "; rest /= " + uint_lit(s[d]) +
+         ";\n";
   return r;
 }
 
@@ -55,8 +56,8 @@ void emit_scatter_atomic(Emitter& e) {
   body += "  int row = int(" + e.load(c.inputs[0], "i / " + uint_lit(D)) + ");\n";
   // an index outside the table adds nothing (the reference rejects it as a DataError)
   body += "  if (row < 0 || row >= " + std::to_string(rows) + ") return;\n";
-  body += "  atomicAdd(b" + std::to_string(out) + ".d[uint(row) * " + uint_lit(D) + " + i % " + uint_lit(D) + "], " +
-          e.load(c.inputs[1], "i") + ");\n";
+  body += "  atomicAdd(b" + std::to_string(out) + ".d[uint(row) * " + uint_lit(D) + " + i % " + uint_lit(D) +
+          "], " + e.load(c.inputs[1], "i") + ");\n";
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);
@@ -72,18 +73,20 @@ void emit_scatter_rows(Emitter& e) {
   uint32_t out = e.bind_value(e.k.root, true);
   std::string o = "b" + std::to_string(out) + ".d[r * " + uint_lit(D) + " + d]";
   e.decls += "shared uint hit[gl_WorkGroupSize.x];\nshared uint hits;\n";
-  std::string b = "  uint r = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, t = gl_LocalInvocationID.x;\n";
+  std::string b =
+      "  uint r = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, t = gl_LocalInvocationID.x;\n";
   b += "  if (r >= " + uint_lit(rows) + ") return;\n";  // uniform in the workgroup
   b += "  for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o + " = 0.0;\n";
   b += "  for (uint base = 0u; base < " + uint_lit(n) + "; base += gl_WorkGroupSize.x) {\n";
   b += "    if (t == 0u) hits = 0u;\n    barrier();\n";
   b += "    uint i = base + t;\n";
-  b += "    hit[t] = i < " + uint_lit(n) + " && int(" + e.load(c.inputs[0], "min(i, " + uint_lit(n - 1) + ")") +
-       ") == int(r) ? 1u : 0u;\n";
+  b += "    hit[t] = i < " + uint_lit(n) + " && int(" +
+       e.load(c.inputs[0], "min(i, " + uint_lit(n - 1) + ")") + ") == int(r) ? 1u : 0u;\n";
   b += "    if (hit[t] != 0u) atomicAdd(hits, 1u);\n    barrier();\n";
-  b += "    if (hits != 0u)\n      for (uint j = 0u; j < gl_WorkGroupSize.x; ++j)\n        if (hit[j] != 0u)\n";
-  b += "          for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o + " += " +
-       e.load(c.inputs[1], "(base + j) * " + uint_lit(D) + " + d") + ";\n";
+  b += "    if (hits != 0u)\n      for (uint j = 0u; j < gl_WorkGroupSize.x; ++j)\n        if (hit[j] != "
+       "0u)\n";
+  b += "          for (uint d = t; d < " + uint_lit(D) + "; d += gl_WorkGroupSize.x) " + o +
+       " += " + e.load(c.inputs[1], "(base + j) * " + uint_lit(D) + " + d") + ";\n";
   b += "    barrier();\n  }\n";
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(rows, 1, e.caps);
@@ -100,12 +103,14 @@ void emit_write_slice(Emitter& e) {
   const std::vector<int64_t> st = contiguous_strides(ss);
   const int64_t n = numel(vs);
   const std::string start = e.load(c.inputs[2], e.g.node(c.inputs[2]).shape.empty() ? "0u" : "c0");
-  std::string body = "  uint ix = " + flat_invocation() + ";\n  if (ix >= " + uint_lit(n) + ") return;\n" + coords(vs);
+  std::string body =
+      "  uint ix = " + flat_invocation() + ";\n  if (ix >= " + uint_lit(n) + ") return;\n" + coords(vs);
   body += "  int at = int(c" + std::to_string(ax) + ") + int(" + start + ");\n";
   body += "  if (at < 0 || at >= " + std::to_string(ss[ax]) + ") return;\n";
   std::string off;
   for (size_t d = 0; d < ss.size(); ++d)
-    off += (d ? " + " : "") + (d == ax ? std::string("uint(at)") : "c" + std::to_string(d)) + " * " + uint_lit(st[d]);
+    off += (d ? " + " : "") + (d == ax ? std::string("uint(at)") : "c" + std::to_string(d)) + " * " +
+           uint_lit(st[d]);
   body += "  " + e.store(e.k.root, off, e.load(c.inputs[1], "ix")) + "\n";
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(n, e.wg(), e.caps);
@@ -115,7 +120,8 @@ void emit_write_slice(Emitter& e) {
 }  // namespace
 
 void emit_movement(Emitter& e) {
-  if (e.k.arch == Archetype::Scatter) return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
+  if (e.k.arch == Archetype::Scatter)
+    return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
   if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
   const Node& c = e.g.node(e.k.core);
   const Shape& os = c.shape;
@@ -178,7 +184,8 @@ void emit_movement(Emitter& e) {
         std::vector<int64_t> st = contiguous_strides(is);
         std::string off = "0u";
         for (size_t d = 0; d < rank; ++d) {
-          std::string cd = d == ax ? "(c" + std::to_string(d) + " - " + uint_lit(begin) + ")" : "c" + std::to_string(d);
+          std::string cd =
+              d == ax ? "(c" + std::to_string(d) + " - " + uint_lit(begin) + ")" : "c" + std::to_string(d);
           off += " + " + cd + " * " + uint_lit(st[d]);
         }
         begin += is[ax];
@@ -200,22 +207,26 @@ void emit_movement(Emitter& e) {
         const double t = std::pow(theta, -2.0 * double(i) / double(D)) / (2.0 * 3.14159265358979323846);
         const double hi = std::floor(std::ldexp(t, 32));  // t <= 1 / 2pi: no whole turns
         const double lo = std::floor(std::ldexp(std::ldexp(t, 32) - hi, 32));
-        turns += std::string(i ? ", " : "") + "uvec2(" + uint_lit(int64_t(hi)) + ", " + uint_lit(int64_t(lo)) + ")";
+        turns += std::string(i ? ", " : "") + "uvec2(" + uint_lit(int64_t(hi)) + ", " +
+                 uint_lit(int64_t(lo)) + ")";
       }
       e.decls += "const uvec2 rope_turns[" + std::to_string(half) + "] = uvec2[](" + turns + ");\n";
       std::string H = uint_lit(half);
       f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
-      f += "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ")";
+      f +=
+          "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ")";
       if (c.inputs.size() == 2)  // the step's start: one value, or one per index of the first axis
         f += " + int(" + e.load(c.inputs[1], e.g.node(c.inputs[1]).shape.empty() ? "0u" : "c0") + ")";
       f += ";\n";
       f += "  uint p = uint(abs(pos)), lo_hi, lo_lo;\n";
       f += "  umulExtended(p, rope_turns[j].y, lo_hi, lo_lo);\n";
       f += "  uint frac = p * rope_turns[j].x + lo_hi;  // |pos| * f / 2pi mod 1, in units of 2^-32\n";
-      f += "  float ang = (float(int(frac)) + float(lo_lo) * 2.3283064365386963e-10) * 1.4629180792671596e-09;\n";
+      f += "  float ang = (float(int(frac)) + float(lo_lo) * 2.3283064365386963e-10) * "
+           "1.4629180792671596e-09;\n";
       f += "  if (pos < 0) ang = -ang;\n";
       f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
-      f += "  float a = " + e.load(c.inputs[0], "base + j") + ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
+      f += "  float a = " + e.load(c.inputs[0], "base + j") +
+           ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
       f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
       break;
     }
@@ -239,10 +250,11 @@ void emit_movement(Emitter& e) {
       f += "  return " + e.load(c.inputs[0], "uint(row) * " + uint_lit(D) + " + d") + ";\n";
       break;
     }
-    case Op::MaxPool2d: case Op::MaxPool2dGrad: case Op::AvgPool2d: case Op::AvgPool2dGrad:
-    case Op::UpsampleNearest:
-      f += window_core(e, c);
-      break;
+    case Op::MaxPool2d:
+    case Op::MaxPool2dGrad:
+    case Op::AvgPool2d:
+    case Op::AvgPool2dGrad:
+    case Op::UpsampleNearest: f += window_core(e, c); break;
     default:
       throw GraphError("[codegen] expected a movement op, got " + std::string(op_name(c.op)) + " at node '" +
                        node_label(e.g, e.k.core) + "'");

@@ -30,15 +30,14 @@ int64_t total_elements(const Graph& g, const std::vector<std::pair<NodeId, NodeI
   return n;
 }
 
-// The bias correction 1 - beta^t of this step from the previous one: 1 - b^t = (1 - b) + b (1 - b^(t-1)), with
-// 1 - b rounded once on the host. Every term is positive, so unlike 1 - pow(b, t) in float (for b = 0.999,
-// a relative error near 1e-4 at t = 1) it stays accurate to a few ulp. The step's Counter kernel, first in
-// the step, stores it in hyper.c1 / c2; the updates read it there.
+// The bias correction 1 - beta^t of this step from the previous one: 1 - b^t = (1 - b) + b (1 - b^(t-1)),
+// with 1 - b rounded once on the host. Every term is positive, so unlike 1 - pow(b, t) in float (for b =
+// 0.999, a relative error near 1e-4 at t = 1) it stays accurate to a few ulp. The step's Counter kernel,
+// first in the step, stores it in hyper.c1 / c2; the updates read it there.
 std::string next_correction(double beta, int which) {
   return "(" + float_lit(1.0 - beta) + " + " + float_lit(beta) + " * hyper.c" + std::to_string(which) + ")";
 }
 std::string correction(int which) { return "hyper.c" + std::to_string(which); }
-
 
 }  // namespace
 
@@ -90,7 +89,8 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P) {
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
       b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  float vh = v / " + correction(2) + ";\n";
-      b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
+      b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) +
+           ");\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
       b += "  " + P + " = p - lr * m / " + correction(1) + ";\n";
       break;
@@ -122,7 +122,8 @@ void emit_optimizer(Emitter& e) {
 }
 
 std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
-  std::string b = "void mn_update(uint i, float g) {\n  float lr = hyper.lr;\n  float p = " + param_at_i + ";\n";
+  std::string b =
+      "void mn_update(uint i, float g) {\n  float lr = hyper.lr;\n  float p = " + param_at_i + ";\n";
   e.bind_hyper();
   return b + update_statements(e, e.k.update, param_at_i) + "}\n";
 }
@@ -146,7 +147,8 @@ void emit_grad_norm(Emitter& e) {
   const uint32_t groups = grad_norm_groups(total, e.opt.workgroup);
   const int64_t wg = e.opt.workgroup;
   const int64_t chunk = ((total + groups - 1) / groups + wg - 1) / wg * wg;
-  std::string b = "  uint lo = gl_WorkGroupID.x * " + uint_lit(chunk) + ", hi = lo + " + uint_lit(chunk) + ";\n";
+  std::string b =
+      "  uint lo = gl_WorkGroupID.x * " + uint_lit(chunk) + ", hi = lo + " + uint_lit(chunk) + ";\n";
   b += "  float s = 0.0;\n";
   int64_t off = 0;
   for (auto [p, gr] : e.k.param_grads) {
@@ -171,11 +173,12 @@ void emit_clip_scale(Emitter& e) {
     if (k.arch == Archetype::GradNorm) total = total_elements(e.g, k.param_grads);
   const uint32_t groups = grad_norm_groups(total, e.opt.workgroup);
   std::string b = "  float s = 0.0;\n";
-  b += "  for (uint i = gl_LocalInvocationID.x; i < " + uint_lit(groups) + "; i += gl_WorkGroupSize.x) s += hyper.partial[i];\n";
+  b += "  for (uint i = gl_LocalInvocationID.x; i < " + uint_lit(groups) +
+       "; i += gl_WorkGroupSize.x) s += hyper.partial[i];\n";
   b += "  s = wg_sum(s);\n";
   // As torch.nn.utils.clip_grad_norm_: the factor is clamped to 1, so small gradients pass unchanged.
-  b += "  if (gl_LocalInvocationID.x == 0u) hyper.clip_scale = min(1.0, " + float_lit(e.opt.optimizer.clip_grad_norm) +
-       " / (sqrt(s) + 1e-6));\n";
+  b += "  if (gl_LocalInvocationID.x == 0u) hyper.clip_scale = min(1.0, " +
+       float_lit(e.opt.optimizer.clip_grad_norm) + " / (sqrt(s) + 1e-6));\n";
   e.out.bindings[e.bind_hyper(true)].bytes = hyper_bytes(groups);
   e.decls += workgroup_reductions_glsl();
   e.out.spec_constants = {e.opt.workgroup};
@@ -187,14 +190,17 @@ void emit_counter(Emitter& e) {
   const OptimizerConfig& o = e.opt.optimizer;
   e.bind_hyper(true);
   e.out.grid = {1, 1, 1};
-  e.finish("layout(local_size_x = 1) in;\n", "  hyper.c1 = " + next_correction(o.beta1, 1) + ";\n  hyper.c2 = " +
-                                                    next_correction(o.beta2, 2) + ";\n  hyper.step += 1u;\n");
+  e.finish("layout(local_size_x = 1) in;\n", "  hyper.c1 = " + next_correction(o.beta1, 1) +
+                                                 ";\n  hyper.c2 = " + next_correction(o.beta2, 2) +
+                                                 ";\n  hyper.step += 1u;\n");
 }
 
 uint32_t moments_for(const OptimizerConfig& o) {
   switch (o.kind) {
     case OptimizerKind::Sgd: return o.momentum != 0.0 ? 1 : 0;
-    case OptimizerKind::Adam: case OptimizerKind::AdamW: case OptimizerKind::LaProp: return 2;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW:
+    case OptimizerKind::LaProp: return 2;
     case OptimizerKind::None: return 0;
   }
   return 0;

@@ -20,8 +20,11 @@ std::string offset_fn(const std::string& name, const Shape& shape, const std::ve
   std::string s = "uint " + name + "(uint i) {\n  uint off = 0u;\n";
   for (size_t j = dims.size(); j-- > 0;) {
     int64_t d = dims[j];
-    if (j == 0) s += "  off += i * " + uint_lit(st[size_t(d)]) + ";\n";
-    else s += "  off += (i % " + uint_lit(shape[size_t(d)]) + ") * " + uint_lit(st[size_t(d)]) + "; i /= " + uint_lit(shape[size_t(d)]) + ";\n";
+    if (j == 0)
+      s += "  off += i * " + uint_lit(st[size_t(d)]) + ";\n";
+    else
+      s += "  off += (i % " + uint_lit(shape[size_t(d)]) + ") * " + uint_lit(st[size_t(d)]) +
+           "; i /= " + uint_lit(shape[size_t(d)]) + ";\n";
   }
   return s + "  return off;\n}\n";
 }
@@ -103,7 +106,8 @@ void emit_reduce(Emitter& e) {
   } else if (norm) {
     // statistic groups: rows of the last axis (layer/rms), channels (batch) or contiguous (sample, group)
     // blocks, seen as rows of a [N*G, rest] view (group)
-    if (op == Op::GroupNorm) vs = {xs[0] * core.attrs.ints.at(0), numel(xs) / (xs[0] * core.attrs.ints.at(0))};
+    if (op == Op::GroupNorm)
+      vs = {xs[0] * core.attrs.ints.at(0), numel(xs) / (xs[0] * core.attrs.ints.at(0))};
     if (op == Op::BatchNorm) {
       for (size_t d = 0; d < rank; ++d)
         if (d != 1) red_axes.push_back(int64_t(d));
@@ -146,19 +150,28 @@ void emit_reduce(Emitter& e) {
   std::string Cs = uint_lit(C), Rs = uint_lit(R);
   std::string loop = row_per_thread ? "for (uint r = 0u; r < " + Cs + "; ++r)"
                                     : "for (uint r = t; r < " + Cs + "; r += gl_WorkGroupSize.x)";
-  auto wg = [&](const std::string& f, const std::string& v) { return row_per_thread ? v : f + "(" + v + ")"; };
+  auto wg = [&](const std::string& f, const std::string& v) {
+    return row_per_thread ? v : f + "(" + v + ")";
+  };
   std::string b = "  uint t = gl_LocalInvocationID.x;\n";
   if (!reduce_rows) {
-    b += "  uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (o >= " + Rs + ") return;\n";
+    b += "  uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (o >= " + Rs +
+         ") return;\n";
   }
   b += "  uint base = row_base(o_PLACEHOLDER);\n";
   std::string row;  // per-row body; `base` is the row's first element
   switch (op) {
-    case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: {
-      std::string init = op == Op::Max ? "uintBitsToFloat(0xFF800000u)" : op == Op::Min ? "uintBitsToFloat(0x7F800000u)" : "0.0";
+    case Op::Sum:
+    case Op::Mean:
+    case Op::Max:
+    case Op::Min: {
+      std::string init = op == Op::Max   ? "uintBitsToFloat(0xFF800000u)"
+                         : op == Op::Min ? "uintBitsToFloat(0x7F800000u)"
+                                         : "0.0";
       std::string acc = op == Op::Max ? "a = mn_max(a, x);" : op == Op::Min ? "a = mn_min(a, x);" : "a += x;";
       std::string fin = op == Op::Max ? "wg_max(a)" : op == Op::Min ? "wg_min(a)" : "wg_sum(a)";
-      row += "  float a = " + init + ";\n  " + loop + " { float x = " + X + "(base + row_off(r)); " + acc + " }\n";
+      row += "  float a = " + init + ";\n  " + loop + " { float x = " + X + "(base + row_off(r)); " + acc +
+             " }\n";
       row += "  a = " + fin + ";\n";
       if (op == Op::Mean) row += "  a /= " + float_lit(double(C)) + ";\n";
       row += "  if (t == 0u) " + write("o", "a") + "\n";
@@ -168,19 +181,26 @@ void emit_reduce(Emitter& e) {
       row += "  float a = 0.0;\n  " + loop + " a += " + X + "(base + row_off(r));\n";
       row += "  float mu = wg_sum(a) / " + float_lit(double(C)) + ";\n  float q = 0.0;\n";
       row += "  " + loop + " { float d = " + X + "(base + row_off(r)) - mu; q += d * d; }\n";
-      row += "  q = wg_sum(q) / " + float_lit(double(C - (core.attrs.ints.empty() ? 0 : core.attrs.ints[0]))) + ";\n  if (t == 0u) " + write("o", "q") + "\n";
+      row += "  q = wg_sum(q) / " +
+             float_lit(double(C - (core.attrs.ints.empty() ? 0 : core.attrs.ints[0]))) +
+             ";\n  if (t == 0u) " + write("o", "q") + "\n";
       break;
     }
     case Op::ArgMax: {
       row += "  float a = uintBitsToFloat(0xFF800000u);\n  uint ai = 0xFFFFFFFFu;\n";
-      row += "  " + loop + " { float x = " + X + "(base + row_off(r)); if (ai == 0xFFFFFFFFu || x > a || (isnan(x) && !isnan(a))) { a = x; ai = r; } }\n";
+      row += "  " + loop + " { float x = " + X +
+             "(base + row_off(r)); if (ai == 0xFFFFFFFFu || x > a || (isnan(x) && !isnan(a))) { a = x; ai = "
+             "r; } }\n";
       row += "  uint w = wg_argmax(ai == 0xFFFFFFFFu ? uintBitsToFloat(0xFF800000u) : a, ai);\n";
       row += "  if (t == 0u) " + write("o", "float(w)") + "\n";
       break;
     }
-    case Op::Softmax: case Op::LogSoftmax: {
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
-      row += "  m = wg_max(m);\n  float s = 0.0;\n  " + loop + " s += exp(" + X + "(base + row_off(r)) - m);\n";
+    case Op::Softmax:
+    case Op::LogSoftmax: {
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X +
+             "(base + row_off(r)));\n";
+      row +=
+          "  m = wg_max(m);\n  float s = 0.0;\n  " + loop + " s += exp(" + X + "(base + row_off(r)) - m);\n";
       row += "  s = wg_sum(s);\n";
       std::string y = op == Op::Softmax ? "exp(x - m) / s" : "x - m - log(s)";
       row += "  " + loop + " {\n    uint f = base + row_off(r);\n    float x = " + X + "(f);\n    " +
@@ -189,10 +209,13 @@ void emit_reduce(Emitter& e) {
     }
     case Op::CrossEntropy: {
       // -sum t*log_softmax(x) = (max + log sum exp(x - max)) * sum t - sum t*x
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X +
+             "(base + row_off(r)));\n";
       row += "  m = " + wg("wg_max", "m") + ";\n  float s = 0.0, st = 0.0, stx = 0.0;\n";
-      row += "  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f); float tt = " + T + "(f); s += exp(x - m); st += tt; stx += tt * x; }\n";
-      row += "  s = " + wg("wg_sum", "s") + "; st = " + wg("wg_sum", "st") + "; stx = " + wg("wg_sum", "stx") + ";\n";
+      row += "  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f); float tt = " + T +
+             "(f); s += exp(x - m); st += tt; stx += tt * x; }\n";
+      row += "  s = " + wg("wg_sum", "s") + "; st = " + wg("wg_sum", "st") +
+             "; stx = " + wg("wg_sum", "stx") + ";\n";
       row += "  float l = (m + log(s)) * st - stx;\n  float w = 1.0;\n";
       break;
     }
@@ -200,28 +223,36 @@ void emit_reduce(Emitter& e) {
       NodeId labels = core.inputs.at(1);
       int64_t ignore = core.attrs.ints.empty() ? -100 : core.attrs.ints[0];
       row += "  int lab = int(" + e.load(labels, "o_PLACEHOLDER") + ");\n";
-      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X + "(base + row_off(r)));\n";
-      row += "  m = " + wg("wg_max", "m") + ";\n  float s = 0.0;\n  " + loop + " s += exp(" + X + "(base + row_off(r)) - m);\n";
+      row += "  float m = uintBitsToFloat(0xFF800000u);\n  " + loop + " m = mn_max(m, " + X +
+             "(base + row_off(r)));\n";
+      row += "  m = " + wg("wg_max", "m") + ";\n  float s = 0.0;\n  " + loop + " s += exp(" + X +
+             "(base + row_off(r)) - m);\n";
       row += "  s = " + wg("wg_sum", "s") + ";\n";
       row += "  float w = lab == " + std::to_string(ignore) + " ? 0.0 : 1.0;\n";
       row += "  float l = w == 0.0 ? 0.0 : (lab < 0 || lab >= " + std::to_string(C) +
              " ? uintBitsToFloat(0x7FC00000u) : m + log(s) - " + X + "(base + uint(lab) * row_off(1u)));\n";
       break;
     }
-    case Op::MseLoss: case Op::L1Loss: case Op::BceWithLogits: {
-      std::string f = op == Op::MseLoss ? "(x - y) * (x - y)"
+    case Op::MseLoss:
+    case Op::L1Loss:
+    case Op::BceWithLogits: {
+      std::string f = op == Op::MseLoss  ? "(x - y) * (x - y)"
                       : op == Op::L1Loss ? "abs(x - y)"
                                          : "max(x, 0.0) - x * y + log(1.0 + exp(-abs(x)))";
       if (!reduce_rows) {
-        row += "  " + loop + " {\n    uint f = base + row_off(r);\n    float x = " + X + "(f), y = " + T + "(f);\n    " +
-               write("f", f) + "\n  }\n";
+        row += "  " + loop + " {\n    uint f = base + row_off(r);\n    float x = " + X + "(f), y = " + T +
+               "(f);\n    " + write("f", f) + "\n  }\n";
       } else {
-        row += "  float a = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f), y = " + T + "(f); a += " + f + "; }\n";
+        row += "  float a = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X +
+               "(f), y = " + T + "(f); a += " + f + "; }\n";
         row += "  float l = wg_sum(a);\n  float w = " + float_lit(double(C)) + ";\n";
       }
       break;
     }
-    case Op::LayerNorm: case Op::RmsNorm: case Op::BatchNorm: case Op::GroupNorm: {
+    case Op::LayerNorm:
+    case Op::RmsNorm:
+    case Op::BatchNorm:
+    case Op::GroupNorm: {
       // two passes for the statistics (mean, then the centred sum of squares), a third writes the result
       bool centre = op != Op::RmsNorm, running = op == Op::BatchNorm && !core.attrs.flag_a;
       std::string n = float_lit(double(C));
@@ -229,14 +260,19 @@ void emit_reduce(Emitter& e) {
         row += "  float mu = " + e.operand_fn(3) + "(o);\n  float var = " + e.operand_fn(4) + "(o);\n";
       } else {
         row += "  float mu = 0.0;\n";
-        if (centre) row += "  float a = 0.0;\n  " + loop + " a += " + X + "(base + row_off(r));\n  mu = wg_sum(a) / " + n + ";\n";
-        row += "  float q = 0.0;\n  " + loop + " { float d = " + X + "(base + row_off(r)) - mu; q += d * d; }\n";
+        if (centre)
+          row += "  float a = 0.0;\n  " + loop + " a += " + X + "(base + row_off(r));\n  mu = wg_sum(a) / " +
+                 n + ";\n";
+        row +=
+            "  float q = 0.0;\n  " + loop + " { float d = " + X + "(base + row_off(r)) - mu; q += d * d; }\n";
         row += "  float var = wg_sum(q) / " + n + ";\n";
       }
       row += "  float rstd = 1.0 / sqrt(var + " + float_lit(core.attrs.reals.at(0)) + ");\n";
       // the affine channel of element f (r: position in the row, o: the row)
-      std::string ch = op == Op::BatchNorm ? "o" : op == Op::GroupNorm
-          ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1]) : "r";
+      std::string ch = op == Op::BatchNorm ? "o"
+                       : op == Op::GroupNorm
+                           ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1])
+                           : "r";
       std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
       if (op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
       row += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", y) + "\n  }\n";
@@ -247,7 +283,8 @@ void emit_reduce(Emitter& e) {
                        node_label(e.g, e.k.core) + "'");
   }
   auto replace_all = [](std::string s, const std::string& from, const std::string& to) {
-    for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+    for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+      s.replace(p, from.size(), to);
     return s;
   };
   if (!reduce_rows) {

@@ -14,14 +14,18 @@ bool elementwise_result(Op op) {
          op == Op::BatchNorm || op == Op::GroupNorm;
 }
 
-bool centred(Op op) { return op == Op::Variance || op == Op::LayerNorm || op == Op::BatchNorm || op == Op::GroupNorm; }
+bool centred(Op op) {
+  return op == Op::Variance || op == Op::LayerNorm || op == Op::BatchNorm || op == Op::GroupNorm;
+}
 
 // Partial statistics per (row, chunk).
 uint32_t partial_width(Op op) {
   switch (op) {
-    case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropyIndex: return 2;  // max, sum of exp(x - max)
-    case Op::CrossEntropy: return 4;                                             // ... sum t, sum t*x
-    default: return centred(op) ? 2 : 1;                                          // mean, centred sum of squares
+    case Op::Softmax:
+    case Op::LogSoftmax:
+    case Op::CrossEntropyIndex: return 2;  // max, sum of exp(x - max)
+    case Op::CrossEntropy: return 4;       // ... sum t, sum t*x
+    default: return centred(op) ? 2 : 1;   // mean, centred sum of squares
   }
 }
 
@@ -30,7 +34,8 @@ uint32_t partial_width(Op op) {
 int64_t reduce_chunks(const RowGeometry& r, const Node& core, const runtime::DeviceCaps& caps) {
   const Op op = r.op;
   const bool elem_loss = op == Op::MseLoss || op == Op::L1Loss || op == Op::BceWithLogits;
-  if (op == Op::ArgMax || (op == Op::BatchNorm && !core.attrs.flag_a) || (elem_loss && !r.reduce_rows)) return 0;
+  if (op == Op::ArgMax || (op == Op::BatchNorm && !core.attrs.flag_a) || (elem_loss && !r.reduce_rows))
+    return 0;
   const int64_t units = kernels::target_workgroups(caps);  // compute units (a default where unknown)
   if (r.reduce_rows) {
     if (r.row_per_thread || r.R * r.C <= kMaxRowChunk) return 0;
@@ -59,9 +64,9 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
   };
   // Workgroup `id` of a (row, chunk) launch: row o, chunk p, elements [lo, hi) of the row.
   const std::string chunk_of_group =
-      "  uint id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (id >= " + uint_lit(r.R * chunks) +
-      ") return;\n  uint o = id / " + Ps + ", p = id % " + Ps + ";\n  uint lo = p * " + CHs + ", hi = min(" + Cs +
-      ", lo + " + CHs + ");\n  uint base = row_base(o);\n";
+      "  uint id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (id >= " +
+      uint_lit(r.R * chunks) + ") return;\n  uint o = id / " + Ps + ", p = id % " + Ps +
+      ";\n  uint lo = p * " + CHs + ", hi = min(" + Cs + ", lo + " + CHs + ");\n  uint base = row_base(o);\n";
   const std::string loop = "for (uint r = lo + t; r < hi; r += gl_WorkGroupSize.x)";
 
   // ---- pass 1: partial statistics
@@ -78,30 +83,42 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
     std::string b = "  uint t = gl_LocalInvocationID.x;\n" + chunk_of_group;
     std::string stats;
     switch (op) {
-      case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: {
+      case Op::Sum:
+      case Op::Mean:
+      case Op::Max:
+      case Op::Min: {
         const std::string init = op == Op::Max ? ninf : op == Op::Min ? pinf : "0.0";
-        const std::string acc = op == Op::Max ? "a = max(a, x);" : op == Op::Min ? "a = min(a, x);" : "a += x;";
+        const std::string acc = op == Op::Max   ? "a = max(a, x);"
+                                : op == Op::Min ? "a = min(a, x);"
+                                                : "a += x;";
         const std::string fin = op == Op::Max ? "wg_max" : op == Op::Min ? "wg_min" : "wg_sum";
-        b += "  float a = " + init + ";\n  " + loop + " { float x = " + at + "; " + acc + " }\n  a = " + fin + "(a);\n";
+        b += "  float a = " + init + ";\n  " + loop + " { float x = " + at + "; " + acc + " }\n  a = " + fin +
+             "(a);\n";
         stats = put(0, "a");
         break;
       }
-      case Op::MseLoss: case Op::L1Loss: case Op::BceWithLogits: {
+      case Op::MseLoss:
+      case Op::L1Loss:
+      case Op::BceWithLogits: {
         const std::string T = z.operand_fn(1);
-        const std::string f = op == Op::MseLoss ? "(x - y) * (x - y)"
+        const std::string f = op == Op::MseLoss  ? "(x - y) * (x - y)"
                               : op == Op::L1Loss ? "abs(x - y)"
                                                  : "max(x, 0.0) - x * y + log(1.0 + exp(-abs(x)))";
-        b += "  float a = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X + "(f), y = " + T +
-             "(f); a += " + f + "; }\n  a = wg_sum(a);\n";
+        b += "  float a = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X +
+             "(f), y = " + T + "(f); a += " + f + "; }\n  a = wg_sum(a);\n";
         stats = put(0, "a");
         break;
       }
-      case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropyIndex: case Op::CrossEntropy: {
+      case Op::Softmax:
+      case Op::LogSoftmax:
+      case Op::CrossEntropyIndex:
+      case Op::CrossEntropy: {
         b += "  float m = " + ninf + ";\n  " + loop + " m = max(m, " + at + ");\n  m = wg_max(m);\n";
         if (op == Op::CrossEntropy) {
           const std::string T = z.operand_fn(1);
-          b += "  float s = 0.0, st = 0.0, stx = 0.0;\n  " + loop + " { uint f = base + row_off(r); float x = " + X +
-               "(f); float tt = " + T + "(f); s += exp(x - m); st += tt; stx += tt * x; }\n";
+          b += "  float s = 0.0, st = 0.0, stx = 0.0;\n  " + loop +
+               " { uint f = base + row_off(r); float x = " + X + "(f); float tt = " + T +
+               "(f); s += exp(x - m); st += tt; stx += tt * x; }\n";
           b += "  s = wg_sum(s); st = wg_sum(st); stx = wg_sum(stx);\n";
           stats = put(2, "st") + " " + put(3, "stx") + " ";
         } else {
@@ -116,14 +133,18 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
         b += "  float q = 0.0;\n  " + loop + " { float x = " + at + "; q += x * x; }\n  q = wg_sum(q);\n";
         stats = put(0, "q");
         break;
-      case Op::Variance: case Op::LayerNorm: case Op::BatchNorm: case Op::GroupNorm:
+      case Op::Variance:
+      case Op::LayerNorm:
+      case Op::BatchNorm:
+      case Op::GroupNorm:
         b += "  float a = 0.0;\n  " + loop + " a += " + at + ";\n  float mu = wg_sum(a) / float(hi - lo);\n";
-        b += "  float q = 0.0;\n  " + loop + " { float d = " + at + " - mu; q += d * d; }\n  q = wg_sum(q);\n";
+        b +=
+            "  float q = 0.0;\n  " + loop + " { float d = " + at + " - mu; q += d * d; }\n  q = wg_sum(q);\n";
         stats = put(0, "mu") + " " + put(1, "q");
         break;
       default:
-        throw GraphError("[codegen] expected a reduction with a two-pass form, got " + std::string(op_name(op)) +
-                         " at node '" + node_label(e.g, e.k.core) + "'");
+        throw GraphError("[codegen] expected a reduction with a two-pass form, got " +
+                         std::string(op_name(op)) + " at node '" + node_label(e.g, e.k.core) + "'");
     }
     b += "  if (t == 0u) { " + stats + " }\n";
     z.out.label = "partials " + e.out.label;
@@ -143,27 +164,38 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
   const std::string over = "for (uint q = 0u; q < " + Ps + "; ++q)";
   std::string combine;
   switch (op) {
-    case Op::Sum: case Op::Mean: case Op::MseLoss: case Op::L1Loss: case Op::BceWithLogits:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::MseLoss:
+    case Op::L1Loss:
+    case Op::BceWithLogits:
       combine = "  float a = 0.0;\n  " + over + " a += " + part(0) + ";\n";
       if (op == Op::Mean) combine += "  a /= " + float_lit(double(r.C)) + ";\n";
       if (op != Op::Sum && op != Op::Mean) combine += "  float l = a, w = " + float_lit(double(r.C)) + ";\n";
       break;
-    case Op::Max: case Op::Min:
-      combine = "  float a = " + std::string(op == Op::Max ? ninf : pinf) + ";\n  " + over + " a = " +
-                (op == Op::Max ? "max" : "min") + "(a, " + part(0) + ");\n";
+    case Op::Max:
+    case Op::Min:
+      combine = "  float a = " + std::string(op == Op::Max ? ninf : pinf) + ";\n  " + over +
+                " a = " + (op == Op::Max ? "max" : "min") + "(a, " + part(0) + ");\n";
       break;
-    case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropyIndex: case Op::CrossEntropy:
+    case Op::Softmax:
+    case Op::LogSoftmax:
+    case Op::CrossEntropyIndex:
+    case Op::CrossEntropy:
       combine = "  float m = " + ninf + ";\n  " + over + " m = max(m, " + part(0) + ");\n  float s = 0.0;\n";
-      combine += "  " + over + " { float mq = " + part(0) + "; s += " + part(1) + " * (mq == m ? 1.0 : exp(mq - m)); }\n";
+      combine += "  " + over + " { float mq = " + part(0) + "; s += " + part(1) +
+                 " * (mq == m ? 1.0 : exp(mq - m)); }\n";
       if (op == Op::CrossEntropy) {
-        combine += "  float st = 0.0, stx = 0.0;\n  " + over + " { st += " + part(2) + "; stx += " + part(3) + "; }\n";
+        combine += "  float st = 0.0, stx = 0.0;\n  " + over + " { st += " + part(2) + "; stx += " + part(3) +
+                   "; }\n";
         combine += "  float l = (m + log(s)) * st - stx;\n  float w = 1.0;\n";
       } else if (op == Op::CrossEntropyIndex) {
         const int64_t ignore = core.attrs.ints.empty() ? -100 : core.attrs.ints[0];
         combine += "  int lab = int(" + e.load(core.inputs.at(1), "o") + ");\n";
         combine += "  float w = lab == " + std::to_string(ignore) + " ? 0.0 : 1.0;\n";
         combine += "  float l = w == 0.0 ? 0.0 : (lab < 0 || lab >= " + std::to_string(r.C) +
-                   " ? uintBitsToFloat(0x7FC00000u) : m + log(s) - " + X + "(row_base(o) + uint(lab) * row_off(1u)));\n";
+                   " ? uintBitsToFloat(0x7FC00000u) : m + log(s) - " + X +
+                   "(row_base(o) + uint(lab) * row_off(1u)));\n";
       }
       break;
     case Op::RmsNorm:
@@ -171,11 +203,13 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
                 float_lit(double(r.C)) + ";\n";
       break;
     default:  // Chan et al.'s pairwise update of (count, mean, centred sum of squares), chunk by chunk
-      combine = "  float n = 0.0, mu = 0.0, m2 = 0.0;\n  " + over + " {\n    float nb = float(min(" + Cs + ", (q + 1u) * " +
-                CHs + ") - q * " + CHs + ");\n    float d = " + part(0) + " - mu, nn = n + nb;\n    mu += d * nb / nn;\n" +
-                "    m2 += " + part(1) + " + d * d * n * nb / nn;\n    n = nn;\n  }\n";
+      combine = "  float n = 0.0, mu = 0.0, m2 = 0.0;\n  " + over + " {\n    float nb = float(min(" + Cs +
+                ", (q + 1u) * " + CHs + ") - q * " + CHs + ");\n    float d = " + part(0) +
+                " - mu, nn = n + nb;\n    mu += d * nb / nn;\n" + "    m2 += " + part(1) +
+                " + d * d * n * nb / nn;\n    n = nn;\n  }\n";
       if (op == Op::Variance)
-        combine += "  float a = m2 / " + float_lit(double(r.C - (core.attrs.ints.empty() ? 0 : core.attrs.ints[0]))) + ";\n";
+        combine += "  float a = m2 / " +
+                   float_lit(double(r.C - (core.attrs.ints.empty() ? 0 : core.attrs.ints[0]))) + ";\n";
       else
         combine += "  float var = m2 / " + float_lit(double(r.C)) + ";\n";
       break;
@@ -187,7 +221,8 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
   std::string b = "  uint t = gl_LocalInvocationID.x;\n";
   if (r.reduce_rows) {
     // one workgroup: a thread per row, then one tree (fixed order)
-    b += "  float total = 0.0, count = 0.0;\n  for (uint o = t; o < " + Rs + "; o += gl_WorkGroupSize.x) {\n" + combine +
+    b += "  float total = 0.0, count = 0.0;\n  for (uint o = t; o < " + Rs +
+         "; o += gl_WorkGroupSize.x) {\n" + combine +
          "  total += l; count += w;\n  }\n  total = wg_sum(total); count = wg_sum(count);\n";
     const std::string v = core.attrs.reduction == Reduction::Mean ? "total / count" : "total";
     b += "  if (t == 0u) " + write("0u", v) + "\n";
@@ -196,19 +231,23 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
     b += chunk_of_group + combine;
     if (op == Op::Softmax || op == Op::LogSoftmax) {
       const std::string y = op == Op::Softmax ? "exp(x - m) / s" : "x - m - log(s)";
-      b += "  " + loop + " {\n    uint f = base + row_off(r);\n    float x = " + X + "(f);\n    " + write("f", y) + "\n  }\n";
+      b += "  " + loop + " {\n    uint f = base + row_off(r);\n    float x = " + X + "(f);\n    " +
+           write("f", y) + "\n  }\n";
     } else {
       b += "  float rstd = 1.0 / sqrt(var + " + float_lit(core.attrs.reals.at(0)) + ");\n";
       const Shape& xs = e.g.node(core.inputs.at(0)).shape;
-      std::string ch = op == Op::BatchNorm ? "o" : op == Op::GroupNorm
-          ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1]) : "r";
+      std::string ch = op == Op::BatchNorm ? "o"
+                       : op == Op::GroupNorm
+                           ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1])
+                           : "r";
       std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
       if (op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
       b += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", y) + "\n  }\n";
     }
     e.out.grid = element_grid(r.R * chunks, 1, e.caps);
   } else {
-    b += "  uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (o >= " + Rs + ") return;\n" + combine;
+    b += "  uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;\n  if (o >= " + Rs +
+         ") return;\n" + combine;
     b += "  if (t == 0u) " + write("o", per_row_loss ? "l" : "a") + "\n";
     e.out.grid = element_grid(r.R, 1, e.caps);
   }

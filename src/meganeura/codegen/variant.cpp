@@ -24,8 +24,10 @@ KernelVariant KernelVariant::parse(const std::string& text) {
   KernelVariant v;
   if (text == "default") return v;
   auto bad = [&](const std::string& why) -> ConfigError {
-    return ConfigError("[KernelVariant::parse] expected 'default' or space-separated wg=N, per=N, tier=NAME, "
-                       "tile=BMxBNxBK/WMxWN or 128|64|16, split=N, got '" + text + "' (" + why + ")");
+    return ConfigError(
+        "[KernelVariant::parse] expected 'default' or space-separated wg=N, per=N, tier=NAME, "
+        "tile=BMxBNxBK/WMxWN or 128|64|16, split=N, got '" +
+        text + "' (" + why + ")");
   };
   std::istringstream in(text);
   std::string part;
@@ -41,8 +43,10 @@ KernelVariant KernelVariant::parse(const std::string& text) {
       if (n == 0) throw bad(key + " is 0");
       return n;
     };
-    if (key == "wg") v.workgroup = number();
-    else if (key == "per") v.per_thread = number();
+    if (key == "wg")
+      v.workgroup = number();
+    else if (key == "per")
+      v.per_thread = number();
     else if (key == "tier") {
       try {
         v.tier = kernels::parse_tier(value);
@@ -69,11 +73,14 @@ KernelVariant KernelVariant::parse(const std::string& text) {
 
 bool tunable(Archetype a) {
   switch (a) {
-    case Archetype::Pointwise: case Archetype::RowReduce: case Archetype::MatMul: case Archetype::Copy:
-    case Archetype::Gather: case Archetype::Optimizer: case Archetype::Accumulate:
-      return true;
-    default:
-      return false;
+    case Archetype::Pointwise:
+    case Archetype::RowReduce:
+    case Archetype::MatMul:
+    case Archetype::Copy:
+    case Archetype::Gather:
+    case Archetype::Optimizer:
+    case Archetype::Accumulate: return true;
+    default: return false;
   }
 }
 
@@ -108,7 +115,10 @@ std::vector<KernelVariant> tune_candidates(const Graph& g, const KernelGraph& kg
       for (uint32_t wg : {32u, 64u, 128u, 256u, 512u})
         if (fits(wg)) out.push_back(wg_only(wg));
       break;
-    case Archetype::Copy: case Archetype::Gather: case Archetype::Optimizer: case Archetype::Accumulate:
+    case Archetype::Copy:
+    case Archetype::Gather:
+    case Archetype::Optimizer:
+    case Archetype::Accumulate:
       for (uint32_t wg : {64u, 128u, 256u, 512u})
         if (fits(wg)) out.push_back(wg_only(wg));
       break;
@@ -120,8 +130,8 @@ std::vector<KernelVariant> tune_candidates(const Graph& g, const KernelGraph& kg
       const kernels::MatmulTier best = options.matmul_best;
       if ((best == kernels::MatmulTier::CoopMatNV || best == kernels::MatmulTier::CoopMatKHR) &&
           options.precision == Precision::Mixed16) {
-        for (const char* tile : {"128x128x32/2x4", "128x128x32/2x4/d2", "64x128x32/2x4", "128x64x32/4x2", "64x64x32/2x4",
-                                 "128x256x32/4x4/g4/s1"})
+        for (const char* tile : {"128x128x32/2x4", "128x128x32/2x4/d2", "64x128x32/2x4", "128x64x32/4x2",
+                                 "64x64x32/2x4", "128x256x32/4x4/g4/s1"})
           out.push_back(matmul(best, tile));
       }
       break;

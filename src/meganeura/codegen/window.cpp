@@ -21,8 +21,10 @@ Pool pool_of(const std::vector<int64_t>& a, const Shape& x, const Shape& y) {
 
 // The argmax of window (oy, ox) of the plane starting at `xbase` as int by, bx: the first maximum in
 // row-major order, exactly the reference's rule (a later equal value does not replace it; NaN never does).
-// Loops over the cells (iy, ix) of window (oy, ox) that lie inside the input (padding skipped), around `body`.
-std::string window_cells(const Pool& p, const std::string& oy, const std::string& ox, const std::string& body) {
+// Loops over the cells (iy, ix) of window (oy, ox) that lie inside the input (padding skipped), around
+// `body`.
+std::string window_cells(const Pool& p, const std::string& oy, const std::string& ox,
+                         const std::string& body) {
   std::string s;
   s += "    for (int ky = 0; ky < " + i(p.kh) + "; ++ky) {\n";
   s += "      int iy = int(" + oy + ") * " + i(p.sh) + " - " + i(p.ph) + " + ky;\n";
@@ -36,8 +38,8 @@ std::string window_cells(const Pool& p, const std::string& oy, const std::string
 std::string window_argmax(Emitter& e, NodeId x, const Pool& p) {
   return "    float best = 0.0;\n    int by = -1, bx = -1;\n" +
          window_cells(p, "oy", "ox",
-                      "        float v = " + e.load(x, "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n" +
-                          "        if (by < 0 || v > best) { best = v; by = iy; bx = ix; }\n");
+                      "        float v = " + e.load(x, "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") +
+                          ";\n" + "        if (by < 0 || v > best) { best = v; by = iy; bx = ix; }\n");
 }
 
 // Loops over the windows (oy, ox) that contain input cell (c2, c3), ascending, around `body`.
@@ -49,7 +51,8 @@ std::string containing_windows(const Pool& p, const std::string& body) {
   s += "  uint ox0 = lx <= 0 ? 0u : (uint(lx) + " + u(p.sw - 1) + ") / " + u(p.sw) + ";\n";
   s += "  uint oy1 = min((c2 + " + u(p.ph) + ") / " + u(p.sh) + ", " + u(p.oh - 1) + ");\n";
   s += "  uint ox1 = min((c3 + " + u(p.pw) + ") / " + u(p.sw) + ", " + u(p.ow - 1) + ");\n";
-  s += "  for (uint oy = oy0; oy <= oy1; ++oy)\n    for (uint ox = ox0; ox <= ox1; ++ox) {\n" + body + "    }\n";
+  s += "  for (uint oy = oy0; oy <= oy1; ++oy)\n    for (uint ox = ox0; ox <= ox1; ++ox) {\n" + body +
+       "    }\n";
   return s;
 }
 
@@ -70,7 +73,8 @@ std::string window_core(Emitter& e, const Node& c) {
     case Op::MaxPool2dGrad: {
       // dx at (c2, c3) gathers dy of every window whose argmax is this cell.
       const Pool p = pool_of(a, os, e.g.node(c.inputs[1]).shape);
-      s += "  uint xbase = " + plane + " * " + u(p.h * p.w) + ", ybase = " + plane + " * " + u(p.oh * p.ow) + ";\n";
+      s += "  uint xbase = " + plane + " * " + u(p.h * p.w) + ", ybase = " + plane + " * " + u(p.oh * p.ow) +
+           ";\n";
       s += "  float acc = 0.0;\n";
       s += containing_windows(p, window_argmax(e, c.inputs[0], p) +
                                      "    if (by == int(c2) && bx == int(c3)) acc += " +
@@ -82,23 +86,27 @@ std::string window_core(Emitter& e, const Node& c) {
       // Padded cells count in the divisor (torch's count_include_pad=True), as in the reference.
       const Pool p = pool_of(a, e.g.node(c.inputs[0]).shape, os);
       s += "  uint xbase = " + plane + " * " + u(p.h * p.w) + ";\n  float acc = 0.0;\n";
-      s += window_cells(p, "c2", "c3",
-                        "        acc += " + e.load(c.inputs[0], "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n");
+      s += window_cells(
+          p, "c2", "c3",
+          "        acc += " + e.load(c.inputs[0], "xbase + uint(iy) * " + u(p.w) + " + uint(ix)") + ";\n");
       s += "  return acc * " + float_lit(1.0 / double(p.kh * p.kw)) + ";\n";
       break;
     }
     case Op::AvgPool2dGrad: {
       const Pool p = pool_of(a, os, e.g.node(c.inputs[0]).shape);
       s += "  uint ybase = " + plane + " * " + u(p.oh * p.ow) + ";\n  float acc = 0.0;\n";
-      s += containing_windows(p, "      acc += " + e.load(c.inputs[0], "ybase + oy * " + u(p.ow) + " + ox") + ";\n");
+      s += containing_windows(
+          p, "      acc += " + e.load(c.inputs[0], "ybase + oy * " + u(p.ow) + " + ox") + ";\n");
       s += "  return acc * " + float_lit(1.0 / double(p.kh * p.kw)) + ";\n";
       break;
     }
     case Op::UpsampleNearest: {
       const Shape& xs = e.g.node(c.inputs[0]).shape;
       const int64_t f = a.at(0);
-      s += "  return " + e.load(c.inputs[0], "(" + plane + " * " + u(xs[2]) + " + c2 / " + u(f) + ") * " + u(xs[3]) +
-                                                 " + c3 / " + u(f)) + ";\n";
+      s += "  return " +
+           e.load(c.inputs[0], "(" + plane + " * " + u(xs[2]) + " + c2 / " + u(f) + ") * " + u(xs[3]) +
+                                   " + c3 / " + u(f)) +
+           ";\n";
       break;
     }
     default:

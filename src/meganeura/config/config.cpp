@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "meganeura/core/error.hpp"
 #include "meganeura/config/config.hpp"
+#include "meganeura/core/error.hpp"
 
 namespace meganeura {
 namespace {
@@ -26,8 +26,8 @@ std::string lower(std::string s) {
 }
 
 [[noreturn]] void reject(const char* var, const std::string& value, const char* accepted) {
-  throw ConfigError(std::string("[SessionConfig::from_env] expected ") + var + " to be " + accepted + ", got '" +
-                    value + "'");
+  throw ConfigError(std::string("[SessionConfig::from_env] expected ") + var + " to be " + accepted +
+                    ", got '" + value + "'");
 }
 
 bool parse_bool(const char* var, const std::string& value) {
@@ -49,10 +49,14 @@ uint32_t parse_device_id(const char* var, const std::string& value) {
   uint64_t result = 0;
   for (char c : digits) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else reject(var, value, accepted);
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      reject(var, value, accepted);
     result = result * base + d;
     if (result > UINT32_MAX) reject(var, value, accepted);
   }
@@ -104,9 +108,12 @@ std::string default_cache_dir() {
 // huggingface_hub's defaults, so that both share one cache.
 hf::HubConfig hub_from_env() {
   hf::HubConfig h;
-  if (auto v = env("HF_HOME")) h.home = *v;
-  else if (auto xdg = env("XDG_CACHE_HOME")) h.home = *xdg + "/huggingface";
-  else if (auto home = env("HOME")) h.home = *home + "/.cache/huggingface";
+  if (auto v = env("HF_HOME"))
+    h.home = *v;
+  else if (auto xdg = env("XDG_CACHE_HOME"))
+    h.home = *xdg + "/huggingface";
+  else if (auto home = env("HOME"))
+    h.home = *home + "/.cache/huggingface";
   if (auto v = env("HF_HUB_CACHE")) h.hub_cache = *v;
   if (auto v = env("HF_ENDPOINT")) {
     h.endpoint = *v;
@@ -114,7 +121,8 @@ hf::HubConfig hub_from_env() {
     if (h.endpoint.rfind("http://", 0) != 0 && h.endpoint.rfind("https://", 0) != 0)
       reject("HF_ENDPOINT", *v, "an http:// or https:// URL");
   }
-  if (auto v = env("HF_TOKEN")) h.token = *v;
+  if (auto v = env("HF_TOKEN"))
+    h.token = *v;
   else if (!h.home.empty()) {
     std::ifstream f(h.home + "/token");
     std::getline(f, h.token);
@@ -143,9 +151,11 @@ Precision parse_precision(const std::string& value, const std::string& what) {
   const std::string v = lower(value);
   if (v == "f32") return Precision::F32;
   if (v == "mixed16") return Precision::Mixed16;
-  throw ConfigError("[parse_precision] expected " + what +
-                    " to be one of f32, mixed16 (f32 storage; mixed16: f16 matmul inputs on cooperative-matrix "
-                    "tiers, f32 accumulation), got '" + value + "'");
+  throw ConfigError(
+      "[parse_precision] expected " + what +
+      " to be one of f32, mixed16 (f32 storage; mixed16: f16 matmul inputs on cooperative-matrix "
+      "tiers, f32 accumulation), got '" +
+      value + "'");
 }
 
 const char* precision_name(Precision p) { return p == Precision::Mixed16 ? "mixed16" : "f32"; }
@@ -156,21 +166,27 @@ SessionConfig SessionConfig::from_env() {
   if (auto v = env("MEGANEURA_VALIDATION")) c.validation = parse_bool("MEGANEURA_VALIDATION", *v);
   if (auto v = env("MEGANEURA_REWRITE")) c.rewrite = parse_rewrite("MEGANEURA_REWRITE", *v);
   if (auto v = env("MEGANEURA_DUMP_PLAN")) c.dump_plan = parse_dump_plan(*v);
-  if (auto v = env("MEGANEURA_CACHE_DIR")) c.cache_dir = lower(*v) == "off" ? "" : *v;  // "off": no disk cache
-  else c.cache_dir = default_cache_dir();
+  if (auto v = env("MEGANEURA_CACHE_DIR"))
+    c.cache_dir = lower(*v) == "off" ? "" : *v;  // "off": no disk cache
+  else
+    c.cache_dir = default_cache_dir();
   if (auto v = env("MEGANEURA_MATMUL")) c.matmul_tier = parse_matmul("MEGANEURA_MATMUL", *v);
   if (auto v = env("MEGANEURA_GPU_TIMING")) c.gpu_timing = parse_bool("MEGANEURA_GPU_TIMING", *v);
   if (auto v = env("MEGANEURA_TRACE")) c.trace_path = *v;
   if (auto v = env("MEGANEURA_TUNE")) c.tune = parse_bool("MEGANEURA_TUNE", *v);
   if (auto v = env("MEGANEURA_PRECISION")) c.precision = parse_precision(*v, "MEGANEURA_PRECISION");
   if (auto v = env("MEGANEURA_SEED")) c.seed = parse_seed("MEGANEURA_SEED", *v);
-  if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT")) c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
+  if (auto v = env("MEGANEURA_FRAMES_IN_FLIGHT"))
+    c.frames_in_flight = parse_frames("MEGANEURA_FRAMES_IN_FLIGHT", *v);
   c.hub = hub_from_env();
   if (auto v = env("MEGANEURA_REDUCE_ORDER")) {
     const std::string o = lower(*v);
-    if (o == "ranked") c.distributed.order = dist::ReduceOrder::Ranked;
-    else if (o == "mpi") c.distributed.order = dist::ReduceOrder::Mpi;
-    else reject("MEGANEURA_REDUCE_ORDER", *v, "one of ranked, mpi");
+    if (o == "ranked")
+      c.distributed.order = dist::ReduceOrder::Ranked;
+    else if (o == "mpi")
+      c.distributed.order = dist::ReduceOrder::Mpi;
+    else
+      reject("MEGANEURA_REDUCE_ORDER", *v, "one of ranked, mpi");
   }
   if (auto v = env("MEGANEURA_BUCKET_BYTES")) {
     char* end = nullptr;

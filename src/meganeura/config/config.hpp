@@ -1,6 +1,7 @@
 #pragma once
 // How a graph is compiled and run: SessionConfig and the enums it is made of. Low in the stage order
-// (docs/architecture.md): every stage above it may read it; it depends on hub/ (HubConfig) and distributed/ (DistributedConfig) only.
+// (docs/architecture.md): every stage above it may read it; it depends on hub/ (HubConfig) and distributed/
+// (DistributedConfig) only.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,14 +13,14 @@ namespace meganeura {
 
 enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
 enum class Precision : uint8_t { F32, Mixed16 };
-// "f32" / "mixed16" (any case) as on command lines (--precision) and in MEGANEURA_PRECISION; ConfigError naming
-// `what` and the accepted words otherwise.
+// "f32" / "mixed16" (any case) as on command lines (--precision) and in MEGANEURA_PRECISION; ConfigError
+// naming `what` and the accepted words otherwise.
 Precision parse_precision(const std::string& value, const std::string& what = "precision");
 const char* precision_name(Precision p);
-// Where parameters start when a session is built: the rule their layer recorded (Graph::set_init; Init::Default
-// for a bare Graph::parameter), seeded by SessionConfig::seed unless the layer has its own seed; or zeros
-// (a caller that uploads every weight itself, a loader, or a checkpoint restore, skips the work). Parameters
-// bound to a session this one shares with keep that session's values.
+// Where parameters start when a session is built: the rule their layer recorded (Graph::set_init;
+// Init::Default for a bare Graph::parameter), seeded by SessionConfig::seed unless the layer has its own
+// seed; or zeros (a caller that uploads every weight itself, a loader, or a checkpoint restore, skips the
+// work). Parameters bound to a session this one shares with keep that session's values.
 enum class ParameterInit : uint8_t { Seeded, Zeros };
 enum class OptimizerKind : uint8_t { None, Sgd, Adam, AdamW, LaProp };
 // The matmul kernel families (kernels/matmul): GEMV for a handful of rows, the tiled scalar kernel, and the
@@ -46,33 +47,33 @@ struct OptimizerConfig {
 // Everything that changes how a graph is compiled and run. from_env() is the only place in the library
 // that reads environment variables.
 struct SessionConfig {
-  bool training = true;                 // autodiff + optimizer update in the step
-  OptimizerConfig optimizer;            // kind None: forward+backward only, no update, no moments
+  bool training = true;       // autodiff + optimizer update in the step
+  OptimizerConfig optimizer;  // kind None: forward+backward only, no update, no moments
   RewriteMode rewrite = RewriteMode::Greedy;
   Precision precision = Precision::F32;  // MEGANEURA_PRECISION: f32 or mixed16
   ParameterInit init = ParameterInit::Seeded;
-  uint64_t seed = 0;                     // MEGANEURA_SEED: parameter initialisation (ParameterInit::Seeded)
-  bool alias_memory = true;             // liveness-based aliasing of intermediates
-  bool host_visible = false;            // debug: every buffer host-readable
-  bool keep_intermediates = false;      // debug: every node materialised and readable by name
+  uint64_t seed = 0;                // MEGANEURA_SEED: parameter initialisation (ParameterInit::Seeded)
+  bool alias_memory = true;         // liveness-based aliasing of intermediates
+  bool host_visible = false;        // debug: every buffer host-readable
+  bool keep_intermediates = false;  // debug: every node materialised and readable by name
   // Gradients stored and readable (read_gradient) in a training session with an optimizer. Off, an update
   // runs inside the kernel computing its gradient where it can (no clipping, no accumulation), and that
   // gradient is never stored.
   bool keep_gradients = false;
-  std::optional<uint32_t> device_id;    // MEGANEURA_DEVICE_ID
-  bool validation = false;              // MEGANEURA_VALIDATION
-  std::string dump_plan;                // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path (from_env
-                                        // reads 0/off/false/no as off and 1/on/true/yes as stderr)
-  std::string cache_dir;                // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura; one that cannot
-                                        // be created or written is a warning at build (the cache is off)
+  std::optional<uint32_t> device_id;  // MEGANEURA_DEVICE_ID
+  bool validation = false;            // MEGANEURA_VALIDATION
+  std::string dump_plan;              // MEGANEURA_DUMP_PLAN: "" off, "-" or "1" stderr, else a path (from_env
+                                      // reads 0/off/false/no as off and 1/on/true/yes as stderr)
+  std::string cache_dir;              // MEGANEURA_CACHE_DIR, else $XDG_CACHE_HOME/meganeura; one that cannot
+                                      // be created or written is a warning at build (the cache is off)
   // MEGANEURA_MATMUL (auto, scalar, coopmat-nv, coopmat-khr): the tier every large matmul takes; unset, the
   // start-up self-test picks the best one that passes.
   std::optional<MatmulTier> matmul_tier;
-  bool gpu_timing = false;              // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
-  bool pipeline_ir = false;             // also capture the driver's internal representations (slow; Session::pipelines)
-  std::string trace_path;               // MEGANEURA_TRACE; a file that cannot be written is a ConfigError at build
-  bool tune = false;                    // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
-                                        // winners are not timed again, so only the first build pays)
+  bool gpu_timing = false;   // MEGANEURA_GPU_TIMING; also captures pipeline statistics (profile rows)
+  bool pipeline_ir = false;  // also capture the driver's internal representations (slow; Session::pipelines)
+  std::string trace_path;    // MEGANEURA_TRACE; a file that cannot be written is a ConfigError at build
+  bool tune = false;         // MEGANEURA_TUNE: build() ends with Session::tune_with({}) (cached
+                             // winners are not timed again, so only the first build pays)
   // Steps that may be queued on the GPU at once, each with its own staging for inputs and the learning rate
   // and its own readback of the outputs (docs/architecture.md, "frames in flight"). 1: every step() waits for
   // the one before it to finish. MEGANEURA_FRAMES_IN_FLIGHT.
@@ -80,15 +81,16 @@ struct SessionConfig {
   // Hugging Face hub downloads: HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN (else the file $HF_HOME/token,
   // as huggingface_hub writes it), HF_HUB_OFFLINE.
   hf::HubConfig hub;
-  // Data-parallel training over MPI (docs/distributed.md): one process per GPU, each on the device of its local
-  // rank (MEGANEURA_DEVICE_ID still wins), gradients averaged across ranks inside step(). MEGANEURA_DISTRIBUTED=1
-  // joins the job mpirun started; MEGANEURA_DIST_TIMEOUT (seconds) bounds every collective.
+  // Data-parallel training over MPI (docs/distributed.md): one process per GPU, each on the device of its
+  // local rank (MEGANEURA_DEVICE_ID still wins), gradients averaged across ranks inside step().
+  // MEGANEURA_DISTRIBUTED=1 joins the job mpirun started; MEGANEURA_DIST_TIMEOUT (seconds) bounds every
+  // collective.
   dist::DistributedConfig distributed;
 
   // A SessionConfig{} holds the defaults and never looks at the environment: only from_env() (and debug(),
   // which starts from it) reads MEGANEURA_* variables.
-  static SessionConfig from_env();      // throws ConfigError naming the variable and accepted forms
-  static SessionConfig debug();         // aliasing off, host-visible, intermediates kept
+  static SessionConfig from_env();  // throws ConfigError naming the variable and accepted forms
+  static SessionConfig debug();     // aliasing off, host-visible, intermediates kept
 };
 
 }  // namespace meganeura

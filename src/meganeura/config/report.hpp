@@ -28,7 +28,9 @@ struct OptimizerStateInfo {
 struct MemorySummary {
   uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, inputs = 0, outputs = 0;
   uint64_t state = 0;  // Graph::state values (KV caches)
-  uint64_t total() const { return parameters + gradients + optimizer_state + activations + inputs + outputs + state; }
+  uint64_t total() const {
+    return parameters + gradients + optimizer_state + activations + inputs + outputs + state;
+  }
 };
 
 }  // namespace meganeura

@@ -18,7 +18,8 @@ class ImportError : public Error {
     std::string node;       // the node's name, or its first output's name when it has none
     std::string reason;     // what was expected and found
   };
-  ImportError(const std::string& message, std::vector<Item> items) : Error(message), items_(std::move(items)) {}
+  ImportError(const std::string& message, std::vector<Item> items)
+      : Error(message), items_(std::move(items)) {}
   const std::vector<Item>& items() const { return items_; }
 
  private:

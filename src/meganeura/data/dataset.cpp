@@ -54,15 +54,17 @@ const DataTensor& Batch::at(const std::string& name) const {
 }
 
 void TensorDataset::check_column(const std::string& name, const Shape& example_shape, size_t values) {
-  if (columns_.count(name)) throw DataError("[TensorDataset] expected a new column name, got '" + name + "' twice");
+  if (columns_.count(name))
+    throw DataError("[TensorDataset] expected a new column name, got '" + name + "' twice");
   const int64_t per = product(example_shape);
   if (per <= 0 || values % static_cast<size_t>(per) != 0)
     throw DataError("[TensorDataset] column '" + name + "': expected a multiple of " + std::to_string(per) +
-                    " values for example shape " + dims_str(example_shape) + ", got " + std::to_string(values));
+                    " values for example shape " + dims_str(example_shape) + ", got " +
+                    std::to_string(values));
   const int64_t rows = static_cast<int64_t>(values) / per;
   if (size_ >= 0 && rows != size_)
-    throw DataError("[TensorDataset] column '" + name + "': expected " + std::to_string(size_) + " rows, got " +
-                    std::to_string(rows));
+    throw DataError("[TensorDataset] column '" + name + "': expected " + std::to_string(size_) +
+                    " rows, got " + std::to_string(rows));
   size_ = rows;
 }
 
@@ -95,8 +97,10 @@ Batch TensorDataset::gather(const std::vector<int64_t>& order, size_t begin, siz
                     dst.begin() + static_cast<std::ptrdiff_t>((r - begin) * per));
       }
     };
-    if (col.dtype == DType::I32) copy_rows(col.i32, t.i32);
-    else copy_rows(col.f32, t.f32);
+    if (col.dtype == DType::I32)
+      copy_rows(col.i32, t.i32);
+    else
+      copy_rows(col.f32, t.f32);
     b.tensors.emplace(name, std::move(t));
   }
   return b;
@@ -115,8 +119,9 @@ ImageSet load_mnist(const std::string& dir, Split split) {
     throw DataError("[load_mnist] " + labels_path + ": expected u8 labels of rank 1, got rank " +
                     std::to_string(labels.dims.size()));
   if (images.dims[0] != labels.dims[0])
-    throw DataError("[load_mnist] expected as many labels in " + labels_path + " as images in " + images_path +
-                    ", got " + std::to_string(labels.dims[0]) + " and " + std::to_string(images.dims[0]));
+    throw DataError("[load_mnist] expected as many labels in " + labels_path + " as images in " +
+                    images_path + ", got " + std::to_string(labels.dims[0]) + " and " +
+                    std::to_string(images.dims[0]));
   ImageSet set;
   set.count = images.dims[0];
   set.rows = images.dims[1];
@@ -141,7 +146,8 @@ TensorDataset to_dataset(const ImageSet& set, LabelEncoding labels, const std::s
     ds.add_i32(label_name, {}, set.labels);
   } else {
     std::vector<float> onehot(static_cast<size_t>(set.count * set.classes), 0.0f);
-    for (int64_t i = 0; i < set.count; ++i) onehot[static_cast<size_t>(i * set.classes + set.labels[i])] = 1.0f;
+    for (int64_t i = 0; i < set.count; ++i)
+      onehot[static_cast<size_t>(i * set.classes + set.labels[i])] = 1.0f;
     ds.add_f32(label_name, {set.classes}, std::move(onehot));
   }
   return ds;

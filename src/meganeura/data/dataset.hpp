@@ -23,7 +23,7 @@ struct DataTensor {
 struct Batch {
   std::map<std::string, DataTensor> tensors;
   int64_t rows = 0;
-  int64_t index = 0;  // batch number within its epoch
+  int64_t index = 0;                                    // batch number within its epoch
   const DataTensor& at(const std::string& name) const;  // DataError naming the missing column
 };
 
@@ -46,8 +46,8 @@ class TensorDataset {
 // An image classification set as read from IDX: images scaled to [0, 1], labels as class indices.
 struct ImageSet {
   int64_t count = 0, rows = 0, cols = 0, classes = 10;
-  std::vector<float> images;   // count * rows * cols
-  std::vector<int32_t> labels; // count, each in [0, classes)
+  std::vector<float> images;    // count * rows * cols
+  std::vector<int32_t> labels;  // count, each in [0, classes)
 };
 
 enum class Split : uint8_t { Train, Test };

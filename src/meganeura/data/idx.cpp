@@ -13,9 +13,11 @@ namespace {
 
 size_t element_size(IdxType t) {
   switch (t) {
-    case IdxType::U8: case IdxType::I8: return 1;
+    case IdxType::U8:
+    case IdxType::I8: return 1;
     case IdxType::I16: return 2;
-    case IdxType::I32: case IdxType::F32: return 4;
+    case IdxType::I32:
+    case IdxType::F32: return 4;
     case IdxType::F64: return 8;
   }
   return 0;
@@ -72,7 +74,8 @@ std::vector<float> IdxArray::to_float() const {
 IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& origin) {
   const std::string where = "[read_idx] " + origin + ": ";
   if (bytes.size() < 4)
-    throw DataError(where + "expected an IDX header of at least 4 bytes, got " + std::to_string(bytes.size()));
+    throw DataError(where + "expected an IDX header of at least 4 bytes, got " +
+                    std::to_string(bytes.size()));
   if (bytes[0] != 0 || bytes[1] != 0 || !valid_type(bytes[2]) || bytes[3] == 0)
     throw DataError(where + "expected IDX magic 00 00 <type 08..0E> <rank>, got a file that is not IDX");
   IdxArray a;
@@ -99,8 +102,9 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& origin)
       if (i) dims += "x";
       dims += std::to_string(a.dims[i]);
     }
-    throw DataError(where + "expected " + std::to_string(payload) + " payload bytes for dims " + dims + ", got " +
-                    std::to_string(have) + (have < payload ? " (truncated)" : " (trailing bytes)"));
+    throw DataError(where + "expected " + std::to_string(payload) + " payload bytes for dims " + dims +
+                    ", got " + std::to_string(have) +
+                    (have < payload ? " (truncated)" : " (trailing bytes)"));
   }
   a.raw.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return a;
@@ -110,8 +114,8 @@ IdxArray read_idx(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) {
     const int e = errno;
-    throw DataError("[read_idx] expected a readable IDX file at '" + path + "', got: " +
-                    (e ? std::strerror(e) : "cannot open"));
+    throw DataError("[read_idx] expected a readable IDX file at '" + path +
+                    "', got: " + (e ? std::strerror(e) : "cannot open"));
   }
   std::vector<uint8_t> bytes;
   constexpr size_t chunk = 1 << 20;
@@ -138,7 +142,8 @@ IdxArray read_idx(const std::string& path) {
   if (close_rc == Z_BUF_ERROR)
     throw DataError("[read_idx] expected a complete gzip stream in '" + path + "', got: truncated file");
   if (close_rc != Z_OK)
-    throw DataError("[read_idx] expected a readable file '" + path + "', got gzclose error " + std::to_string(close_rc));
+    throw DataError("[read_idx] expected a readable file '" + path + "', got gzclose error " +
+                    std::to_string(close_rc));
   return parse_idx(bytes, path);
 }
 

@@ -25,8 +25,8 @@ DataLoader::DataLoader(std::shared_ptr<const TensorDataset> data, LoaderOptions 
   if (options_.prefetch < 0)
     throw DataError("[DataLoader] expected prefetch >= 0, got " + std::to_string(options_.prefetch));
   if (options_.world < 1 || options_.rank < 0 || options_.rank >= options_.world)
-    throw DataError("[DataLoader] expected 0 <= rank < world, got rank " + std::to_string(options_.rank) + " of world " +
-                    std::to_string(options_.world));
+    throw DataError("[DataLoader] expected 0 <= rank < world, got rank " + std::to_string(options_.rank) +
+                    " of world " + std::to_string(options_.world));
   if (options_.world > 1 && !options_.drop_last)
     throw DataError("[DataLoader] expected drop_last with world " + std::to_string(options_.world) +
                     " (every rank needs a full batch each step), got drop_last off");
@@ -86,7 +86,8 @@ void DataLoader::start_epoch(std::optional<uint64_t> epoch) {
     const size_t b = size_t(options_.batch_size), w = size_t(options_.world), r = size_t(options_.rank);
     std::vector<int64_t> mine;
     for (size_t g = 0; g < size_t(batches_per_epoch()); ++g)
-      mine.insert(mine.end(), order_.begin() + long((g * w + r) * b), order_.begin() + long((g * w + r + 1) * b));
+      mine.insert(mine.end(), order_.begin() + long((g * w + r) * b),
+                  order_.begin() + long((g * w + r + 1) * b));
     order_ = std::move(mine);
   }
   cursor_ = 0;

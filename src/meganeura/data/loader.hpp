@@ -21,8 +21,9 @@ struct LoaderOptions {
   bool drop_last = true;  // a compiled session has fixed shapes: a short last batch cannot be trained on
   int prefetch = 2;       // batches prepared ahead; 0 gathers on the caller's thread
   // Data-parallel training: `world` processes share one epoch order (same seed); global batch i is rows
-  // [i·batch_size·world, (i+1)·batch_size·world) of it and rank r trains on its r-th slice of batch_size rows,
-  // so the ranks' batches together are the batch one process with batch_size·world would see. Needs drop_last.
+  // [i·batch_size·world, (i+1)·batch_size·world) of it and rank r trains on its r-th slice of batch_size
+  // rows, so the ranks' batches together are the batch one process with batch_size·world would see. Needs
+  // drop_last.
   int rank = 0;
   int world = 1;
 };
@@ -57,8 +58,8 @@ class DataLoader {
   uint64_t epoch_ = 0;
   bool started_ = false;
   std::vector<int64_t> order_;
-  size_t cursor_ = 0;      // next row for synchronous gathering
-  int64_t emitted_ = 0;    // batches handed out this epoch
+  size_t cursor_ = 0;    // next row for synchronous gathering
+  int64_t emitted_ = 0;  // batches handed out this epoch
 
   std::thread worker_;
   std::mutex mu_;

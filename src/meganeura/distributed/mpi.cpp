@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <type_traits>
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 // Open MPI's header for its types and constants only: every function is called through a pointer resolved
 // with dlsym, and the predefined handles (MPI_COMM_WORLD, MPI_FLOAT, ...) are the addresses of the library's
@@ -59,8 +59,9 @@ const MpiApi& mpi() {
     void* lib = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) {
       const char* why = dlerror();
-      failure = std::string("[dist::Communicator::world] expected Open MPI (libmpi.so.40) for distributed training, "
-                            "got: ") +
+      failure = std::string(
+                    "[dist::Communicator::world] expected Open MPI (libmpi.so.40) for distributed training, "
+                    "got: ") +
                 (why ? why : "dlopen failed") + ". Install it: apt-get install openmpi-bin";
       return;
     }
@@ -71,7 +72,9 @@ const MpiApi& mpi() {
                   ", got none (not Open MPI 4?)";
       return p;
     };
-    auto fn = [&](auto& slot, const char* name) { slot = reinterpret_cast<std::decay_t<decltype(slot)>>(sym(name)); };
+    auto fn = [&](auto& slot, const char* name) {
+      slot = reinterpret_cast<std::decay_t<decltype(slot)>>(sym(name));
+    };
     fn(api.initialized, "MPI_Initialized");
     fn(api.finalized, "MPI_Finalized");
     fn(api.init_thread, "MPI_Init_thread");
@@ -132,24 +135,28 @@ std::shared_ptr<Communicator> Communicator::world() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (auto w = g_world.lock()) return w;
   if (g_finalized)
-    throw DistributedError("[dist::Communicator::world] expected MPI to be usable, got it finalized when the last "
-                           "Communicator went (MPI cannot start twice in a process: keep one alive)");
+    throw DistributedError(
+        "[dist::Communicator::world] expected MPI to be usable, got it finalized when the last "
+        "Communicator went (MPI cannot start twice in a process: keep one alive)");
   const MpiApi& m = mpi();
   int init = 0;
   m.initialized(&init);
   if (!init) {
     int provided = 0;
     if (int rc = m.init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided); rc != MPI_SUCCESS)
-      throw DistributedError("[dist::Communicator::world] expected MPI_Init_thread to succeed, got " + mpi_error(rc));
+      throw DistributedError("[dist::Communicator::world] expected MPI_Init_thread to succeed, got " +
+                             mpi_error(rc));
   }
   std::shared_ptr<Communicator> c(new Communicator());
   m.comm_set_errhandler(m.comm_world, m.errors_return);  // errors come back as codes, reported with the rank
   m.comm_rank(m.comm_world, &c->rank_);
   m.comm_size(m.comm_world, &c->size_);
   MPI_Comm local = nullptr;
-  if (int rc = m.comm_split_type(m.comm_world, MPI_COMM_TYPE_SHARED, c->rank_, m.info_null, &local); rc != MPI_SUCCESS)
-    throw DistributedError("[dist::Communicator::world] expected MPI_Comm_split_type to find this host's ranks, got " +
-                           mpi_error(rc));
+  if (int rc = m.comm_split_type(m.comm_world, MPI_COMM_TYPE_SHARED, c->rank_, m.info_null, &local);
+      rc != MPI_SUCCESS)
+    throw DistributedError(
+        "[dist::Communicator::world] expected MPI_Comm_split_type to find this host's ranks, got " +
+        mpi_error(rc));
   m.comm_rank(local, &c->local_rank_);
   m.comm_size(local, &c->local_size_);
   c->local_comm_ = local;
@@ -164,8 +171,8 @@ Communicator::~Communicator() {
   m.finalized(&fin);
   if (fin) return;
   if (failed_) {
-    // A collective timed out: a peer is gone or stuck, so MPI_Finalize (collective) could hang. Abort ends the
-    // whole job; the failure was printed already.
+    // A collective timed out: a peer is gone or stuck, so MPI_Finalize (collective) could hang. Abort ends
+    // the whole job; the failure was printed already.
     std::fflush(stderr);
     m.abort(m.comm_world, 3);
   }
@@ -177,7 +184,8 @@ Communicator::~Communicator() {
 
 void Communicator::set_timeout(double seconds) {
   if (!(seconds > 0))
-    throw ConfigError("[dist::Communicator::set_timeout] expected seconds > 0, got " + std::to_string(seconds));
+    throw ConfigError("[dist::Communicator::set_timeout] expected seconds > 0, got " +
+                      std::to_string(seconds));
   timeout_s_ = seconds;
 }
 
@@ -197,12 +205,12 @@ void Communicator::wait_request(void* request, const std::string& what) {
   for (int spins = 0;; ++spins) {
     int flag = 0;
     if (int rc = mpi().test(&r, &flag, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
-      fail("[dist] rank " + std::to_string(rank_) + ": expected " + what + " to complete, got MPI error: " +
-           mpi_error(rc));
+      fail("[dist] rank " + std::to_string(rank_) + ": expected " + what +
+           " to complete, got MPI error: " + mpi_error(rc));
     if (flag) return;
     if (now_s() > deadline)
-      fail("[dist] rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": expected every rank in " +
-           what + " within " + std::to_string(int(timeout_s_)) +
+      fail("[dist] rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+           ": expected every rank in " + what + " within " + std::to_string(int(timeout_s_)) +
            " s (MEGANEURA_DIST_TIMEOUT), got no answer: a rank died or hangs; aborting the job");
     // Spin briefly (a collective between busy GPUs completes in microseconds), then yield the core.
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 100000 ? 1000 : 20));
@@ -220,8 +228,8 @@ void Communicator::barrier(const char* what) {
 void Communicator::broadcast(void* data, size_t bytes, int root, const char* what) {
   if (size_ == 1) return;
   if (root < 0 || root >= size_)
-    throw DistributedError("[dist::Communicator::broadcast] expected a root rank below " + std::to_string(size_) +
-                           ", got " + std::to_string(root));
+    throw DistributedError("[dist::Communicator::broadcast] expected a root rank below " +
+                           std::to_string(size_) + ", got " + std::to_string(root));
   auto* p = static_cast<std::byte*>(data);
   for (size_t at = 0; at < bytes;) {  // counts are ints
     const size_t n = std::min<size_t>(bytes - at, size_t(INT_MAX));
@@ -259,8 +267,8 @@ double Communicator::mean(double value, const char* what) {
 Communicator::Request Communicator::start_sum(std::span<float> data, std::span<float> scratch, float scale,
                                               ReduceOrder order, std::string what) {
   if (data.size() > size_t(INT_MAX))
-    throw DistributedError("[dist::Communicator::start_sum] expected at most 2^31-1 values in " + what + ", got " +
-                           std::to_string(data.size()));
+    throw DistributedError("[dist::Communicator::start_sum] expected at most 2^31-1 values in " + what +
+                           ", got " + std::to_string(data.size()));
   if (order == ReduceOrder::Ranked && scratch.size() < data.size() * size_t(size_))
     throw DistributedError("[dist::Communicator::start_sum] expected scratch of " +
                            std::to_string(data.size() * size_t(size_)) + " floats for " + what + ", got " +
@@ -274,10 +282,10 @@ Communicator::Request Communicator::start_sum(std::span<float> data, std::span<f
   if (size_ > 1) {
     const MpiApi& m = mpi();
     const int n = int(data.size());
-    const int rc = order == ReduceOrder::Ranked
-                       ? m.iallgather(data.data(), n, m.type_float, scratch.data(), n, m.type_float, m.comm_world,
-                                      &p->request)
-                       : m.iallreduce(MPI_IN_PLACE, data.data(), n, m.type_float, m.op_sum, m.comm_world, &p->request);
+    const int rc = order == ReduceOrder::Ranked ? m.iallgather(data.data(), n, m.type_float, scratch.data(),
+                                                               n, m.type_float, m.comm_world, &p->request)
+                                                : m.iallreduce(MPI_IN_PLACE, data.data(), n, m.type_float,
+                                                               m.op_sum, m.comm_world, &p->request);
     if (rc != MPI_SUCCESS) fail("[dist] expected the sum of " + p->what + " to start, got " + mpi_error(rc));
     p->active = true;
   }

@@ -18,7 +18,8 @@ enum class ReduceOrder : uint8_t {
   // bit-identical on every rank and from run to run, whatever MPI's algorithm. Moves (N-1)/N·S·N bytes a rank
   // instead of all-reduce's 2(N-1)/N·S: the same at N = 2, N/2 times more beyond.
   Ranked,
-  // MPI_Iallreduce with MPI_SUM: MPI's own algorithm and order (Open MPI's are fixed for a given world size and
+  // MPI_Iallreduce with MPI_SUM: MPI's own algorithm and order (Open MPI's are fixed for a given world size
+  // and
   // message size, but the standard promises nothing).
   Mpi,
 };
@@ -26,8 +27,8 @@ const char* reduce_order_name(ReduceOrder o);
 
 class Communicator {
  public:
-  // Joins the MPI job this process was started in (mpirun sets it up; a process started alone is a job of one).
-  // Calls MPI_Init_thread once per process. DistributedError when libmpi.so.40 cannot be loaded.
+  // Joins the MPI job this process was started in (mpirun sets it up; a process started alone is a job of
+  // one). Calls MPI_Init_thread once per process. DistributedError when libmpi.so.40 cannot be loaded.
   static std::shared_ptr<Communicator> world();
   ~Communicator();  // the last one finalizes MPI, or aborts the job after a failed collective
   Communicator(const Communicator&) = delete;
@@ -52,10 +53,10 @@ class Communicator {
   using Request = size_t;
   Request start_sum(std::span<float> data, std::span<float> scratch, float scale, ReduceOrder order,
                     std::string what);
-  bool test(Request r);                  // done (and scaled)? never blocks
-  void wait(Request r);                  // until done, DistributedError after timeout_s()
-  void poll();                           // lets MPI progress every pending request
-  void release_all();                    // forgets finished requests (ids start again at 0)
+  bool test(Request r);  // done (and scaled)? never blocks
+  void wait(Request r);  // until done, DistributedError after timeout_s()
+  void poll();           // lets MPI progress every pending request
+  void release_all();    // forgets finished requests (ids start again at 0)
   double deadline_from_now() const;
 
   // For tests of the dead-rank path: ends this process without MPI_Finalize.
@@ -75,12 +76,12 @@ class Communicator {
   std::vector<std::unique_ptr<Pending>> pending_;
 };
 
-// SessionConfig::distributed. With a communicator of more than one rank a training session averages each step's
-// gradients over the ranks before its update (docs/distributed.md, "The step").
+// SessionConfig::distributed. With a communicator of more than one rank a training session averages each
+// step's gradients over the ranks before its update (docs/distributed.md, "The step").
 struct DistributedConfig {
-  std::shared_ptr<Communicator> comm;    // null: one process (MEGANEURA_DISTRIBUTED=1: Communicator::world())
+  std::shared_ptr<Communicator> comm;  // null: one process (MEGANEURA_DISTRIBUTED=1: Communicator::world())
   ReduceOrder order = ReduceOrder::Ranked;  // MEGANEURA_REDUCE_ORDER=ranked|mpi
-  uint64_t bucket_bytes = 25ull << 20;   // gradient bytes per all-reduce (MEGANEURA_BUCKET_BYTES)
+  uint64_t bucket_bytes = 25ull << 20;      // gradient bytes per all-reduce (MEGANEURA_BUCKET_BYTES)
   bool enabled() const { return comm && comm->size() > 1; }
   int rank() const { return comm ? comm->rank() : 0; }
   int size() const { return comm ? comm->size() : 1; }

@@ -103,10 +103,12 @@ std::vector<float> Eager::eval(const Graph& g, NodeId node) {
   const std::string key = subgraph_key(g, node, leaves);
   std::string missing;
   for (NodeId l : leaves)
-    if (!s_->values.count(g.node(l).prov.name)) missing += (missing.empty() ? "" : ", ") + g.node(l).prov.name;
+    if (!s_->values.count(g.node(l).prov.name))
+      missing += (missing.empty() ? "" : ", ") + g.node(l).prov.name;
   if (!missing.empty())
-    throw SessionError("[eager::Eager::eval] expected a value (Eager::set) for every input and parameter node '" +
-                       node_label(g, node) + "' reads, got none for " + missing);
+    throw SessionError(
+        "[eager::Eager::eval] expected a value (Eager::set) for every input and parameter node '" +
+        node_label(g, node) + "' reads, got none for " + missing);
   std::unique_ptr<Session>& session = s_->sessions[content_hash(key, {})];
   if (!session) {
     Graph sub = g;  // the caller's graph is not touched: it keeps growing and compiles unchanged later
@@ -127,11 +129,14 @@ std::vector<float> Eager::eval(const Graph& g, NodeId node) {
     const auto& v = s_->values.at(n.prov.name);
     bool param = n.op == Op::Parameter;
     if (const auto* f = std::get_if<std::vector<float>>(&v)) {
-      if (param) session->set_parameter(n.prov.name, *f);
-      else session->set_input(n.prov.name, *f);
+      if (param)
+        session->set_parameter(n.prov.name, *f);
+      else
+        session->set_input(n.prov.name, *f);
     } else {
       if (param)
-        throw SessionError("[eager::Eager::eval] expected float values for parameter '" + n.prov.name + "', got int32");
+        throw SessionError("[eager::Eager::eval] expected float values for parameter '" + n.prov.name +
+                           "', got int32");
       session->set_input(n.prov.name, std::get<std::vector<int32_t>>(v));
     }
   }

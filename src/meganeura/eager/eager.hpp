@@ -34,8 +34,8 @@ class Eager {
   void set(const std::string& name, std::span<const int32_t> values);
 
   // Compiles (or finds in the cache, keyed by the structure of the subgraph `node` depends on) an inference
-  // session whose one output is `node`, feeds it, runs it, and returns the value. Throws SessionError naming any
-  // input or parameter the subgraph reads that has no value.
+  // session whose one output is `node`, feeds it, runs it, and returns the value. Throws SessionError naming
+  // any input or parameter the subgraph reads that has no value.
   std::vector<float> eval(const Graph& g, NodeId node);
 
   size_t compiled() const;  // subgraphs compiled so far (cache misses)

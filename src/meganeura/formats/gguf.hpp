@@ -22,8 +22,19 @@
 namespace meganeura::gguf {
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9,
-  U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  Bool = 7,
+  String = 8,
+  Array = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 const char* value_type_name(ValueType t);  // "u32", "string", ...
 
@@ -35,18 +46,18 @@ inline constexpr uint32_t kMaxArrayDepth = 16;  // arrays of arrays nested deepe
 // 49152-entry score table is one allocation), strings as strings and nested arrays as Values.
 struct Value {
   ValueType type = ValueType::U8;
-  uint64_t bits = 0;                 // a scalar's little-endian bits, zero-extended
-  std::string str;                   // type String
+  uint64_t bits = 0;                  // a scalar's little-endian bits, zero-extended
+  std::string str;                    // type String
   ValueType element = ValueType::U8;  // type Array: the element type
-  uint64_t count = 0;                // type Array: the number of elements
-  std::vector<uint8_t> packed;       // an array of a scalar type
-  std::vector<std::string> strings;  // an array of strings
-  std::vector<Value> arrays;         // an array of arrays
+  uint64_t count = 0;                 // type Array: the number of elements
+  std::vector<uint8_t> packed;        // an array of a scalar type
+  std::vector<std::string> strings;   // an array of strings
+  std::vector<Value> arrays;          // an array of arrays
 
   bool is_integer() const;  // u8 .. i64 (not bool)
   bool is_float() const;    // f32, f64
   // The scalar as a number: any integer type, bool as 0/1, f32/f64 widened. Only for scalar types.
-  int64_t as_int() const;    // u64 above INT64_MAX wraps: use as_uint for those
+  int64_t as_int() const;  // u64 above INT64_MAX wraps: use as_uint for those
   uint64_t as_uint() const;
   double as_double() const;
   // Element i of an array of scalars, as a number (same conversions).
@@ -89,7 +100,7 @@ struct TensorInfo {
   std::string name;
   std::vector<uint64_t> dims;  // as stored: dims[0] is the contiguous (innermost) dimension
   quant::Type type = quant::Type::F32;
-  uint64_t offset = 0;         // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
   uint64_t elements = 0;
   uint64_t bytes = 0;
   // Row-major shape, outermost first (meganeura's convention: the reverse of dims).
@@ -114,9 +125,9 @@ class File {
   const Value* find(std::string_view key) const;  // nullptr if absent
   // Typed getters: a FormatError names the key when it is missing or of an incompatible type.
   const Value& at(std::string_view key) const;
-  uint64_t get_uint(std::string_view key) const;     // any integer type with a non-negative value
-  int64_t get_int(std::string_view key) const;       // any integer type that fits int64
-  double get_float(std::string_view key) const;      // f32 or f64
+  uint64_t get_uint(std::string_view key) const;  // any integer type with a non-negative value
+  int64_t get_int(std::string_view key) const;    // any integer type that fits int64
+  double get_float(std::string_view key) const;   // f32 or f64
   bool get_bool(std::string_view key) const;
   const std::string& get_string(std::string_view key) const;
   const std::vector<std::string>& get_strings(std::string_view key) const;  // an array of strings
@@ -158,7 +169,7 @@ struct Contents {
     std::string name;
     std::vector<uint64_t> dims;  // innermost first, as in the file
     quant::Type type = quant::Type::F32;
-    std::vector<uint8_t> data;   // exactly the type's bytes for these dims
+    std::vector<uint8_t> data;  // exactly the type's bytes for these dims
   };
   std::vector<Tensor> tensors;
 };

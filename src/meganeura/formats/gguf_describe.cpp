@@ -47,7 +47,7 @@ std::string scalar_text(const Value& v) {
 std::string type_text(const Value& v) {
   if (v.type != ValueType::Array) return value_type_name(v.type);
   std::string inner = v.element == ValueType::Array && !v.arrays.empty() ? type_text(v.arrays[0])
-                                                                          : value_type_name(v.element);
+                                                                         : value_type_name(v.element);
   return "[" + inner + "; " + std::to_string(v.count) + "]";
 }
 
@@ -58,9 +58,12 @@ std::string value_text(const Value& v) {
   const uint64_t shown = std::min(v.count, kMaxShownElements);
   for (uint64_t i = 0; i < shown; ++i) {
     if (i) s += ", ";
-    if (v.element == ValueType::String) s += quoted(v.strings[i]);
-    else if (v.element == ValueType::Array) s += value_text(v.arrays[i]);
-    else s += scalar_text(v.element_value(i));
+    if (v.element == ValueType::String)
+      s += quoted(v.strings[i]);
+    else if (v.element == ValueType::Array)
+      s += value_text(v.arrays[i]);
+    else
+      s += scalar_text(v.element_value(i));
   }
   if (v.count > shown) s += ", ...";
   return s + "]";
@@ -87,15 +90,17 @@ std::string File::describe() const {
     << " tensors (" << data_bytes << " bytes of tensor data at offset " << data_offset_ << ", alignment "
     << alignment_ << ")\n";
   const Value* arch = find("general.architecture");
-  o << "architecture: " << (arch && arch->type == ValueType::String ? arch->str : std::string("(none)")) << "\n";
+  o << "architecture: " << (arch && arch->type == ValueType::String ? arch->str : std::string("(none)"))
+    << "\n";
   o << "tensor types:";
   for (const auto& [name, n] : by_type) o << " " << name << " x" << n;
   o << "\nmetadata:\n";
-  for (const auto& [key, v] : metadata_) o << "  " << key << ": " << type_text(v) << " = " << value_text(v) << "\n";
+  for (const auto& [key, v] : metadata_)
+    o << "  " << key << ": " << type_text(v) << " = " << value_text(v) << "\n";
   o << "tensors (shapes row-major, outermost first):\n";
   for (const TensorInfo& t : tensors_)
-    o << "  " << t.name << ": " << quant::name(t.type) << " " << shape_text(t) << ", " << t.bytes << " bytes at +"
-      << t.offset << "\n";
+    o << "  " << t.name << ": " << quant::name(t.type) << " " << shape_text(t) << ", " << t.bytes
+      << " bytes at +" << t.offset << "\n";
   return o.str();
 }
 

@@ -16,7 +16,8 @@ constexpr uint64_t kInt64Max = static_cast<uint64_t>(INT64_MAX);
 
 class Cursor {
  public:
-  Cursor(std::span<const uint8_t> b, const std::string& origin) : b_(b), prefix_("[read_gguf] " + origin + ": ") {}
+  Cursor(std::span<const uint8_t> b, const std::string& origin)
+      : b_(b), prefix_("[read_gguf] " + origin + ": ") {}
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError(prefix_ + what); }
   size_t pos() const { return pos_; }
@@ -45,7 +46,8 @@ class Cursor {
   }
   std::vector<uint8_t> bytes(uint64_t n, const std::string& ctx) {
     need(n, ctx);
-    std::vector<uint8_t> v(b_.begin() + static_cast<std::ptrdiff_t>(pos_), b_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    std::vector<uint8_t> v(b_.begin() + static_cast<std::ptrdiff_t>(pos_),
+                           b_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
     pos_ += n;
     return v;
   }
@@ -65,8 +67,8 @@ ValueType value_type(Cursor& c, const std::string& ctx) {
 
 // The fewest bytes one element of type t can take in the file: bounds an element count by the bytes left.
 uint64_t min_encoded_size(ValueType t) {
-  if (t == ValueType::String) return 8;   // its length
-  if (t == ValueType::Array) return 12;   // element type and count
+  if (t == ValueType::String) return 8;  // its length
+  if (t == ValueType::Array) return 12;  // element type and count
   return value_type_size(t);
 }
 
@@ -138,8 +140,10 @@ void File::parse_all() {
     std::string got;
     for (uint8_t m : magic) {
       static constexpr char kHex[] = "0123456789abcdef";
-      if (m >= 32 && m < 127) got += static_cast<char>(m);
-      else got += std::string("\\x") + kHex[m >> 4] + kHex[m & 15];
+      if (m >= 32 && m < 127)
+        got += static_cast<char>(m);
+      else
+        got += std::string("\\x") + kHex[m >> 4] + kHex[m & 15];
     }
     c.fail("expected magic 'GGUF', got '" + got + "'");
   }
@@ -147,12 +151,15 @@ void File::parse_all() {
   if (version_ != 2 && version_ != 3) {
     const bool swapped = (version_ & 0xffffu) == 0 && version_ != 0;
     c.fail("expected GGUF version 2 or 3, got " + std::to_string(version_) +
-           (swapped ? " (a big-endian file?)" : version_ == 1 ? " (version 1 is obsolete)" : ""));
+           (swapped         ? " (a big-endian file?)"
+            : version_ == 1 ? " (version 1 is obsolete)"
+                            : ""));
   }
   const uint64_t n_tensors = c.u64("tensor count");
   const uint64_t n_kv = c.u64("metadata count");
   if (n_kv > c.left() / 13)  // key length, value type, one byte of value
-    c.fail("expected a metadata count that fits in " + std::to_string(c.left()) + " bytes, got " + std::to_string(n_kv));
+    c.fail("expected a metadata count that fits in " + std::to_string(c.left()) + " bytes, got " +
+           std::to_string(n_kv));
 
   metadata_.reserve(n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
@@ -186,7 +193,8 @@ void File::parse_all() {
     if (tensor_index_.count(t.name)) c.fail(ctx + ": expected unique tensor names, got a duplicate");
     const uint32_t n_dims = c.u32(ctx + " (dimension count)");
     if (n_dims > kMaxDims)
-      c.fail(ctx + ": expected at most " + std::to_string(kMaxDims) + " dimensions, got " + std::to_string(n_dims));
+      c.fail(ctx + ": expected at most " + std::to_string(kMaxDims) + " dimensions, got " +
+             std::to_string(n_dims));
     uint64_t elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t n = c.u64(ctx + " (dimension " + std::to_string(d) + ")");
@@ -214,8 +222,8 @@ void File::parse_all() {
 
   data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
   if (!tensors.empty() && data_offset_ > bytes_.size())
-    c.fail("expected the data section (at offset " + std::to_string(data_offset_) + ") inside the file, got " +
-           std::to_string(bytes_.size()) + " bytes (truncated)");
+    c.fail("expected the data section (at offset " + std::to_string(data_offset_) +
+           ") inside the file, got " + std::to_string(bytes_.size()) + " bytes (truncated)");
   const uint64_t data_size = bytes_.size() > data_offset_ ? bytes_.size() - data_offset_ : 0;
   for (const TensorInfo& t : tensors) {
     const std::string ctx = "tensor '" + t.name + "'";
@@ -223,8 +231,9 @@ void File::parse_all() {
       c.fail(ctx + ": expected an offset aligned to " + std::to_string(alignment_) + " bytes, got " +
              std::to_string(t.offset));
     if (t.offset > data_size || t.bytes > data_size - t.offset)
-      c.fail(ctx + ": expected its " + std::to_string(t.bytes) + " bytes at offset " + std::to_string(t.offset) +
-             " inside the data section of " + std::to_string(data_size) + " bytes, got past the end");
+      c.fail(ctx + ": expected its " + std::to_string(t.bytes) + " bytes at offset " +
+             std::to_string(t.offset) + " inside the data section of " + std::to_string(data_size) +
+             " bytes, got past the end");
   }
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -251,14 +260,17 @@ const Value* File::find(std::string_view key) const {
 
 const Value& File::at(std::string_view key) const {
   if (const Value* v = find(key)) return *v;
-  throw FormatError("[gguf::File::at] " + origin_ + ": expected key '" + std::string(key) + "', got no such key");
+  throw FormatError("[gguf::File::at] " + origin_ + ": expected key '" + std::string(key) +
+                    "', got no such key");
 }
 
 namespace {
-[[noreturn]] void wrong_type(const std::string& origin, std::string_view key, const char* want, const Value& v) {
+[[noreturn]] void wrong_type(const std::string& origin, std::string_view key, const char* want,
+                             const Value& v) {
   std::string got = value_type_name(v.type);
   if (v.type == ValueType::Array) got += std::string(" of ") + value_type_name(v.element);
-  throw FormatError("[gguf::File] " + origin + ": key '" + std::string(key) + "': expected " + want + ", got " + got);
+  throw FormatError("[gguf::File] " + origin + ": key '" + std::string(key) + "': expected " + want +
+                    ", got " + got);
 }
 }  // namespace
 
@@ -291,7 +303,8 @@ const std::string& File::get_string(std::string_view key) const {
 }
 const std::vector<std::string>& File::get_strings(std::string_view key) const {
   const Value& v = at(key);
-  if (v.type != ValueType::Array || v.element != ValueType::String) wrong_type(origin_, key, "an array of string", v);
+  if (v.type != ValueType::Array || v.element != ValueType::String)
+    wrong_type(origin_, key, "an array of string", v);
   return v.strings;
 }
 
@@ -309,8 +322,8 @@ const TensorInfo& File::tensor(std::string_view name) const {
 std::span<const uint8_t> File::tensor_data(const TensorInfo& t) const {
   if (data_offset_ > bytes_.size() || t.offset > bytes_.size() - data_offset_ ||
       t.bytes > bytes_.size() - data_offset_ - t.offset)
-    throw FormatError("[gguf::File::tensor_data] " + origin_ + ": expected a tensor of this file, got '" + t.name +
-                      "' reaching past its end");
+    throw FormatError("[gguf::File::tensor_data] " + origin_ + ": expected a tensor of this file, got '" +
+                      t.name + "' reaching past its end");
   return bytes_.subspan(data_offset_ + t.offset, t.bytes);
 }
 

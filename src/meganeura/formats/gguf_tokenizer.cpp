@@ -16,19 +16,24 @@ namespace {
 // An array of numbers with exactly `n` elements (one per token).
 const Value& per_token_array(const File& f, std::string_view key, size_t n, bool floats) {
   const Value& v = f.at(key);
-  const Value probe = v.type == ValueType::Array && v.element != ValueType::String && v.element != ValueType::Array
-                          ? Value::scalar(v.element, 0)
-                          : Value{};
+  const Value probe =
+      v.type == ValueType::Array && v.element != ValueType::String && v.element != ValueType::Array
+          ? Value::scalar(v.element, 0)
+          : Value{};
   if (v.type != ValueType::Array || v.element == ValueType::String || v.element == ValueType::Array ||
       (floats ? !probe.is_float() : !probe.is_integer()))
-    fail(f, key, std::string("expected an array of ") + (floats ? "f32/f64" : "integers") + ", got " +
-                     value_type_name(v.type) + (v.type == ValueType::Array ? std::string(" of ") + value_type_name(v.element) : ""));
-  if (v.count != n) fail(f, key, "expected " + std::to_string(n) + " elements (one per token), got " + std::to_string(v.count));
+    fail(f, key,
+         std::string("expected an array of ") + (floats ? "f32/f64" : "integers") + ", got " +
+             value_type_name(v.type) +
+             (v.type == ValueType::Array ? std::string(" of ") + value_type_name(v.element) : ""));
+  if (v.count != n)
+    fail(f, key,
+         "expected " + std::to_string(n) + " elements (one per token), got " + std::to_string(v.count));
   return v;
 }
 
-// A token id key: absent keeps `fallback`; an id outside the vocabulary keeps it too (llama.cpp warns and uses
-// its default there); a non-integer is an error.
+// A token id key: absent keeps `fallback`; an id outside the vocabulary keeps it too (llama.cpp warns and
+// uses its default there); a non-integer is an error.
 int32_t token_id(const File& f, std::string_view key, size_t n, int32_t fallback) {
   if (!f.find(key)) return fallback;
   const uint64_t id = f.get_uint(key);
@@ -55,13 +60,15 @@ TokenizerData tokenizer_data(const File& f) {
   d.tokens = f.get_strings("tokenizer.ggml.tokens");
   const size_t n = d.tokens.size();
   if (n == 0) fail(f, "tokenizer.ggml.tokens", "expected at least one token, got none");
-  if (n >= size_t(INT32_MAX)) fail(f, "tokenizer.ggml.tokens", "expected fewer than 2^31 tokens, got " + std::to_string(n));
+  if (n >= size_t(INT32_MAX))
+    fail(f, "tokenizer.ggml.tokens", "expected fewer than 2^31 tokens, got " + std::to_string(n));
   if (f.find("tokenizer.ggml.scores")) {
     const Value& s = per_token_array(f, "tokenizer.ggml.scores", n, true);
     d.scores.resize(n);
     for (size_t i = 0; i < n; ++i) d.scores[i] = static_cast<float>(s.double_at(i));
   } else if (spm) {
-    fail(f, "tokenizer.ggml.scores", "expected one score per token for the llama (SentencePiece) model, got no such key");
+    fail(f, "tokenizer.ggml.scores",
+         "expected one score per token for the llama (SentencePiece) model, got no such key");
   }
   if (f.find("tokenizer.ggml.token_type")) {
     const Value& t = per_token_array(f, "tokenizer.ggml.token_type", n, false);
@@ -69,7 +76,8 @@ TokenizerData tokenizer_data(const File& f) {
     for (size_t i = 0; i < n; ++i) {
       const int64_t v = t.int_at(i);
       if (v < TokenizerData::Normal || v > TokenizerData::Byte)
-        fail(f, "tokenizer.ggml.token_type", "expected types 1..6, got " + std::to_string(v) + " at " + std::to_string(i));
+        fail(f, "tokenizer.ggml.token_type",
+             "expected types 1..6, got " + std::to_string(v) + " at " + std::to_string(i));
       d.token_types[i] = static_cast<int32_t>(v);
     }
   }
@@ -92,9 +100,13 @@ TokenizerData tokenizer_data(const File& f) {
   d.add_bos = f.find("tokenizer.ggml.add_bos_token") ? f.get_bool("tokenizer.ggml.add_bos_token") : spm;
   d.add_eos = f.find("tokenizer.ggml.add_eos_token") ? f.get_bool("tokenizer.ggml.add_eos_token") : false;
   // BPE never prepends a space in llama.cpp, whatever the key says; SentencePiece does unless told not to.
-  d.add_space_prefix = spm && (f.find("tokenizer.ggml.add_space_prefix") ? f.get_bool("tokenizer.ggml.add_space_prefix") : true);
-  if (d.add_bos && d.bos_id < 0) fail(f, "tokenizer.ggml.add_bos_token", "expected a bos_token_id with add_bos_token set, got none");
-  if (d.add_eos && d.eos_id < 0) fail(f, "tokenizer.ggml.add_eos_token", "expected an eos_token_id with add_eos_token set, got none");
+  d.add_space_prefix =
+      spm &&
+      (f.find("tokenizer.ggml.add_space_prefix") ? f.get_bool("tokenizer.ggml.add_space_prefix") : true);
+  if (d.add_bos && d.bos_id < 0)
+    fail(f, "tokenizer.ggml.add_bos_token", "expected a bos_token_id with add_bos_token set, got none");
+  if (d.add_eos && d.eos_id < 0)
+    fail(f, "tokenizer.ggml.add_eos_token", "expected an eos_token_id with add_eos_token set, got none");
   if (f.find("tokenizer.chat_template")) d.chat_template = f.get_string("tokenizer.chat_template");
   return d;
 }
@@ -107,10 +119,12 @@ std::vector<int32_t> end_of_generation_ids(const File& f, const TokenizerData& d
   add(d.eos_id);
   add(token_id(f, "tokenizer.ggml.eot_token_id", d.tokens.size(), -1));
   add(token_id(f, "tokenizer.ggml.eom_token_id", d.tokens.size(), -1));
-  static constexpr std::string_view kEnd[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                              "<|eom_id|>", "<|end_of_text|>"};
+  static constexpr std::string_view kEnd[] = {"<|eot_id|>",     "<|im_end|>",    "<|end|>",
+                                              "<end_of_turn>",  "<|endoftext|>", "<|eom_id|>",
+                                              "<|end_of_text|>"};
   for (size_t i = 0; i < d.tokens.size(); ++i)
-    if (std::find(std::begin(kEnd), std::end(kEnd), d.tokens[i]) != std::end(kEnd)) add(static_cast<int32_t>(i));
+    if (std::find(std::begin(kEnd), std::end(kEnd), d.tokens[i]) != std::end(kEnd))
+      add(static_cast<int32_t>(i));
   return ids;
 }
 

@@ -27,11 +27,19 @@ const char* value_type_name(ValueType t) {
 
 size_t value_type_size(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::Bool: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::String: case ValueType::Array: return 0;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::Bool: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
+    case ValueType::String:
+    case ValueType::Array: return 0;
   }
   return 0;
 }
@@ -40,7 +48,8 @@ namespace {
 
 void require_scalar(ValueType t, const char* fn) {
   if (value_type_size(t) == 0)
-    throw FormatError(std::string("[gguf::Value::") + fn + "] expected a scalar value, got " + value_type_name(t));
+    throw FormatError(std::string("[gguf::Value::") + fn + "] expected a scalar value, got " +
+                      value_type_name(t));
 }
 
 int64_t bits_as_int(ValueType t, uint64_t b) {
@@ -86,8 +95,14 @@ double bits_as_double(ValueType t, uint64_t b) {
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16: case ValueType::U32:
-    case ValueType::I32: case ValueType::U64: case ValueType::I64: return true;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::U16:
+    case ValueType::I16:
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::U64:
+    case ValueType::I64: return true;
     default: return false;
   }
 }
@@ -108,12 +123,13 @@ double Value::as_double() const {
 
 Value Value::element_value(uint64_t i) const {
   const size_t es = type == ValueType::Array ? value_type_size(element) : 0;
-  if (es == 0) throw FormatError("[gguf::Value::element_value] expected an array of scalars, got " +
-                                 std::string(type == ValueType::Array ? "an array of " : "") +
-                                 value_type_name(type == ValueType::Array ? element : type));
+  if (es == 0)
+    throw FormatError("[gguf::Value::element_value] expected an array of scalars, got " +
+                      std::string(type == ValueType::Array ? "an array of " : "") +
+                      value_type_name(type == ValueType::Array ? element : type));
   if (i >= count)
-    throw FormatError("[gguf::Value::element_value] expected an index below " + std::to_string(count) + ", got " +
-                      std::to_string(i));
+    throw FormatError("[gguf::Value::element_value] expected an index below " + std::to_string(count) +
+                      ", got " + std::to_string(i));
   uint64_t b = 0;
   std::memcpy(&b, packed.data() + i * es, es);
   return scalar(element, b);
@@ -173,8 +189,6 @@ Value Value::array_array(std::vector<Value> a) {
   return v;
 }
 
-std::vector<int64_t> TensorInfo::shape() const {
-  return std::vector<int64_t>(dims.rbegin(), dims.rend());
-}
+std::vector<int64_t> TensorInfo::shape() const { return std::vector<int64_t>(dims.rbegin(), dims.rend()); }
 
 }  // namespace meganeura::gguf

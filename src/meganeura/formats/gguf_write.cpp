@@ -36,24 +36,31 @@ void put_value(Out& o, const Value& v, const std::string& ctx, uint32_t depth) {
     fail(ctx + ": expected a value type 0..12, got " + std::to_string(static_cast<uint32_t>(v.type)));
   if (v.type == ValueType::String) return o.str(v.str);
   if (v.type != ValueType::Array) return o.le(v.bits, value_type_size(v.type));
-  if (depth >= kMaxArrayDepth) fail(ctx + ": expected arrays nested at most " + std::to_string(kMaxArrayDepth) + " deep");
+  if (depth >= kMaxArrayDepth)
+    fail(ctx + ": expected arrays nested at most " + std::to_string(kMaxArrayDepth) + " deep");
   if (static_cast<uint32_t>(v.element) > static_cast<uint32_t>(ValueType::F64))
-    fail(ctx + ": expected an array element type 0..12, got " + std::to_string(static_cast<uint32_t>(v.element)));
+    fail(ctx + ": expected an array element type 0..12, got " +
+         std::to_string(static_cast<uint32_t>(v.element)));
   o.u32(static_cast<uint32_t>(v.element));
   o.u64(v.count);
   if (v.element == ValueType::String) {
-    if (v.strings.size() != v.count) fail(ctx + ": expected " + std::to_string(v.count) + " strings, got " + std::to_string(v.strings.size()));
+    if (v.strings.size() != v.count)
+      fail(ctx + ": expected " + std::to_string(v.count) + " strings, got " +
+           std::to_string(v.strings.size()));
     for (const std::string& s : v.strings) o.str(s);
   } else if (v.element == ValueType::Array) {
-    if (v.arrays.size() != v.count) fail(ctx + ": expected " + std::to_string(v.count) + " arrays, got " + std::to_string(v.arrays.size()));
+    if (v.arrays.size() != v.count)
+      fail(ctx + ": expected " + std::to_string(v.count) + " arrays, got " + std::to_string(v.arrays.size()));
     for (size_t i = 0; i < v.arrays.size(); ++i) {
-      if (v.arrays[i].type != ValueType::Array) fail(ctx + "[" + std::to_string(i) + "]: expected an array, got " + value_type_name(v.arrays[i].type));
+      if (v.arrays[i].type != ValueType::Array)
+        fail(ctx + "[" + std::to_string(i) + "]: expected an array, got " +
+             value_type_name(v.arrays[i].type));
       put_value(o, v.arrays[i], ctx + "[" + std::to_string(i) + "]", depth + 1);
     }
   } else {
     if (v.packed.size() != v.count * value_type_size(v.element))
-      fail(ctx + ": expected " + std::to_string(v.count * value_type_size(v.element)) + " packed bytes, got " +
-           std::to_string(v.packed.size()));
+      fail(ctx + ": expected " + std::to_string(v.count * value_type_size(v.element)) +
+           " packed bytes, got " + std::to_string(v.packed.size()));
     o.b.insert(o.b.end(), v.packed.begin(), v.packed.end());
   }
 }
@@ -87,18 +94,22 @@ std::vector<uint8_t> serialize(const Contents& c) {
   for (const Contents::Tensor& t : c.tensors) {
     const std::string ctx = "tensor '" + t.name + "'";
     if (!names.insert(t.name).second) fail(ctx + ": expected unique tensor names, got a duplicate");
-    if (t.dims.size() > kMaxDims) fail(ctx + ": expected at most 4 dimensions, got " + std::to_string(t.dims.size()));
+    if (t.dims.size() > kMaxDims)
+      fail(ctx + ": expected at most 4 dimensions, got " + std::to_string(t.dims.size()));
     const quant::TypeInfo* ti = quant::find_type(static_cast<uint32_t>(t.type));
-    if (!ti) fail(ctx + ": expected a supported type, got id " + std::to_string(static_cast<uint32_t>(t.type)));
+    if (!ti)
+      fail(ctx + ": expected a supported type, got id " + std::to_string(static_cast<uint32_t>(t.type)));
     uint64_t elements = 1;
     for (uint64_t d : t.dims)
       if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(elements, d, &elements))
         fail(ctx + ": expected an element count below 2^63");
     if ((t.dims.empty() ? 1 : t.dims[0]) % ti->block_elems != 0)
-      fail(ctx + ": expected dimension 0 to be a multiple of " + std::to_string(ti->block_elems) + " for " + ti->name);
+      fail(ctx + ": expected dimension 0 to be a multiple of " + std::to_string(ti->block_elems) + " for " +
+           ti->name);
     const uint64_t bytes = elements / ti->block_elems * ti->block_bytes;
     if (t.data.size() != bytes)
-      fail(ctx + ": expected " + std::to_string(bytes) + " bytes of " + ti->name + " data, got " + std::to_string(t.data.size()));
+      fail(ctx + ": expected " + std::to_string(bytes) + " bytes of " + ti->name + " data, got " +
+           std::to_string(t.data.size()));
     o.str(t.name);
     o.u32(static_cast<uint32_t>(t.dims.size()));
     for (uint64_t d : t.dims) o.u64(d);
@@ -119,7 +130,9 @@ void write_gguf(const std::string& path, const Contents& c) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   f.close();
-  if (!f) throw DataError("[write_gguf] expected to write " + std::to_string(bytes.size()) + " bytes to '" + path + "', got a write error");
+  if (!f)
+    throw DataError("[write_gguf] expected to write " + std::to_string(bytes.size()) + " bytes to '" + path +
+                    "', got a write error");
 }
 
 }  // namespace meganeura::gguf

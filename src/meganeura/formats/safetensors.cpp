@@ -83,11 +83,14 @@ bool as_u64(const json& v, uint64_t& out) {
   return false;
 }
 
-std::string span_text(uint64_t b, uint64_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + "]"; }
+std::string span_text(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + ", " + std::to_string(e) + "]";
+}
 
 SafetensorsEntry parse_entry(const std::string& name, const json& v, const std::string& where) {
   const std::string t = where + "tensor '" + name + "': ";
-  if (!v.is_object()) throw FormatError(t + "expected an object {dtype, shape, data_offsets}, got " + v.type_name());
+  if (!v.is_object())
+    throw FormatError(t + "expected an object {dtype, shape, data_offsets}, got " + v.type_name());
   SafetensorsEntry e;
   e.name = name;
   auto dt = v.find("dtype");
@@ -97,7 +100,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, const std::
   e.dtype = dt->get<std::string>();
   const uint64_t elem = stored_dtype_size(e.dtype);
   if (elem == 0)
-    throw FormatError(t + "expected field 'dtype' to be a safetensors dtype (F32, F16, BF16, I32, ...), got '" +
+    throw FormatError(t +
+                      "expected field 'dtype' to be a safetensors dtype (F32, F16, BF16, I32, ...), got '" +
                       e.dtype + "'");
   auto sh = v.find("shape");
   if (sh == v.end() || !sh->is_array())
@@ -110,7 +114,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, const std::
       throw FormatError(t + "expected 'shape'[" + std::to_string(i) + "] to be a non-negative integer, got " +
                         (*sh)[i].dump());
     if (__builtin_mul_overflow(count, d, &count))
-      throw FormatError(t + "expected 'shape' " + sh->dump() + " to have fewer than 2^64 elements, got an overflow");
+      throw FormatError(t + "expected 'shape' " + sh->dump() +
+                        " to have fewer than 2^64 elements, got an overflow");
     e.shape.push_back(static_cast<int64_t>(d));
   }
   uint64_t bytes = 0;
@@ -136,28 +141,33 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, const std::
 SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::string& origin) {
   const std::string where = at("safetensors", origin);
   if (file.size() < 8)
-    throw FormatError(where + "expected at least 8 bytes (the header length), got " + std::to_string(file.size()));
+    throw FormatError(where + "expected at least 8 bytes (the header length), got " +
+                      std::to_string(file.size()));
   uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
   if (n > kSafetensorsMaxHeaderBytes)
-    throw FormatError(where + "expected a header length of at most " + std::to_string(kSafetensorsMaxHeaderBytes) +
-                      " bytes, got " + std::to_string(n) + " (not a safetensors file, or corrupt)");
+    throw FormatError(where + "expected a header length of at most " +
+                      std::to_string(kSafetensorsMaxHeaderBytes) + " bytes, got " + std::to_string(n) +
+                      " (not a safetensors file, or corrupt)");
   if (n > file.size() - 8)
-    throw FormatError(where + "expected a header of " + std::to_string(n) + " bytes after the length, got a file of " +
-                      std::to_string(file.size()) + " bytes (truncated)");
+    throw FormatError(where + "expected a header of " + std::to_string(n) +
+                      " bytes after the length, got a file of " + std::to_string(file.size()) +
+                      " bytes (truncated)");
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
   if (n == 0 || text[0] != '{')
     throw FormatError(where + "expected the header to start with '{', got " +
                       (n == 0 ? std::string("an empty header") : "byte " + std::to_string(uint8_t(text[0]))));
   const json j = parse_json_strict(text, where, "the header");
-  if (!j.is_object()) throw FormatError(where + "expected the header to be a JSON object, got " + j.type_name());
+  if (!j.is_object())
+    throw FormatError(where + "expected the header to be a JSON object, got " + j.type_name());
 
   SafetensorsHeader h;
   h.data_start = 8 + n;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object())
-        throw FormatError(where + "expected '__metadata__' to be an object of strings, got " + it->type_name());
+        throw FormatError(where + "expected '__metadata__' to be an object of strings, got " +
+                          it->type_name());
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string())
           throw FormatError(where + "expected '__metadata__' value '" + m.key() + "' to be a string, got " +
@@ -172,29 +182,33 @@ SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::
   const uint64_t data_bytes = file.size() - h.data_start;
   for (const SafetensorsEntry& e : h.tensors)
     if (e.end > data_bytes)
-      throw FormatError(where + "tensor '" + e.name + "': expected 'data_offsets' " + span_text(e.begin, e.end) +
-                        " inside the data section of " + std::to_string(data_bytes) + " bytes, got an end past it" +
-                        " (truncated file)");
+      throw FormatError(where + "tensor '" + e.name + "': expected 'data_offsets' " +
+                        span_text(e.begin, e.end) + " inside the data section of " +
+                        std::to_string(data_bytes) + " bytes, got an end past it" + " (truncated file)");
   // The bytes must be covered exactly once, in order: sort by position and walk.
-  std::stable_sort(h.tensors.begin(), h.tensors.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::stable_sort(h.tensors.begin(), h.tensors.end(),
+                   [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                   });
   uint64_t pos = 0;
   const SafetensorsEntry* prev = nullptr;
   for (const SafetensorsEntry& e : h.tensors) {
     if (e.begin < pos)
-      throw FormatError(where + "tensor '" + e.name + "': expected 'data_offsets' " + span_text(e.begin, e.end) +
-                        " not to overlap tensor '" + prev->name + "' " + span_text(prev->begin, prev->end));
+      throw FormatError(where + "tensor '" + e.name + "': expected 'data_offsets' " +
+                        span_text(e.begin, e.end) + " not to overlap tensor '" + prev->name + "' " +
+                        span_text(prev->begin, prev->end));
     if (e.begin > pos)
-      throw FormatError(where + "tensor '" + e.name + "': expected 'data_offsets' to begin at " + std::to_string(pos) +
-                        (prev ? " where tensor '" + prev->name + "' ends" : std::string(" (the data section's start)")) +
-                        ", got " + std::to_string(e.begin) + " (a gap of unlisted bytes)");
+      throw FormatError(
+          where + "tensor '" + e.name + "': expected 'data_offsets' to begin at " + std::to_string(pos) +
+          (prev ? " where tensor '" + prev->name + "' ends" : std::string(" (the data section's start)")) +
+          ", got " + std::to_string(e.begin) + " (a gap of unlisted bytes)");
     pos = e.end;
     prev = &e;
   }
   if (pos != data_bytes)
     throw FormatError(where + "expected the tensors to cover the " + std::to_string(data_bytes) +
-                      "-byte data section, got " + std::to_string(data_bytes - pos) + " trailing bytes after " +
+                      "-byte data section, got " + std::to_string(data_bytes - pos) +
+                      " trailing bytes after " +
                       (prev ? "tensor '" + prev->name + "'" : std::string("the header")));
   return h;
 }
@@ -238,8 +252,8 @@ std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsEntry& e) con
 SafetensorsView SafetensorsFile::tensor(const std::string& name) const {
   const SafetensorsEntry* e = find(name);
   if (e == nullptr)
-    throw FormatError(at("SafetensorsFile::tensor", path()) + "expected a tensor named '" + name + "', got none among " +
-                      std::to_string(header_.tensors.size()));
+    throw FormatError(at("SafetensorsFile::tensor", path()) + "expected a tensor named '" + name +
+                      "', got none among " + std::to_string(header_.tensors.size()));
   return {e->name, safetensors_dtype(*e, path()), e->shape, bytes(*e)};
 }
 
@@ -265,11 +279,14 @@ SafetensorsModel::SafetensorsModel(const std::string& path) {
   fs::path p(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
-    if (fs::exists(p / "model.safetensors.index.json", ec)) p /= "model.safetensors.index.json";
-    else if (fs::exists(p / "model.safetensors", ec)) p /= "model.safetensors";
+    if (fs::exists(p / "model.safetensors.index.json", ec))
+      p /= "model.safetensors.index.json";
+    else if (fs::exists(p / "model.safetensors", ec))
+      p /= "model.safetensors";
     else
-      throw FormatError("[SafetensorsModel] '" + path +
-                        "': expected a folder holding model.safetensors or model.safetensors.index.json, got neither");
+      throw FormatError(
+          "[SafetensorsModel] '" + path +
+          "': expected a folder holding model.safetensors or model.safetensors.index.json, got neither");
   }
   origin_ = p.string();
   if (p.extension() != ".json") {
@@ -281,7 +298,8 @@ SafetensorsModel::SafetensorsModel(const std::string& path) {
   const MappedFile index(origin_);
   const std::string_view text(reinterpret_cast<const char*>(index.bytes().data()), index.size());
   const json j = parse_json_strict(text, where, "the index");
-  if (!j.is_object()) throw FormatError(where + "expected the index to be a JSON object, got " + j.type_name());
+  if (!j.is_object())
+    throw FormatError(where + "expected the index to be a JSON object, got " + j.type_name());
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object())
     throw FormatError(where + "expected field 'weight_map' to be an object {tensor: shard file}, got " +
@@ -289,7 +307,8 @@ SafetensorsModel::SafetensorsModel(const std::string& path) {
   std::map<std::string, size_t> shard_index;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it->is_string())
-      throw FormatError(where + "'weight_map' entry '" + it.key() + "': expected a shard file name, got " + it->dump());
+      throw FormatError(where + "'weight_map' entry '" + it.key() + "': expected a shard file name, got " +
+                        it->dump());
     const std::string shard = it->get<std::string>();
     check_shard_name(shard, it.key(), where);
     auto [s, added] = shard_index.emplace(shard, files_.size());
@@ -320,12 +339,14 @@ std::vector<std::string> SafetensorsModel::names() const {
 const SafetensorsFile& SafetensorsModel::file_of(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end())
-    throw FormatError(at("SafetensorsModel", origin_) + "expected a tensor named '" + name + "', got none among " +
-                      std::to_string(where_.size()));
+    throw FormatError(at("SafetensorsModel", origin_) + "expected a tensor named '" + name +
+                      "', got none among " + std::to_string(where_.size()));
   return *files_[it->second];
 }
 
-const SafetensorsEntry& SafetensorsModel::entry(const std::string& name) const { return *file_of(name).find(name); }
+const SafetensorsEntry& SafetensorsModel::entry(const std::string& name) const {
+  return *file_of(name).find(name);
+}
 
 SafetensorsView SafetensorsModel::tensor(const std::string& name) const { return file_of(name).tensor(name); }
 
@@ -337,13 +358,13 @@ std::vector<std::byte> serialize_safetensors(const std::vector<SafetensorsTensor
   std::set<std::string> names;
   for (const SafetensorsTensor& t : tensors) {
     if (t.name == "__metadata__" || !names.insert(t.name).second)
-      throw FormatError("[write_safetensors] expected unique tensor names other than '__metadata__', got '" + t.name +
-                        "'" + (t.name == "__metadata__" ? "" : " twice"));
+      throw FormatError("[write_safetensors] expected unique tensor names other than '__metadata__', got '" +
+                        t.name + "'" + (t.name == "__metadata__" ? "" : " twice"));
     uint64_t n = dtype_size(t.dtype);
     for (int64_t d : t.shape) {
       if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
-        throw FormatError("[write_safetensors] tensor '" + t.name + "': expected non-negative dimensions, got " +
-                          std::to_string(d));
+        throw FormatError("[write_safetensors] tensor '" + t.name +
+                          "': expected non-negative dimensions, got " + std::to_string(d));
     }
     if (n != t.bytes.size())
       throw FormatError("[write_safetensors] tensor '" + t.name + "': expected " + std::to_string(n) +
@@ -358,7 +379,9 @@ std::vector<std::byte> serialize_safetensors(const std::vector<SafetensorsTensor
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
   for (const SafetensorsTensor* t : order) {
-    h[t->name] = {{"dtype", safetensors_dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + t->bytes.size()}}};
+    h[t->name] = {{"dtype", safetensors_dtype_name(t->dtype)},
+                  {"shape", t->shape},
+                  {"data_offsets", {off, off + t->bytes.size()}}};
     off += t->bytes.size();
   }
   std::string text = h.dump();

@@ -41,7 +41,8 @@ const CurlApi& curl() {
     auto sym = [&](const char* name) {
       void* p = dlsym(lib, name);
       if (p == nullptr && failure.empty())
-        failure = std::string("[hf::download] expected libcurl.so.4 to export ") + name + ", got none (too old?)";
+        failure =
+            std::string("[hf::download] expected libcurl.so.4 to export ") + name + ", got none (too old?)";
       return p;
     };
     api.global_init = reinterpret_cast<decltype(api.global_init)>(sym("curl_global_init"));
@@ -120,7 +121,8 @@ std::string HttpResponse::header(const std::string& lower_name) const {
 HttpResponse http_request(const HttpRequest& request) {
   const CurlApi& c = curl();
   CURL* h = c.easy_init();
-  if (h == nullptr) throw HubError(HubError::Kind::Network, "[hf::download] expected a curl handle, got none");
+  if (h == nullptr)
+    throw HubError(HubError::Kind::Network, "[hf::download] expected a curl handle, got none");
   Transfer t{&request, {}, false, nullptr};
   curl_slist* headers = nullptr;
   for (const std::string& line : request.headers) headers = c.slist_append(headers, line.c_str());
@@ -149,8 +151,9 @@ HttpResponse http_request(const HttpRequest& request) {
   if (t.failure) std::rethrow_exception(t.failure);
   if (rc != CURLE_OK) {
     const std::string reason = error[0] ? error : c.easy_strerror(rc);
-    throw HubError(HubError::Kind::Network, "[hf::download] expected a response from " + request.url + ", got: " +
-                                                reason + (t.aborted ? " (transfer stopped by the client)" : ""));
+    throw HubError(HubError::Kind::Network, "[hf::download] expected a response from " + request.url +
+                                                ", got: " + reason +
+                                                (t.aborted ? " (transfer stopped by the client)" : ""));
   }
   if (status != 0) t.response.status = status;
   return t.response;

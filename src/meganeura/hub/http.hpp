@@ -15,7 +15,7 @@ struct HttpRequest {
   bool follow_redirects = false;     // at most 10, http(s) only
   std::vector<std::string> headers;  // "Name: value"
   long connect_timeout_s = 10;
-  long stall_timeout_s = 30;         // abort when under 1 byte/s for this long
+  long stall_timeout_s = 30;  // abort when under 1 byte/s for this long
   // Called with each piece of the body of the final response, with its status, when that is 2xx; returning
   // false aborts the transfer (a network HubError).
   std::function<bool(long status, const char* data, size_t n)> on_body;
@@ -23,7 +23,7 @@ struct HttpRequest {
 
 struct HttpResponse {
   long status = 0;
-  std::map<std::string, std::string> headers;  // of the final response, names lowercased
+  std::map<std::string, std::string> headers;               // of the final response, names lowercased
   std::string header(const std::string& lower_name) const;  // "" when absent
 };
 

@@ -36,7 +36,8 @@ bool is_commit(const std::string& s) { return is_hex(s, 40); }
 bool safe_component(const std::string& s) {
   if (s.empty() || s == "." || s == ".." || s.size() > 255) return false;
   for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.'))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+          c == '_' || c == '.'))
       return false;
   return true;
 }
@@ -58,20 +59,24 @@ bool safe_relative(const std::string& s) {
 void check_arguments(const HubConfig& config, const std::string& repo, const std::string& file,
                      const std::string& revision) {
   const size_t slash = repo.find('/');
-  bool repo_ok = !repo.empty() && repo.find('/', slash == std::string::npos ? 0 : slash + 1) == std::string::npos;
+  bool repo_ok =
+      !repo.empty() && repo.find('/', slash == std::string::npos ? 0 : slash + 1) == std::string::npos;
   for (char c : repo)
-    repo_ok &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
-               c == '.' || c == '/';
+    repo_ok &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+               c == '_' || c == '.' || c == '/';
   repo_ok = repo_ok && repo.find("..") == std::string::npos && repo.front() != '/' && repo.back() != '/' &&
             repo.find("--") == std::string::npos;
   if (!repo_ok)
-    throw ConfigError("[hf::download] expected a repo id ORG/NAME of letters, digits, '-', '_', '.', got '" + repo + "'");
+    throw ConfigError("[hf::download] expected a repo id ORG/NAME of letters, digits, '-', '_', '.', got '" +
+                      repo + "'");
   if (!safe_relative(file))
-    throw ConfigError("[hf::download] expected a file path inside the repo (no '..', no leading '/'), got '" + file + "'");
+    throw ConfigError("[hf::download] expected a file path inside the repo (no '..', no leading '/'), got '" +
+                      file + "'");
   if (!safe_relative(revision))
     throw ConfigError("[hf::download] expected a revision (branch, tag or commit), got '" + revision + "'");
   if (config.home.empty() && config.hub_cache.empty())
-    throw ConfigError("[hf::download] expected a cache folder (HubConfig::home or hub_cache; HF_HOME), got none");
+    throw ConfigError(
+        "[hf::download] expected a cache folder (HubConfig::home or hub_cache; HF_HOME), got none");
 }
 
 // Percent-encoding of everything but RFC 3986's unreserved characters (and '/' where kept).
@@ -136,10 +141,14 @@ std::optional<fs::path> cached(const fs::path& folder, const std::string& revisi
   std::string why;
   const int s = static_cast<int>(r.status);
   if (s == 401)
-    why = "401 Unauthorized: the repository is private or gated, or does not exist; set HF_TOKEN to a token with "
-          "read access";
+    why =
+        "401 Unauthorized: the repository is private or gated, or does not exist; set HF_TOKEN to a token "
+        "with "
+        "read access";
   else if (s == 403)
-    why = "403 Forbidden: the token has no access to this repository (a gated model's terms may need accepting)";
+    why =
+        "403 Forbidden: the token has no access to this repository (a gated model's terms may need "
+        "accepting)";
   else if (s == 404 && code == "RepoNotFound")
     why = "404: no such repository";
   else if (s == 404 && code == "RevisionNotFound")
@@ -156,10 +165,14 @@ std::optional<fs::path> cached(const fs::path& folder, const std::string& revisi
 
 std::string format_bytes(uint64_t n) {
   char buf[32];
-  if (n >= (1u << 30)) std::snprintf(buf, sizeof buf, "%.2f GB", n / double(1u << 30));
-  else if (n >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MB", n / double(1u << 20));
-  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.1f kB", n / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  if (n >= (1u << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GB", n / double(1u << 30));
+  else if (n >= (1u << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MB", n / double(1u << 20));
+  else if (n >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f kB", n / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
   return buf;
 }
 
@@ -167,11 +180,15 @@ std::string format_bytes(uint64_t n) {
 class Progress {
  public:
   Progress(const DownloadOptions& o, std::string name, uint64_t total, uint64_t start)
-      : out_(o.progress_out), name_(std::move(name)), total_(total), start_bytes_(start),
+      : out_(o.progress_out),
+        name_(std::move(name)),
+        total_(total),
+        start_bytes_(start),
         t0_(std::chrono::steady_clock::now()) {
     style_ = o.progress;
     if (out_ == nullptr) style_ = ProgressStyle::Off;
-    if (style_ == ProgressStyle::Auto) style_ = ::isatty(::fileno(out_)) ? ProgressStyle::Bar : ProgressStyle::Lines;
+    if (style_ == ProgressStyle::Auto)
+      style_ = ::isatty(::fileno(out_)) ? ProgressStyle::Bar : ProgressStyle::Lines;
     if (style_ == ProgressStyle::Lines)
       std::fprintf(out_, "download %s: %s%s\n", name_.c_str(), format_bytes(total_).c_str(),
                    start > 0 ? (", resuming at " + format_bytes(start)).c_str() : "");
@@ -193,7 +210,8 @@ class Progress {
       const double rate = t > 0 ? (done - start_bytes_) / t : 0;
       std::fprintf(out_, "\r%s [%s%s] %3d%% %s/%s %s/s ", name_.c_str(), std::string(fill, '#').c_str(),
                    std::string(width - fill, '.').c_str(), total_ ? static_cast<int>(100 * done / total_) : 0,
-                   format_bytes(done).c_str(), format_bytes(total_).c_str(), format_bytes(uint64_t(rate)).c_str());
+                   format_bytes(done).c_str(), format_bytes(total_).c_str(),
+                   format_bytes(uint64_t(rate)).c_str());
       std::fflush(out_);
     }
   }
@@ -202,7 +220,8 @@ class Progress {
       update(bytes);
       std::fprintf(out_, "\n");
     } else if (style_ == ProgressStyle::Lines) {
-      std::fprintf(out_, "download %s: done, %s in %.1f s\n", name_.c_str(), format_bytes(bytes).c_str(), seconds());
+      std::fprintf(out_, "download %s: done, %s in %.1f s\n", name_.c_str(), format_bytes(bytes).c_str(),
+                   seconds());
     }
   }
 
@@ -226,8 +245,8 @@ class FileLock {
     fs::create_directories(p.parent_path());
     fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
-      throw HubError(Kind::Cache, "[hf::download] expected to create the lock '" + p.string() + "', got: " +
-                                        std::strerror(errno));
+      throw HubError(Kind::Cache, "[hf::download] expected to create the lock '" + p.string() +
+                                      "', got: " + std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
   }
@@ -282,7 +301,8 @@ Metadata head(const HubConfig& config, const std::string& url, const DownloadOpt
   Metadata m;
   m.commit = r.header("x-repo-commit");
   m.etag = normalize_etag(!r.header("x-linked-etag").empty() ? r.header("x-linked-etag") : r.header("etag"));
-  const std::string size = !r.header("x-linked-size").empty() ? r.header("x-linked-size") : r.header("content-length");
+  const std::string size =
+      !r.header("x-linked-size").empty() ? r.header("x-linked-size") : r.header("content-length");
   if (!size.empty() && size.find_first_not_of("0123456789") == std::string::npos && size.size() < 20) {
     m.size = std::stoull(size);
     m.has_size = true;
@@ -292,8 +312,9 @@ Metadata head(const HubConfig& config, const std::string& url, const DownloadOpt
   if (!m.location.empty() && m.location.front() == '/') m.location = origin_of(target) + m.location;
   if (!is_commit(m.commit))
     throw HubError(Kind::Http,
-                   "[hf::download] expected header X-Repo-Commit (a 40-digit commit hash) from " + url + ", got '" +
-                       m.commit + "': is HF_ENDPOINT (" + config.endpoint + ") a Hugging Face hub?",
+                   "[hf::download] expected header X-Repo-Commit (a 40-digit commit hash) from " + url +
+                       ", got '" + m.commit + "': is HF_ENDPOINT (" + config.endpoint +
+                       ") a Hugging Face hub?",
                    static_cast<int>(r.status));
   if (!safe_component(m.etag))
     throw HubError(Kind::Http,
@@ -301,9 +322,10 @@ Metadata head(const HubConfig& config, const std::string& url, const DownloadOpt
                        ", got '" + m.etag + "'",
                    static_cast<int>(r.status));
   if (!m.has_size)
-    throw HubError(Kind::Http,
-                   "[hf::download] expected header X-Linked-Size or Content-Length from " + url + ", got none",
-                   static_cast<int>(r.status));
+    throw HubError(
+        Kind::Http,
+        "[hf::download] expected header X-Linked-Size or Content-Length from " + url + ", got none",
+        static_cast<int>(r.status));
   return m;
 }
 
@@ -322,8 +344,8 @@ void fetch(const HubConfig& config, const Metadata& m, const fs::path& incomplet
     if (have == m.size) break;
     std::FILE* f = std::fopen(incomplete.c_str(), have > 0 ? "ab" : "wb");
     if (f == nullptr)
-      throw HubError(Kind::Cache, "[hf::download] expected to write '" + incomplete.string() + "', got: " +
-                                        std::strerror(errno));
+      throw HubError(Kind::Cache, "[hf::download] expected to write '" + incomplete.string() +
+                                      "', got: " + std::strerror(errno));
     Progress progress(options, name, m.size, have);
     uint64_t written = have;
     bool write_failed = false, first = true;
@@ -382,14 +404,16 @@ void fetch(const HubConfig& config, const Metadata& m, const fs::path& incomplet
   if (got != m.size) {
     fs::remove(incomplete, ec);
     throw HubError(Kind::Checksum, "[hf::download] expected " + std::to_string(m.size) + " bytes of " + what +
-                                       ", got " + std::to_string(got) + "; the download was removed, not cached");
+                                       ", got " + std::to_string(got) +
+                                       "; the download was removed, not cached");
   }
   if (is_hex(m.etag, 64)) {
     const std::string digest = sha256_file(incomplete.string());
     if (digest != m.etag) {
       fs::remove(incomplete, ec);
       throw HubError(Kind::Checksum, "[hf::download] expected SHA-256 " + m.etag + " (its ETag) for " + what +
-                                         ", got " + digest + "; the corrupt download was removed, not cached");
+                                         ", got " + digest +
+                                         "; the corrupt download was removed, not cached");
     }
   }
 }
@@ -399,12 +423,12 @@ void link_pointer(const fs::path& blob, const fs::path& pointer) {
   std::error_code ec;
   fs::remove(pointer, ec);
   // Lexical, as huggingface_hub's os.path.relpath: the link survives a move of the whole cache.
-  const fs::path target =
-      fs::absolute(blob).lexically_normal().lexically_relative(fs::absolute(pointer.parent_path()).lexically_normal());
+  const fs::path target = fs::absolute(blob).lexically_normal().lexically_relative(
+      fs::absolute(pointer.parent_path()).lexically_normal());
   fs::create_symlink(target, pointer, ec);
   if (ec && !(fs::is_symlink(pointer) && fs::equivalent(pointer, blob)))
     throw HubError(Kind::Cache, "[hf::download] expected to link '" + pointer.string() + "' to '" +
-                                      target.string() + "', got: " + ec.message());
+                                    target.string() + "', got: " + ec.message());
 }
 
 void write_ref(const fs::path& folder, const std::string& revision, const std::string& commit) {
@@ -454,8 +478,9 @@ std::string download_checked(const HubConfig& config, const std::string& repo, c
     if (auto hit = cached(folder, revision, file)) return hit->string();
   if (config.offline) {
     if (auto hit = cached(folder, revision, file)) return hit->string();
-    throw HubError(Kind::Offline, "[hf::download] expected " + what + " in the cache at '" + folder.string() +
-                                      "' (offline mode: HF_HUB_OFFLINE is set), got none; download it once online");
+    throw HubError(Kind::Offline,
+                   "[hf::download] expected " + what + " in the cache at '" + folder.string() +
+                       "' (offline mode: HF_HUB_OFFLINE is set), got none; download it once online");
   }
   const std::string url =
       config.endpoint + "/" + repo + "/resolve/" + quote(revision, false) + "/" + quote(file, true);
@@ -475,8 +500,7 @@ std::string download_checked(const HubConfig& config, const std::string& repo, c
   std::error_code ec;
   if (fs::exists(pointer, ec)) return pointer.string();
   const fs::path blob = folder / "blobs" / m.etag;
-  const fs::path lock_path =
-      fs::path(config.cache_dir()) / ".locks" / folder.filename() / (m.etag + ".lock");
+  const fs::path lock_path = fs::path(config.cache_dir()) / ".locks" / folder.filename() / (m.etag + ".lock");
   {
     FileLock lock(lock_path);
     if (!fs::exists(blob, ec)) {
@@ -492,8 +516,9 @@ std::string download_checked(const HubConfig& config, const std::string& repo, c
 
 }  // namespace
 
-Snapshot download_files(const HubConfig& config, const std::string& repo, const std::vector<std::string>& files,
-                        const std::string& revision, const DownloadOptions& options) {
+Snapshot download_files(const HubConfig& config, const std::string& repo,
+                        const std::vector<std::string>& files, const std::string& revision,
+                        const DownloadOptions& options) {
   Snapshot s;
   std::string rev = revision;
   for (const std::string& f : files) {
@@ -501,7 +526,8 @@ Snapshot download_files(const HubConfig& config, const std::string& repo, const 
     if (s.commit.empty()) {
       // snapshots/<commit>/<file>: every later file comes from the same commit, even if the branch moves.
       fs::path dir = p;
-      for (size_t parts = std::count(f.begin(), f.end(), '/') + 1; parts > 0; --parts) dir = dir.parent_path();
+      for (size_t parts = std::count(f.begin(), f.end(), '/') + 1; parts > 0; --parts)
+        dir = dir.parent_path();
       s.folder = dir.string();
       s.commit = dir.filename().string();
       rev = s.commit;

@@ -1,7 +1,8 @@
 #pragma once
 // Hugging Face hub downloads into the cache layout huggingface_hub uses, so that files are shared with
 // Python users:
-//   <cache>/models--ORG--NAME/blobs/<etag>                  the bytes (etag: sha256 for LFS files, git sha1 else)
+//   <cache>/models--ORG--NAME/blobs/<etag>                  the bytes (etag: sha256 for LFS files, git sha1
+//   else)
 //                              snapshots/<commit>/<file>   -> ../../blobs/<etag> (relative symlink)
 //                              refs/<revision>             the commit a branch or tag resolved to
 //   <cache>/.locks/models--ORG--NAME/<etag>.lock           flock'ed while a blob is fetched
@@ -19,11 +20,11 @@ namespace meganeura::hf {
 // Filled by SessionConfig::from_env (HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN or $HF_HOME/token,
 // HF_HUB_OFFLINE); nothing in hub/ reads the environment.
 struct HubConfig {
-  std::string home;       // HF_HOME; from_env's default: $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
+  std::string home;  // HF_HOME; from_env's default: $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
   std::string hub_cache;  // HF_HUB_CACHE; "" means home + "/hub"
   std::string endpoint = "https://huggingface.co";
-  std::string token;      // sent as "Authorization: Bearer" to the endpoint's host only
-  bool offline = false;   // only the cache is read; a missing file is a HubError of kind Offline
+  std::string token;     // sent as "Authorization: Bearer" to the endpoint's host only
+  bool offline = false;  // only the cache is read; a missing file is a HubError of kind Offline
   std::string cache_dir() const { return hub_cache.empty() ? home + "/hub" : hub_cache; }
 };
 
@@ -32,8 +33,8 @@ enum class ProgressStyle { Auto, Bar, Lines, Off };  // Auto: a bar on a termina
 struct DownloadOptions {
   ProgressStyle progress = ProgressStyle::Auto;
   std::FILE* progress_out = stderr;
-  int retries = 3;         // a dropped transfer resumes from where it stopped, this many more times
-  long timeout_s = 10;     // connect timeout; a transfer stalled this long (under 1 byte/s) also fails
+  int retries = 3;      // a dropped transfer resumes from where it stopped, this many more times
+  long timeout_s = 10;  // connect timeout; a transfer stalled this long (under 1 byte/s) also fails
 };
 
 // The path of `file` (which may hold '/') in the snapshot of `revision` (a branch, tag or commit). A file
@@ -52,11 +53,12 @@ struct Snapshot {
   std::vector<std::string> files;  // relative to folder
 };
 // `files`: downloaded in order at the commit the first one resolves to.
-Snapshot download_files(const HubConfig& config, const std::string& repo, const std::vector<std::string>& files,
-                        const std::string& revision = "main", const DownloadOptions& options = {});
-// config.json, tokenizer.json (when the repo has one) and the safetensors weights, sharded or not.
-Snapshot download_model(const HubConfig& config, const std::string& repo, const std::string& revision = "main",
+Snapshot download_files(const HubConfig& config, const std::string& repo,
+                        const std::vector<std::string>& files, const std::string& revision = "main",
                         const DownloadOptions& options = {});
+// config.json, tokenizer.json (when the repo has one) and the safetensors weights, sharded or not.
+Snapshot download_model(const HubConfig& config, const std::string& repo,
+                        const std::string& revision = "main", const DownloadOptions& options = {});
 
 // <cache>/models--ORG--NAME.
 std::string repo_folder(const HubConfig& config, const std::string& repo);

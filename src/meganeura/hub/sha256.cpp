@@ -30,7 +30,8 @@ Sha256::Sha256()
 void Sha256::block(const uint8_t* p) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
+    w[i] =
+        uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
   for (int i = 16; i < 64; ++i) {
     const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
     const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -38,7 +39,8 @@ void Sha256::block(const uint8_t* p) {
   }
   uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
   for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
+    const uint32_t t1 =
+        h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
     const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
     h = g;
     g = f;
@@ -101,14 +103,17 @@ std::string sha256_hex(std::span<const std::byte> data) {
 
 std::string sha256_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError("[sha256_file] expected a readable file at '" + path + "', got: " + std::strerror(errno));
+  if (!f)
+    throw FormatError("[sha256_file] expected a readable file at '" + path +
+                      "', got: " + std::strerror(errno));
   Sha256 h;
   std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     h.update(buf.data(), static_cast<size_t>(f.gcount()));
   }
-  if (f.bad()) throw FormatError("[sha256_file] expected to read '" + path + "' to its end, got a read error");
+  if (f.bad())
+    throw FormatError("[sha256_file] expected to read '" + path + "' to its end, got a read error");
   return h.hex_digest();
 }
 

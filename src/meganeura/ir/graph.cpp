@@ -11,9 +11,7 @@ namespace meganeura {
 
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-}
+uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
 
 uint64_t structural_hash(const Node& n) {
   uint64_t h = mix(uint64_t(n.op), uint64_t(n.dtype));
@@ -81,7 +79,8 @@ std::vector<int64_t> canonical_axes(const Shape& s, std::vector<int64_t> axes) {
 
 [[noreturn]] void builder_fail(const char* op, const std::string& expected, const std::string& got,
                                const std::source_location& loc) {
-  throw ShapeError("[" + std::string(op) + "] expected " + expected + ", got " + got + " at " + meganeura::where(loc));
+  throw ShapeError("[" + std::string(op) + "] expected " + expected + ", got " + got + " at " +
+                   meganeura::where(loc));
 }
 
 }  // namespace
@@ -96,9 +95,10 @@ uint32_t Graph::new_tag() {
 
 void Graph::check_tag(NodeId id, const char* fn, const Loc* loc) const {
   if (id.graph != 0 && id.graph != tag_)
-    throw GraphError(std::string("[") + fn + "] expected a node id of this graph (graph #" + std::to_string(tag_) +
-                     "), got node %" + std::to_string(id.v) + " of another Graph (graph #" + std::to_string(id.graph) +
-                     ")" + (loc ? " at " + meganeura::where(*loc) : std::string()));
+    throw GraphError(std::string("[") + fn + "] expected a node id of this graph (graph #" +
+                     std::to_string(tag_) + "), got node %" + std::to_string(id.v) +
+                     " of another Graph (graph #" + std::to_string(id.graph) + ")" +
+                     (loc ? " at " + meganeura::where(*loc) : std::string()));
 }
 
 const Node& Graph::node(NodeId id) const {
@@ -158,18 +158,20 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   }
   if (op == Op::Input || op == Op::Parameter) {
     if (prov.name.empty())
-      throw GraphError("[" + std::string(name) + "] expected a name, got an empty one at " + meganeura::where(prov.loc));
+      throw GraphError("[" + std::string(name) + "] expected a name, got an empty one at " +
+                       meganeura::where(prov.loc));
     auto it = names_.find(prov.name);
     if (it != names_.end()) {
       Op other = nodes_[it->second.v].op;
       if (other == Op::Input || other == Op::Parameter)
         throw GraphError("[" + std::string(name) + "] expected a unique name, got '" + prov.name + "' at " +
                          meganeura::where(prov.loc) + ", which already names " + op_name(other) + " %" +
-                         std::to_string(it->second.v) + " made at " + meganeura::where(nodes_[it->second.v].prov.loc));
+                         std::to_string(it->second.v) + " made at " +
+                         meganeura::where(nodes_[it->second.v].prov.loc));
     }
   }
-  // Block-quantized storage: a parameter (not a state) whose last dimension is whole blocks, read only by matmul
-  // (either operand) and by gather (the table), which dequantize as they load and produce f32.
+  // Block-quantized storage: a parameter (not a state) whose last dimension is whole blocks, read only by
+  // matmul (either operand) and by gather (the table), which dequantize as they load and produce f32.
   auto quant_fail = [&](const std::string& expected, const std::string& got) {
     throw GraphError("[" + std::string(name) + "] expected " + expected + ", got " + got +
                      (prov.name.empty() ? std::string() : " for '" + prov.name + "'") + " at " +
@@ -178,9 +180,10 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& in = nodes_[inputs[i].v];
     if (!is_quantized(in.dtype) || op == Op::MatMul || (op == Op::Gather && i == 0)) continue;
-    quant_fail("inputs of float or integer dtype (block-quantized parameters are read only by matmul and by "
-               "gather's table)",
-               "input " + std::to_string(i) + " '" + in.prov.name + "' of dtype " + dtype_name(in.dtype));
+    quant_fail(
+        "inputs of float or integer dtype (block-quantized parameters are read only by matmul and by "
+        "gather's table)",
+        "input " + std::to_string(i) + " '" + in.prov.name + "' of dtype " + dtype_name(in.dtype));
   }
   ShapeCtx ctx{op, *this, inputs, attrs, prov};
   TypeInfo t = infer_type(ctx);
@@ -188,8 +191,9 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
     if (op == Op::MatMul || op == Op::Gather) {
       t.dtype = DType::F32;
     } else if (op != Op::Parameter || attrs.flag_a) {
-      quant_fail("a float or integer dtype (block-quantized dtypes are for parameters only)",
-                 std::string(op == Op::Parameter ? "a state" : op_name(op)) + " of dtype " + dtype_name(t.dtype));
+      quant_fail(
+          "a float or integer dtype (block-quantized dtypes are for parameters only)",
+          std::string(op == Op::Parameter ? "a state" : op_name(op)) + " of dtype " + dtype_name(t.dtype));
     } else {
       const uint32_t be = dtype_block_elems(t.dtype);
       if (t.shape.empty() || t.shape.back() % be != 0)
@@ -202,8 +206,8 @@ NodeId Graph::make(Op op, std::vector<NodeId> inputs, Attrs attrs, Provenance pr
   for (int64_t dim : t.shape)
     if (dim < 1)
       throw ShapeError("[" + std::string(name) + "] expected every dimension >= 1, got shape " +
-                       shape_str(t.shape) + (ctx.prov.name.empty() ? "" : " for '" + ctx.prov.name + "'") + " at " +
-                       meganeura::where(ctx.prov.loc));
+                       shape_str(t.shape) + (ctx.prov.name.empty() ? "" : " for '" + ctx.prov.name + "'") +
+                       " at " + meganeura::where(ctx.prov.loc));
   Node n{op, t.dtype, std::move(t.shape), std::move(inputs), std::move(attrs), std::move(prov)};
   uint64_t h = structural_hash(n);
   return intern_or_add(std::move(n), h, nullptr);
@@ -252,8 +256,8 @@ NodeId Graph::state(const std::string& name, Shape shape, DType dtype, Loc loc) 
 void Graph::set_init(NodeId p, ParamInit init) {
   const Node& n = node(p);
   if (n.op != Op::Parameter || n.attrs.flag_a)
-    throw GraphError("[Graph::set_init] expected a parameter, got " + std::string(op_name(n.op)) + " '" + n.prov.name +
-                     "'" + (n.attrs.flag_a ? " (a state)" : ""));
+    throw GraphError("[Graph::set_init] expected a parameter, got " + std::string(op_name(n.op)) + " '" +
+                     n.prov.name + "'" + (n.attrs.flag_a ? " (a state)" : ""));
   inits_[p.v] = init;
 }
 
@@ -284,7 +288,9 @@ NodeId Graph::constant(std::vector<float> data, Shape shape, Loc loc) {
 }
 
 NodeId Graph::scalar(double value, Loc loc) { return fill(value, {}, DType::F32, loc); }
-NodeId Graph::fill(double value, Shape shape, Loc loc) { return fill(value, std::move(shape), DType::F32, loc); }
+NodeId Graph::fill(double value, Shape shape, Loc loc) {
+  return fill(value, std::move(shape), DType::F32, loc);
+}
 NodeId Graph::fill(double value, Shape shape, DType dtype, Loc loc) {
   Attrs a = with_ints(std::move(shape));
   a.reals = {value};
@@ -335,7 +341,8 @@ std::vector<std::pair<std::string, NodeId>> Graph::names() const {
 
 void Graph::set_outputs(std::vector<NodeId> outputs, Loc loc) {
   if (outputs.empty())
-    throw GraphError("[Graph::set_outputs] expected at least one output, got none at " + meganeura::where(loc));
+    throw GraphError("[Graph::set_outputs] expected at least one output, got none at " +
+                     meganeura::where(loc));
   for (NodeId o : outputs) {
     check_tag(o, "Graph::set_outputs", &loc);
     node(o);
@@ -390,14 +397,20 @@ MN_UNARY(erf, Erf)
 MN_UNARY(stop_gradient, StopGradient)
 #undef MN_UNARY
 
-NodeId Graph::leaky_relu(NodeId x, double alpha, Loc loc) { return make(Op::LeakyRelu, {x}, with_reals({alpha}), at(loc)); }
-NodeId Graph::elu(NodeId x, double alpha, Loc loc) { return make(Op::Elu, {x}, with_reals({alpha}), at(loc)); }
+NodeId Graph::leaky_relu(NodeId x, double alpha, Loc loc) {
+  return make(Op::LeakyRelu, {x}, with_reals({alpha}), at(loc));
+}
+NodeId Graph::elu(NodeId x, double alpha, Loc loc) {
+  return make(Op::Elu, {x}, with_reals({alpha}), at(loc));
+}
 NodeId Graph::gelu(NodeId x, bool tanh_approx, Loc loc) {
   Attrs a;
   a.flag_a = tanh_approx;
   return make(Op::Gelu, {x}, std::move(a), at(loc));
 }
-NodeId Graph::clamp(NodeId x, double lo, double hi, Loc loc) { return make(Op::Clamp, {x}, with_reals({lo, hi}), at(loc)); }
+NodeId Graph::clamp(NodeId x, double lo, double hi, Loc loc) {
+  return make(Op::Clamp, {x}, with_reals({lo, hi}), at(loc));
+}
 NodeId Graph::cast(NodeId x, DType to, Loc loc) {
   Attrs a;
   a.dtype = to;
@@ -423,7 +436,9 @@ MN_BINARY(gt, Gt)
 MN_BINARY(ge, Ge)
 #undef MN_BINARY
 
-NodeId Graph::where(NodeId cond, NodeId a, NodeId b, Loc loc) { return make(Op::Where, {cond, a, b}, {}, at(loc)); }
+NodeId Graph::where(NodeId cond, NodeId a, NodeId b, Loc loc) {
+  return make(Op::Where, {cond, a, b}, {}, at(loc));
+}
 
 NodeId Graph::matmul(NodeId a, NodeId b, bool transpose_a, bool transpose_b, Loc loc) {
   Attrs at_;
@@ -434,28 +449,51 @@ NodeId Graph::matmul(NodeId a, NodeId b, bool transpose_a, bool transpose_b, Loc
 
 // ---- reductions -------------------------------------------------------------------------------------------
 
-NodeId Graph::sum(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Sum, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
-NodeId Graph::mean(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Mean, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
-NodeId Graph::max(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Max, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
-NodeId Graph::min(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Min, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
-NodeId Graph::variance(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) { return make(Op::Variance, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc)); }
-NodeId Graph::argmax(NodeId x, int64_t axis, bool keepdim, Loc loc) { return make(Op::ArgMax, {x}, with_axes(canonical_axes(node(x).shape, {axis}), keepdim), at(loc)); }
-NodeId Graph::softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::Softmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc)); }
-NodeId Graph::log_softmax(NodeId x, int64_t axis, Loc loc) { return make(Op::LogSoftmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc)); }
+NodeId Graph::sum(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) {
+  return make(Op::Sum, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc));
+}
+NodeId Graph::mean(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) {
+  return make(Op::Mean, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc));
+}
+NodeId Graph::max(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) {
+  return make(Op::Max, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc));
+}
+NodeId Graph::min(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) {
+  return make(Op::Min, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc));
+}
+NodeId Graph::variance(NodeId x, std::vector<int64_t> axes, bool keepdim, Loc loc) {
+  return make(Op::Variance, {x}, with_axes(canonical_axes(node(x).shape, std::move(axes)), keepdim), at(loc));
+}
+NodeId Graph::argmax(NodeId x, int64_t axis, bool keepdim, Loc loc) {
+  return make(Op::ArgMax, {x}, with_axes(canonical_axes(node(x).shape, {axis}), keepdim), at(loc));
+}
+NodeId Graph::softmax(NodeId x, int64_t axis, Loc loc) {
+  return make(Op::Softmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc));
+}
+NodeId Graph::log_softmax(NodeId x, int64_t axis, Loc loc) {
+  return make(Op::LogSoftmax, {x}, with_axes(canonical_axes(node(x).shape, {axis})), at(loc));
+}
 
 // ---- losses -----------------------------------------------------------------------------------------------
 
 NodeId Graph::cross_entropy_loss(NodeId logits, NodeId targets, Reduction r, Loc loc) {
   return make(Op::CrossEntropy, {logits, targets}, with_reduction(r), at(loc));
 }
-NodeId Graph::cross_entropy_loss_index(NodeId logits, NodeId labels, int64_t ignore_index, Reduction r, Loc loc) {
+NodeId Graph::cross_entropy_loss_index(NodeId logits, NodeId labels, int64_t ignore_index, Reduction r,
+                                       Loc loc) {
   Attrs a = with_reduction(r);
   a.ints = {ignore_index};
   return make(Op::CrossEntropyIndex, {logits, labels}, std::move(a), at(loc));
 }
-NodeId Graph::mse_loss(NodeId pred, NodeId target, Reduction r, Loc loc) { return make(Op::MseLoss, {pred, target}, with_reduction(r), at(loc)); }
-NodeId Graph::l1_loss(NodeId pred, NodeId target, Reduction r, Loc loc) { return make(Op::L1Loss, {pred, target}, with_reduction(r), at(loc)); }
-NodeId Graph::bce_with_logits(NodeId logits, NodeId target, Reduction r, Loc loc) { return make(Op::BceWithLogits, {logits, target}, with_reduction(r), at(loc)); }
+NodeId Graph::mse_loss(NodeId pred, NodeId target, Reduction r, Loc loc) {
+  return make(Op::MseLoss, {pred, target}, with_reduction(r), at(loc));
+}
+NodeId Graph::l1_loss(NodeId pred, NodeId target, Reduction r, Loc loc) {
+  return make(Op::L1Loss, {pred, target}, with_reduction(r), at(loc));
+}
+NodeId Graph::bce_with_logits(NodeId logits, NodeId target, Reduction r, Loc loc) {
+  return make(Op::BceWithLogits, {logits, target}, with_reduction(r), at(loc));
+}
 
 // ---- normalisation (rows in ops/norm.cpp) -----------------------------------------------------------------
 // Attrs: reals = {eps}; batch_norm flag_a = training; group_norm ints = {groups}.
@@ -490,8 +528,8 @@ NodeId Graph::reshape(NodeId x, Shape shape, Loc loc) {
     if (shape[i] == -1 && infer < 0) {
       infer = int64_t(i);
     } else if (shape[i] < 0) {
-      builder_fail("reshape", "non-negative dimensions and at most one -1", shape_str(shape) + " for input " +
-                   shape_str(from), loc);
+      builder_fail("reshape", "non-negative dimensions and at most one -1",
+                   shape_str(shape) + " for input " + shape_str(from), loc);
     } else {
       known *= shape[i];
     }
@@ -503,7 +541,8 @@ NodeId Graph::reshape(NodeId x, Shape shape, Loc loc) {
     shape[size_t(infer)] = numel(from) / known;
   }
   const Node& xn = node(x);
-  if (xn.op == Op::Fill && numel(shape) == numel(xn.shape)) return fill(xn.attrs.reals[0], shape, xn.dtype, loc);
+  if (xn.op == Op::Fill && numel(shape) == numel(xn.shape))
+    return fill(xn.attrs.reals[0], shape, xn.dtype, loc);
   return make(Op::Reshape, {x}, with_ints(shape), at(loc));
 }
 
@@ -516,7 +555,8 @@ NodeId Graph::transpose(NodeId x, int64_t a, int64_t b, Loc loc) {
   int64_t na = a < 0 ? a + r : a, nb = b < 0 ? b + r : b;
   if (na < 0 || na >= r || nb < 0 || nb >= r)
     builder_fail("transpose", "axes in [-" + std::to_string(r) + ", " + std::to_string(r) + ")",
-                 std::to_string(a) + ", " + std::to_string(b) + " for input " + shape_str(node(x).shape), loc);
+                 std::to_string(a) + ", " + std::to_string(b) + " for input " + shape_str(node(x).shape),
+                 loc);
   std::vector<int64_t> perm(static_cast<size_t>(r));
   for (int64_t i = 0; i < r; ++i) perm[size_t(i)] = i;
   std::swap(perm[size_t(na)], perm[size_t(nb)]);
@@ -543,8 +583,10 @@ std::vector<NodeId> Graph::split(NodeId x, std::vector<int64_t> sizes, int64_t a
   int64_t total = 0;
   for (int64_t z : sizes) total += z;
   if (total != s[size_t(ax)])
-    builder_fail("split", "sizes summing to " + std::to_string(s[size_t(ax)]) + " (axis " + std::to_string(ax) +
-                 " of " + shape_str(s) + ")", "sizes " + shape_str(sizes), loc);
+    builder_fail("split",
+                 "sizes summing to " + std::to_string(s[size_t(ax)]) + " (axis " + std::to_string(ax) +
+                     " of " + shape_str(s) + ")",
+                 "sizes " + shape_str(sizes), loc);
   std::vector<NodeId> parts;
   int64_t start = 0;
   for (int64_t z : sizes) {
@@ -557,7 +599,8 @@ std::vector<NodeId> Graph::split(NodeId x, std::vector<int64_t> sizes, int64_t a
 NodeId Graph::broadcast_to(NodeId x, Shape shape, Loc loc) {
   // A broadcast scalar stays a scalar: no full-size tensor is ever made for it.
   const Node& xn = node(x);
-  if (xn.op == Op::Fill && broadcast_shapes(xn.shape, shape) == shape) return fill(xn.attrs.reals[0], shape, xn.dtype, loc);
+  if (xn.op == Op::Fill && broadcast_shapes(xn.shape, shape) == shape)
+    return fill(xn.attrs.reals[0], shape, xn.dtype, loc);
   return make(Op::BroadcastTo, {x}, with_ints(std::move(shape)), at(loc));
 }
 
@@ -590,7 +633,9 @@ NodeId Graph::pad(NodeId x, std::vector<int64_t> before, std::vector<int64_t> af
   return make(Op::Pad, {x}, std::move(a), at(loc));
 }
 
-NodeId Graph::gather(NodeId table, NodeId indices, Loc loc) { return make(Op::Gather, {table, indices}, {}, at(loc)); }
+NodeId Graph::gather(NodeId table, NodeId indices, Loc loc) {
+  return make(Op::Gather, {table, indices}, {}, at(loc));
+}
 
 NodeId Graph::scatter_add(NodeId indices, NodeId values, int64_t rows, Loc loc) {
   return make(Op::ScatterAdd, {indices, values}, with_ints({rows}), at(loc));
@@ -619,8 +664,9 @@ NodeId Graph::conv2d(NodeId x, NodeId weight, std::vector<int64_t> stride, std::
 }
 
 namespace {
-std::vector<int64_t> pool_ints(const char* op, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
-                               const std::vector<int64_t>& padding, const std::source_location& loc) {
+std::vector<int64_t> pool_ints(const char* op, const std::vector<int64_t>& kernel,
+                               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                               const std::source_location& loc) {
   std::vector<int64_t> ints = pair_or_fail(op, "kernel", kernel, loc);
   for (int64_t v : pair_or_fail(op, "stride", stride.empty() ? kernel : stride, loc)) ints.push_back(v);
   for (int64_t v : pair_or_fail(op, "padding", padding, loc)) ints.push_back(v);
@@ -652,8 +698,8 @@ NodeId Graph::upsample_nearest(NodeId x, int64_t factor, Loc loc) {
 // Attention: inputs {q, k, v[, mask]}, flag_a = causal, reals = {scale} (resolved here when 0).
 // Rope: reals = {theta}, ints = {position offset}. Dropout: reals = {p}, seed.
 
-NodeId Graph::scaled_dot_product_attention(NodeId q, NodeId k, NodeId v, bool causal, std::optional<NodeId> mask,
-                                           double scale, Loc loc) {
+NodeId Graph::scaled_dot_product_attention(NodeId q, NodeId k, NodeId v, bool causal,
+                                           std::optional<NodeId> mask, double scale, Loc loc) {
   const Shape& qs = node(q).shape;
   if (scale == 0.0) {
     if (qs.empty() || qs.back() <= 0)

@@ -15,8 +15,8 @@
 
 namespace meganeura {
 
-// Block-quantized dtypes (Q4_0 .. Q6_K: the GGUF block layouts of quant/blocks.hpp) store a parameter's rows in
-// blocks of 32 or 256 elements along the last dimension; they are read only by matmul and gather, which
+// Block-quantized dtypes (Q4_0 .. Q6_K: the GGUF block layouts of quant/blocks.hpp) store a parameter's rows
+// in blocks of 32 or 256 elements along the last dimension; they are read only by matmul and gather, which
 // dequantize as they load (never expanded in memory). Their size is storage_bytes, not numel × dtype_size.
 enum class DType : uint8_t { F32, F16, BF16, I32, U32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
 const char* dtype_name(DType t);  // "f32", .., "q4_0", "q4_k"
@@ -25,7 +25,8 @@ size_t dtype_size(DType t);
 bool is_quantized(DType t);
 uint32_t dtype_block_elems(DType t);  // 1 for plain dtypes, 32 or 256
 uint32_t dtype_block_bytes(DType t);  // dtype_size for plain dtypes
-// Bytes of `elements` values of dtype t; for block-quantized dtypes elements must be whole blocks (ShapeError).
+// Bytes of `elements` values of dtype t; for block-quantized dtypes elements must be whole blocks
+// (ShapeError).
 uint64_t storage_bytes(DType t, int64_t elements);
 // The dtype named by dtype_name's string (case-insensitive); ConfigError otherwise.
 DType parse_dtype(const std::string& name);
@@ -53,13 +54,25 @@ enum class Op : uint16_t {
 #define MEGANEURA_OP_ENUM(e, name, cls, flops) e,
   MEGANEURA_OPS(MEGANEURA_OP_ENUM)
 #undef MEGANEURA_OP_ENUM
-  Count_
+      Count_
 };
 const char* op_name(Op op);  // the op's name in messages, dumps and reports ("matmul", "layer_norm")
 
 // How the scheduler treats an op: the kernel archetype it can root or join (schedule/schedule.hpp).
-enum class OpClass : uint8_t { Leaf, Fill, Pointwise, Reduce, MatMul, Conv, Gather, Scatter, Copy, Alias, Attention,
-                               Unsupported };
+enum class OpClass : uint8_t {
+  Leaf,
+  Fill,
+  Pointwise,
+  Reduce,
+  MatMul,
+  Conv,
+  Gather,
+  Scatter,
+  Copy,
+  Alias,
+  Attention,
+  Unsupported
+};
 OpClass op_class(Op op);
 // Arithmetic per output element for the rewrite's cost model (rewrite/cost.hpp).
 double op_flops_per_element(Op op);
@@ -69,25 +82,25 @@ enum class Reduction : uint8_t { Mean, Sum, None };
 // Attributes of a node. One plain struct for every op (compared and hashed field by field); each op's
 // table row documents which fields it reads.
 struct Attrs {
-  std::vector<int64_t> axes;    // reductions, softmax axis, permute order, concat axis, squeeze/unsqueeze
-  std::vector<int64_t> ints;    // op-specific integers: conv/pool stride, padding, dilation, groups; slice
-                                // start/stop/step triples; pad widths; ignore_index; position offset
-  std::vector<double> reals;    // op-specific reals: alpha, eps, clamp bounds, theta, scale, momentum, p
+  std::vector<int64_t> axes;  // reductions, softmax axis, permute order, concat axis, squeeze/unsqueeze
+  std::vector<int64_t> ints;  // op-specific integers: conv/pool stride, padding, dilation, groups; slice
+                              // start/stop/step triples; pad widths; ignore_index; position offset
+  std::vector<double> reals;  // op-specific reals: alpha, eps, clamp bounds, theta, scale, momentum, p
   bool keepdim = false;
-  bool flag_a = false;          // MatMul: transpose A; Attention: causal; BatchNorm: training; Gelu: tanh form
-  bool flag_b = false;          // MatMul: transpose B
+  bool flag_a = false;  // MatMul: transpose A; Attention: causal; BatchNorm: training; Gelu: tanh form
+  bool flag_b = false;  // MatMul: transpose B
   Reduction reduction = Reduction::Mean;
-  DType dtype = DType::F32;     // Cast target
-  uint64_t seed = 0;            // Dropout
+  DType dtype = DType::F32;  // Cast target
+  uint64_t seed = 0;         // Dropout
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
 
 // Where a node came from: the user's builder line, a name, and for derived nodes what produced them.
 struct Provenance {
-  std::string name;                   // user or nn-layer name, "grad/w1" for gradients; may be empty
-  std::source_location loc;           // the user's builder call
-  std::string rule;                   // rewrite rule or "autodiff" that created the node; empty if user-made
-  std::vector<NodeId> derived_from;   // nodes this one was derived from (in the graph it was built from)
+  std::string name;                  // user or nn-layer name, "grad/w1" for gradients; may be empty
+  std::source_location loc;          // the user's builder call
+  std::string rule;                  // rewrite rule or "autodiff" that created the node; empty if user-made
+  std::vector<NodeId> derived_from;  // nodes this one was derived from (in the graph it was built from)
   // For derived nodes: the user-visible name of the value they came from (the nearest named ancestor in the
   // derivation chain), and whether autodiff made them (directly or by rewriting a node it made). Dispatch
   // labels and profiles use these for values that carry no name of their own.
@@ -178,7 +191,8 @@ class Graph {
   NodeId where(NodeId cond, NodeId a, NodeId b, Loc loc = Loc::current());
 
   // matmul: [.., M, K] x [.., K, N], batch dims broadcast; transposes are attributes, never materialised
-  NodeId matmul(NodeId a, NodeId b, bool transpose_a = false, bool transpose_b = false, Loc loc = Loc::current());
+  NodeId matmul(NodeId a, NodeId b, bool transpose_a = false, bool transpose_b = false,
+                Loc loc = Loc::current());
 
   // reductions; empty axes = all axes; negative axes count from the end. Nodes store the axes canonical
   // (non-negative, sorted, "all" spelled out), so sum(x, {-1}) and sum(x, {1}) are one node.
@@ -192,12 +206,14 @@ class Graph {
   NodeId log_softmax(NodeId x, int64_t axis = -1, Loc loc = Loc::current());
 
   // losses (class axis is the last; targets are probabilities / one-hot, or I32 class indices)
-  NodeId cross_entropy_loss(NodeId logits, NodeId targets, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId cross_entropy_loss(NodeId logits, NodeId targets, Reduction r = Reduction::Mean,
+                            Loc loc = Loc::current());
   NodeId cross_entropy_loss_index(NodeId logits, NodeId labels, int64_t ignore_index = -100,
                                   Reduction r = Reduction::Mean, Loc loc = Loc::current());
   NodeId mse_loss(NodeId pred, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
   NodeId l1_loss(NodeId pred, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
-  NodeId bce_with_logits(NodeId logits, NodeId target, Reduction r = Reduction::Mean, Loc loc = Loc::current());
+  NodeId bce_with_logits(NodeId logits, NodeId target, Reduction r = Reduction::Mean,
+                         Loc loc = Loc::current());
 
   // normalisation (over the last axis for layer/rms norm; NCHW channels for batch/group norm)
   NodeId layer_norm(NodeId x, NodeId weight, NodeId bias, double eps = 1e-5, Loc loc = Loc::current());
@@ -205,13 +221,15 @@ class Graph {
   // training: batch statistics; evaluation: running_mean/running_var inputs
   NodeId batch_norm(NodeId x, NodeId weight, NodeId bias, NodeId running_mean, NodeId running_var,
                     bool training, double eps = 1e-5, Loc loc = Loc::current());
-  NodeId group_norm(NodeId x, NodeId weight, NodeId bias, int64_t groups, double eps = 1e-5, Loc loc = Loc::current());
+  NodeId group_norm(NodeId x, NodeId weight, NodeId bias, int64_t groups, double eps = 1e-5,
+                    Loc loc = Loc::current());
 
   // movement
   NodeId reshape(NodeId x, Shape shape, Loc loc = Loc::current());  // one -1 allowed
   NodeId permute(NodeId x, std::vector<int64_t> perm, Loc loc = Loc::current());
   NodeId transpose(NodeId x, int64_t a = -2, int64_t b = -1, Loc loc = Loc::current());
-  NodeId slice(NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1, Loc loc = Loc::current());
+  NodeId slice(NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1,
+               Loc loc = Loc::current());
   NodeId concat(std::vector<NodeId> xs, int64_t axis, Loc loc = Loc::current());
   std::vector<NodeId> split(NodeId x, std::vector<int64_t> sizes, int64_t axis, Loc loc = Loc::current());
   NodeId broadcast_to(NodeId x, Shape shape, Loc loc = Loc::current());
@@ -219,13 +237,17 @@ class Graph {
   NodeId unsqueeze(NodeId x, int64_t axis, Loc loc = Loc::current());
   NodeId pad(NodeId x, std::vector<int64_t> before, std::vector<int64_t> after, double value = 0.0,
              Loc loc = Loc::current());
-  NodeId gather(NodeId table, NodeId indices, Loc loc = Loc::current());  // rows of table[V, D] by I32 indices
-  NodeId embedding(NodeId table, NodeId indices, Loc loc = Loc::current()) { return gather(table, indices, loc); }
+  NodeId gather(NodeId table, NodeId indices,
+                Loc loc = Loc::current());  // rows of table[V, D] by I32 indices
+  NodeId embedding(NodeId table, NodeId indices, Loc loc = Loc::current()) {
+    return gather(table, indices, loc);
+  }
   NodeId scatter_add(NodeId indices, NodeId values, int64_t rows, Loc loc = Loc::current());  // -> [rows, D]
 
   // vision, NCHW; weight [Cout, Cin/groups, KH, KW]
-  NodeId conv2d(NodeId x, NodeId weight, std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
-                std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1, Loc loc = Loc::current());
+  NodeId conv2d(NodeId x, NodeId weight, std::vector<int64_t> stride = {1, 1},
+                std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1},
+                int64_t groups = 1, Loc loc = Loc::current());
   NodeId max_pool2d(NodeId x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                     std::vector<int64_t> padding = {0, 0}, Loc loc = Loc::current());
   NodeId avg_pool2d(NodeId x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
@@ -238,14 +260,15 @@ class Graph {
   NodeId scaled_dot_product_attention(NodeId q, NodeId k, NodeId v, bool causal = false,
                                       std::optional<NodeId> mask = std::nullopt, double scale = 0.0,
                                       Loc loc = Loc::current());
-  NodeId rope(NodeId x, double theta = 10000.0, int64_t position_offset = 0, Loc loc = Loc::current());  // x [.., S, D]
+  NodeId rope(NodeId x, double theta = 10000.0, int64_t position_offset = 0,
+              Loc loc = Loc::current());  // x [.., S, D]
   // The same with positions known only when the step runs: row s of x (of batch b) is at position
   // start + s, start an i32 value of shape [] or [B] (B = x's first axis), e.g. an input written per step.
   NodeId rope(NodeId x, NodeId start, double theta = 10000.0, Loc loc = Loc::current());
   // In-place slice write: `state` (a g.state) with value's elements at [start, start + n) along `axis`, where
-  // start is an i32 of shape [] or [B] (one start per index of the state's first axis; axis must then be > 0).
-  // Elements that would land outside the state are dropped. The result is the updated state (same storage);
-  // read the state through it, never beside it.
+  // start is an i32 of shape [] or [B] (one start per index of the state's first axis; axis must then be >
+  // 0). Elements that would land outside the state are dropped. The result is the updated state (same
+  // storage); read the state through it, never beside it.
   NodeId write_slice(NodeId state, NodeId value, NodeId start, int64_t axis, Loc loc = Loc::current());
   NodeId dropout(NodeId x, double p, uint64_t seed, Loc loc = Loc::current());
   // One token id (i32 [B]) per row of logits [B, V]: greedy, temperature, top-k, top-p, min-p and repetition
@@ -262,7 +285,7 @@ class Graph {
   void push_derivation(const std::string& rule, NodeId from);
   void pop_derivation();
 
-  const Node& node(NodeId id) const;  // throws GraphError for an id not in this graph
+  const Node& node(NodeId id) const;     // throws GraphError for an id not in this graph
   uint32_t tag() const { return tag_; }  // shared by graphs copied from one another (NodeId::graph)
   size_t size() const { return nodes_.size(); }
   const std::vector<NodeId>& parameters() const { return parameters_; }

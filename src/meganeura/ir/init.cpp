@@ -39,8 +39,8 @@ bool looks_like_norm_scale(const std::string& name) {
 
 }  // namespace
 
-std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std, uint64_t seed,
-                              const std::string& name) {
+std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std,
+                              uint64_t seed, const std::string& name) {
   std::vector<float> out(count);
   Rng rng{seed ^ fnv1a(name)};
   const double fi = static_cast<double>(std::max<int64_t>(fan_in, 1));
@@ -65,13 +65,15 @@ std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t f
   return out;
 }
 
-std::vector<float> initial_values(const std::string& name, const std::vector<int64_t>& shape, const ParamInit& init,
-                                  uint64_t seed) {
+std::vector<float> initial_values(const std::string& name, const std::vector<int64_t>& shape,
+                                  const ParamInit& init, uint64_t seed) {
   size_t count = 1;
   for (int64_t d : shape) count *= static_cast<size_t>(d);
   const uint64_t s = init.seed.value_or(seed);
-  if (init.rule != Init::Default) return initialise(init.rule, count, init.fan_in, init.fan_out, init.std, s, name);
-  if (shape.size() <= 1) return initialise(looks_like_norm_scale(name) ? Init::Ones : Init::Zeros, count, 1, 1, 1, s, name);
+  if (init.rule != Init::Default)
+    return initialise(init.rule, count, init.fan_in, init.fan_out, init.std, s, name);
+  if (shape.size() <= 1)
+    return initialise(looks_like_norm_scale(name) ? Init::Ones : Init::Zeros, count, 1, 1, 1, s, name);
   // x @ w with w [in, out]: fan-in is the first axis; conv weights [out, in, kh, kw]: all but the first.
   int64_t fan_in = shape[0];
   if (shape.size() > 2) {

@@ -11,9 +11,9 @@
 namespace meganeura {
 
 enum class Init : uint8_t {
-  Default,         // rank >= 2: U(-b, b), b = 1/sqrt(fan_in) as torch.nn.Linear (fan_in: the first axis of a
-                   // [in, out] matrix, all but the first of a conv weight); rank <= 1: ones for names that look
-                   // like a norm scale (norm, gamma, scale, ln), else zeros
+  Default,  // rank >= 2: U(-b, b), b = 1/sqrt(fan_in) as torch.nn.Linear (fan_in: the first axis of a
+            // [in, out] matrix, all but the first of a conv weight); rank <= 1: ones for names that look
+            // like a norm scale (norm, gamma, scale, ln), else zeros
   Zeros,
   Ones,
   KaimingUniform,  // U(-b, b), b = sqrt(6 / fan_in): for layers followed by ReLU
@@ -32,11 +32,12 @@ struct ParamInit {
 
 // Host values for `count` elements under an explicit rule (Default: GraphError, it needs the shape);
 // deterministic in (seed, name).
-std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std, uint64_t seed,
-                              const std::string& name);
+std::vector<float> initialise(Init init, size_t count, int64_t fan_in, int64_t fan_out, double std,
+                              uint64_t seed, const std::string& name);
 
-// A parameter's first values: `init`'s rule (Default resolved from the shape and name), seeded by init.seed or
-// else `seed`.
-std::vector<float> initial_values(const std::string& name, const std::vector<int64_t>& shape, const ParamInit& init, uint64_t seed);
+// A parameter's first values: `init`'s rule (Default resolved from the shape and name), seeded by init.seed
+// or else `seed`.
+std::vector<float> initial_values(const std::string& name, const std::vector<int64_t>& shape,
+                                  const ParamInit& init, uint64_t seed);
 
 }  // namespace meganeura

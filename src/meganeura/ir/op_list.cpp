@@ -20,7 +20,9 @@ static_assert(sizeof(kOps) / sizeof(kOps[0]) == size_t(Op::Count_));
 }  // namespace
 
 const char* op_name(Op op) { return size_t(op) < size_t(Op::Count_) ? kOps[size_t(op)].name : "?"; }
-OpClass op_class(Op op) { return size_t(op) < size_t(Op::Count_) ? kOps[size_t(op)].cls : OpClass::Unsupported; }
+OpClass op_class(Op op) {
+  return size_t(op) < size_t(Op::Count_) ? kOps[size_t(op)].cls : OpClass::Unsupported;
+}
 double op_flops_per_element(Op op) { return size_t(op) < size_t(Op::Count_) ? kOps[size_t(op)].flops : 1; }
 
 }  // namespace meganeura

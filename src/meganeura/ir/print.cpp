@@ -121,9 +121,10 @@ std::string Graph::to_dot() const {
     std::string at = attrs_str(n);
     if (!at.empty()) label += "\\n" + dot_escape(at);
     const char* style = n.op == Op::Parameter ? "shape=box style=filled fillcolor=lightblue"
-                        : n.op == Op::Input ? "shape=box style=filled fillcolor=lightyellow"
+                        : n.op == Op::Input   ? "shape=box style=filled fillcolor=lightyellow"
                         : (n.op == Op::Constant || n.op == Op::Fill) ? "shape=box style=dashed"
-                        : n.prov.rule.empty() ? "shape=ellipse" : "shape=ellipse style=filled fillcolor=mistyrose";
+                        : n.prov.rule.empty()                        ? "shape=ellipse"
+                                              : "shape=ellipse style=filled fillcolor=mistyrose";
     out += "  n" + std::to_string(i) + " [label=\"" + label + "\" " + style + "];\n";
     for (NodeId in : n.inputs) out += "  n" + std::to_string(in.v) + " -> n" + std::to_string(i) + ";\n";
   }

@@ -27,8 +27,11 @@ const char* dtype_name(DType t) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: case DType::U32: return 4;
-    case DType::F16: case DType::BF16: return 2;
+    case DType::F32:
+    case DType::I32:
+    case DType::U32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
     default: return 0;
   }
 }
@@ -37,8 +40,14 @@ bool is_quantized(DType t) { return dtype_block_elems(t) > 1; }
 
 uint32_t dtype_block_elems(DType t) {
   switch (t) {
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: return 32;
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0: return 32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 256;
     default: return 1;
   }
 }
@@ -60,19 +69,22 @@ uint32_t dtype_block_bytes(DType t) {
 uint64_t storage_bytes(DType t, int64_t elements) {
   const uint32_t be = dtype_block_elems(t);
   if (elements < 0 || elements % be != 0)
-    throw ShapeError("[storage_bytes] expected a whole number of " + std::to_string(be) + "-element blocks of " +
-                     dtype_name(t) + ", got " + std::to_string(elements) + " elements");
+    throw ShapeError("[storage_bytes] expected a whole number of " + std::to_string(be) +
+                     "-element blocks of " + dtype_name(t) + ", got " + std::to_string(elements) +
+                     " elements");
   return uint64_t(elements / be) * dtype_block_bytes(t);
 }
 
 DType parse_dtype(const std::string& name) {
   std::string low;
   for (char c : name) low += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                  DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::Q4_0, DType::Q4_1,
+                  DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     if (low == dtype_name(t)) return t;
-  throw ConfigError("[parse_dtype] expected one of f32, f16, bf16, i32, u32, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, "
-                    "q5_k, q6_k, got '" + name + "'");
+  throw ConfigError(
+      "[parse_dtype] expected one of f32, f16, bf16, i32, u32, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, "
+      "q5_k, q6_k, got '" +
+      name + "'");
 }
 
 int64_t numel(const Shape& s) {

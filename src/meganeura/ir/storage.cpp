@@ -16,13 +16,14 @@ double dtype_round(double v, DType t) {
       double w = std::fmod(std::trunc(v), 4294967296.0);
       return w < 0 ? w + 4294967296.0 : w;
     }
-    case DType::BF16: case DType::F16: {
+    case DType::BF16:
+    case DType::F16: {
       if (!std::isfinite(v) || v == 0.0) return v;
       const int mant = t == DType::BF16 ? 8 : 11;  // significand bits including the implicit one
       const int min_exp = t == DType::BF16 ? -126 : -14;
       const double max = t == DType::BF16 ? 3.3895313892515355e38 : 65504.0;
       int e;
-      std::frexp(v, &e);  // v = m * 2^e, 0.5 <= |m| < 1
+      std::frexp(v, &e);                                    // v = m * 2^e, 0.5 <= |m| < 1
       const int q = std::max(e - 1, min_exp) - (mant - 1);  // quantum exponent (subnormals keep the minimum)
       const double r = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);
       return std::fabs(r) > max ? std::copysign(INFINITY, v) : r;
@@ -88,7 +89,8 @@ quant::Type quant_type(DType t) {
     case DType::Q6_K: return quant::Type::Q6_K;
     default: break;
   }
-  throw ConfigError(std::string("[quant_type] expected a float or block-quantized dtype, got ") + dtype_name(t));
+  throw ConfigError(std::string("[quant_type] expected a float or block-quantized dtype, got ") +
+                    dtype_name(t));
 }
 
 std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
@@ -111,7 +113,8 @@ std::vector<std::byte> to_storage(std::span<const float> values, DType t) {
         std::memcpy(&out[i * 4], &v, 4);
         break;
       }
-      case DType::F16: case DType::BF16: {
+      case DType::F16:
+      case DType::BF16: {
         const uint16_t v = t == DType::F16 ? f32_to_f16_bits(values[i]) : f32_to_bf16_bits(values[i]);
         std::memcpy(&out[i * 2], &v, 2);
         break;
@@ -126,8 +129,8 @@ std::vector<float> from_storage(const void* bytes, size_t count, DType t) {
   std::vector<float> out(count);
   const auto* p = static_cast<const std::byte*>(bytes);
   if (is_quantized(t)) {
-    quant::dequantize(quant_type(t), std::span(reinterpret_cast<const uint8_t*>(p), storage_bytes(t, int64_t(count))),
-                      out);
+    quant::dequantize(quant_type(t),
+                      std::span(reinterpret_cast<const uint8_t*>(p), storage_bytes(t, int64_t(count))), out);
     return out;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -145,7 +148,8 @@ std::vector<float> from_storage(const void* bytes, size_t count, DType t) {
         out[i] = float(v);
         break;
       }
-      case DType::F16: case DType::BF16: {
+      case DType::F16:
+      case DType::BF16: {
         uint16_t v;
         std::memcpy(&v, p + i * 2, 2);
         out[i] = t == DType::F16 ? f16_bits_to_f32(v) : bf16_bits_to_f32(v);

@@ -13,8 +13,9 @@
 
 namespace meganeura {
 
-// v rounded to the nearest value of dtype t (ties to even; beyond the largest finite value: infinity; integers:
-// truncation, u32 modulo 2^32). F32 values pass unchanged (the reference holds them exactly in f64).
+// v rounded to the nearest value of dtype t (ties to even; beyond the largest finite value: infinity;
+// integers: truncation, u32 modulo 2^32). F32 values pass unchanged (the reference holds them exactly in
+// f64).
 double dtype_round(double v, DType t);
 
 uint16_t f32_to_f16_bits(float f);
@@ -26,8 +27,8 @@ float bf16_bits_to_f32(uint16_t h);
 quant::Type quant_type(DType t);
 
 // `values` as the bytes of dtype t (storage_bytes(t, values.size())); integers are taken as exact floats.
-// Block-quantized dtypes are quantized on the host (quant::quantize: ggml's reference rounding for Q4_0 .. Q8_0,
-// a simple nearest-step rounding for the K types), so `values` must be whole blocks (ShapeError).
+// Block-quantized dtypes are quantized on the host (quant::quantize: ggml's reference rounding for Q4_0 ..
+// Q8_0, a simple nearest-step rounding for the K types), so `values` must be whole blocks (ShapeError).
 std::vector<std::byte> to_storage(std::span<const float> values, DType t);
 // The inverse, for `count` values of dtype t at `bytes` (block-quantized dtypes: dequantized).
 std::vector<float> from_storage(const void* bytes, size_t count, DType t);

@@ -15,7 +15,8 @@ namespace meganeura::kernels {
 namespace {
 
 std::string dims(const MatmulShape& s) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+  return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+         std::to_string(s.k);
 }
 
 // Leading dimensions and batch strides with the packed defaults filled in.
@@ -43,9 +44,9 @@ void check_shape(const MatmulShape& raw) {
   const uint32_t min_lda = raw.trans_a ? raw.m : raw.k, min_ldb = raw.trans_b ? raw.k : raw.n;
   if (s.lda < min_lda || s.ldb < min_ldb || s.ldc < raw.n) {
     throw ShapeError("[kernels::select_matmul] expected leading dimensions covering a row (lda >= " +
-                     std::to_string(min_lda) + ", ldb >= " + std::to_string(min_ldb) + ", ldc >= " +
-                     std::to_string(raw.n) + "), got " + std::to_string(s.lda) + ", " + std::to_string(s.ldb) +
-                     ", " + std::to_string(s.ldc));
+                     std::to_string(min_lda) + ", ldb >= " + std::to_string(min_ldb) +
+                     ", ldc >= " + std::to_string(raw.n) + "), got " + std::to_string(s.lda) + ", " +
+                     std::to_string(s.ldb) + ", " + std::to_string(s.ldc));
   }
 }
 
@@ -72,11 +73,13 @@ bool cooperative(MatmulTier t) { return t == MatmulTier::CoopMatNV || t == Matmu
 
 uint64_t elements_a(const MatmulShape& raw) {
   const MatmulShape s = resolved(raw);
-  return uint64_t(s.stride_a) * (s.batch - 1) + uint64_t(s.lda) * ((s.trans_a ? s.k : s.m) - 1) + (s.trans_a ? s.m : s.k);
+  return uint64_t(s.stride_a) * (s.batch - 1) + uint64_t(s.lda) * ((s.trans_a ? s.k : s.m) - 1) +
+         (s.trans_a ? s.m : s.k);
 }
 uint64_t elements_b(const MatmulShape& raw) {
   const MatmulShape s = resolved(raw);
-  return uint64_t(s.stride_b) * (s.batch - 1) + uint64_t(s.ldb) * ((s.trans_b ? s.n : s.k) - 1) + (s.trans_b ? s.k : s.n);
+  return uint64_t(s.stride_b) * (s.batch - 1) + uint64_t(s.ldb) * ((s.trans_b ? s.n : s.k) - 1) +
+         (s.trans_b ? s.k : s.n);
 }
 uint64_t elements_c(const MatmulShape& raw) {
   const MatmulShape s = resolved(raw);
@@ -87,14 +90,16 @@ bool is_block_load(MatmulLoad l) { return l >= MatmulLoad::Q4_0; }
 
 uint32_t load_block_elems(MatmulLoad l) {
   switch (l) {
-    case MatmulLoad::Q4_K: case MatmulLoad::Q5_K: case MatmulLoad::Q6_K: return 256;
+    case MatmulLoad::Q4_K:
+    case MatmulLoad::Q5_K:
+    case MatmulLoad::Q6_K: return 256;
     default: return is_block_load(l) ? 32 : 1;
   }
 }
 
 const char* load_name(MatmulLoad l) {
-  static constexpr const char* kNames[] = {"plain", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
-                                           "q4_k", "q5_k", "q6_k"};
+  static constexpr const char* kNames[] = {"plain", "f16",  "bf16", "q4_0", "q4_1", "q5_0",
+                                           "q5_1",  "q8_0", "q4_k", "q5_k", "q6_k"};
   return kNames[size_t(l)];
 }
 
@@ -133,9 +138,11 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
   const bool loads = shape.load_a != MatmulLoad::Plain || shape.load_b != MatmulLoad::Plain;
   const bool loads16 = (shape.load_a != MatmulLoad::Plain && !is_block_load(shape.load_a)) ||
                        (shape.load_b != MatmulLoad::Plain && !is_block_load(shape.load_b));
-  if ((shape.input == MatmulInput::F16 || loads16) && !caps.storage_16bit) return "the device has no 16-bit storage";
+  if ((shape.input == MatmulInput::F16 || loads16) && !caps.storage_16bit)
+    return "the device has no 16-bit storage";
   if (loads && tier != MatmulTier::Gemv && tier != MatmulTier::Scalar)
-    return "operands of 16-bit storage or block-quantized loads (f16/bf16/q* against another type) take the scalar "
+    return "operands of 16-bit storage or block-quantized loads (f16/bf16/q* against another type) take the "
+           "scalar "
            "and GEMV tiers";
   // Blocks along each stored row: the contiguous extent and every row start on a block boundary.
   for (int op = 0; op < 2; ++op) {
@@ -147,8 +154,8 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
     const uint32_t ld = op ? s.ldb : s.lda, stride = op ? s.stride_b : s.stride_a;
     if (extent % be || ld % be || stride % be)
       return std::string(op ? "B" : "A") + " of " + load_name(l) + " blocks needs rows of whole " +
-             std::to_string(be) + "-element blocks, got rows of " + std::to_string(extent) + " (leading dimension " +
-             std::to_string(ld) + ", batch stride " + std::to_string(stride) + ")";
+             std::to_string(be) + "-element blocks, got rows of " + std::to_string(extent) +
+             " (leading dimension " + std::to_string(ld) + ", batch stride " + std::to_string(stride) + ")";
   }
   switch (tier) {
     case MatmulTier::Gemv:
@@ -159,19 +166,20 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
     case MatmulTier::CoopMatKHR: {
       const bool nv = tier == MatmulTier::CoopMatNV;
       if (nv ? !caps.coopmat_nv : !caps.coopmat_khr) {
-        return std::string("the device has no ") + (nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix");
+        return std::string("the device has no ") +
+               (nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix");
       }
       if (shape.input == MatmulInput::F32) return "cooperative tiers take f16 inputs, got f32";
       if (!caps.fp16_arithmetic) return "the device has no shaderFloat16";
-      if (caps.subgroup_size != 32 && !(caps.subgroup_size_control && caps.min_subgroup_size <= 32 &&
-                                        caps.max_subgroup_size >= 32)) {
+      if (caps.subgroup_size != 32 &&
+          !(caps.subgroup_size_control && caps.min_subgroup_size <= 32 && caps.max_subgroup_size >= 32)) {
         return "the kernel needs 32-wide subgroups, got " + std::to_string(caps.subgroup_size);
       }
       if (caps.max_shared_memory < 48 * 1024 - 4096) return "the kernel needs ~42 KiB of shared memory";
       const auto& shapes = nv ? caps.coopmat_nv_shapes : caps.coopmat_khr_shapes;
       const bool has = std::any_of(shapes.begin(), shapes.end(), [](const runtime::CoopMatShape& c) {
-        return c.m == 16 && c.n == 8 && c.k == 16 && c.a_type == "f16" && c.b_type == "f16" && c.c_type == "f32" &&
-               c.result_type == "f32" && c.scope == "subgroup";
+        return c.m == 16 && c.n == 8 && c.k == 16 && c.a_type == "f16" && c.b_type == "f16" &&
+               c.c_type == "f32" && c.result_type == "f32" && c.scope == "subgroup";
       });
       if (!has) return "the device lists no subgroup f16 x f16 -> f32 16x8x16 shape";
       return "";
@@ -187,7 +195,8 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
       uint64_t(shape.m) * shape.n * shape.k * std::max<uint32_t>(shape.batch, 1) < kMinCoopRoundedMacs) {
     return MatmulTier::Scalar;
   }
-  if ((best == MatmulTier::CoopMatNV || best == MatmulTier::CoopMatKHR) && tier_unavailable(caps, shape, best).empty()) {
+  if ((best == MatmulTier::CoopMatNV || best == MatmulTier::CoopMatKHR) &&
+      tier_unavailable(caps, shape, best).empty()) {
     return best;
   }
   return MatmulTier::Scalar;
@@ -208,11 +217,13 @@ CoopMatTile CoopMatTile::parse(const std::string& s) {
   char x1, x2, slash, x3;
   std::istringstream in(s);
   auto bad = [&] {
-    return ConfigError("[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD][/w] like 128x128x32/2x4/g8, got '" +
-                       s + "'");
+    return ConfigError(
+        "[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD][/w] like 128x128x32/2x4/g8, "
+        "got '" +
+        s + "'");
   };
-  if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' || x2 != 'x' ||
-      slash != '/' || x3 != 'x') {
+  if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' ||
+      x2 != 'x' || slash != '/' || x3 != 'x') {
     throw bad();
   }
   char key;
@@ -267,46 +278,53 @@ bool row_starts_aligned(const MatmulShape& s, uint32_t elems) {
 
 // coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
 bool stores_direct(const MatmulShape& ps, const MatmulEpilogue& pe) {
-  return pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 && ps.stride_c % 4 == 0;
+  return pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 &&
+         ps.stride_c % 4 == 0;
 }
 
 // Whether a workgroup-scope tile's loads go unguarded (FULL_TILES): M, N and K multiples of the tile, 16-byte
 // aligned rows, one K slice.
 bool full_tiles(const MatmulShape& s, const CoopMatTile& t, uint32_t split) {
-  return t.workgroup && split == 1 && s.m % t.bm == 0 && s.n % t.bn == 0 && s.k % t.bk == 0 && row_starts_aligned(s, 8);
+  return t.workgroup && split == 1 && s.m % t.bm == 0 && s.n % t.bn == 0 && s.k % t.bk == 0 &&
+         row_starts_aligned(s, 8);
 }
 
 std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
   const uint32_t warps = t.warps_m * t.warps_n;
-  if (warps != 4 && warps != 8 && warps != 16) return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
+  if (warps != 4 && warps != 8 && warps != 16)
+    return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
   if (caps.max_workgroup_invocations != 0 && t.threads() > caps.max_workgroup_invocations) {
-    return "tile " + t.to_string() + " needs " + std::to_string(t.threads()) + " invocations, the device allows " +
-           std::to_string(caps.max_workgroup_invocations);
+    return "tile " + t.to_string() + " needs " + std::to_string(t.threads()) +
+           " invocations, the device allows " + std::to_string(caps.max_workgroup_invocations);
   }
   if (t.stages == 1 && t.depth != 1) return "one shared stage takes depth 1, got " + t.to_string();
   if (t.workgroup) {
-    // A flexible f16 x f16 -> f32 workgroup-scope shape for this many invocations whose granularities divide the tile.
+    // A flexible f16 x f16 -> f32 workgroup-scope shape for this many invocations whose granularities divide
+    // the tile.
     const auto fits = [&](const runtime::CoopMatShape& f) {
       return f.scope == "workgroup" && f.a_type == "f16" && f.b_type == "f16" && f.c_type == "f32" &&
-             f.workgroup_invocations == t.threads() && f.m && f.n && f.k && t.bm % f.m == 0 && t.bn % f.n == 0 &&
-             t.bk % f.k == 0;
+             f.workgroup_invocations == t.threads() && f.m && f.n && f.k && t.bm % f.m == 0 &&
+             t.bn % f.n == 0 && t.bk % f.k == 0;
     };
-    if (!caps.coopmat2_workgroup) return "tile " + t.to_string() + " needs workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2)";
+    if (!caps.coopmat2_workgroup)
+      return "tile " + t.to_string() +
+             " needs workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2)";
     if (std::none_of(caps.coopmat2_flexible_shapes.begin(), caps.coopmat2_flexible_shapes.end(), fits)) {
-      return "tile " + t.to_string() + " is no multiple of a workgroup-scope f16 shape the device lists for " +
+      return "tile " + t.to_string() +
+             " is no multiple of a workgroup-scope f16 shape the device lists for " +
              std::to_string(t.threads()) + " invocations";
     }
   } else if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
     return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
   }
   if ((t.bm * t.bk) % (8 * t.threads()) != 0 || (t.bn * t.bk) % (8 * t.threads()) != 0) {
-    return "each shared tile must be whole 16-byte loads for " + std::to_string(t.threads()) + " invocations, got " +
-           t.to_string();
+    return "each shared tile must be whole 16-byte loads for " + std::to_string(t.threads()) +
+           " invocations, got " + t.to_string();
   }
   const uint32_t bytes = coopmat_shared_bytes(t, trans_a, trans_b);
   if (bytes > caps.max_shared_memory) {
-    return "tile " + t.to_string() + " needs " + std::to_string(bytes) + " bytes of shared memory, the device has " +
-           std::to_string(caps.max_shared_memory);
+    return "tile " + t.to_string() + " needs " + std::to_string(bytes) +
+           " bytes of shared memory, the device has " + std::to_string(caps.max_shared_memory);
   }
   return "";
 }
@@ -322,7 +340,9 @@ uint32_t split_chunk(uint32_t k, uint32_t split_k) {
   return std::max<uint32_t>(32, ((k + s - 1) / s + 31) / 32 * 32);
 }
 
-uint32_t split_count(uint32_t k, uint32_t split_k) { return std::max<uint32_t>(1, ceil_div(k, split_chunk(k, split_k))); }
+uint32_t split_count(uint32_t k, uint32_t split_k) {
+  return std::max<uint32_t>(1, ceil_div(k, split_chunk(k, split_k)));
+}
 
 uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v) {
   if (v.tier == MatmulTier::Gemv) return 1;
@@ -356,12 +376,12 @@ CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulSh
   const CoopMatTile t = default_coopmat_tile(raw);
   const MatmulShape s = resolved(raw);
   const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
-  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded. f16 buffers only: rounding
-  // f32 buffers on load (Mixed16) runs at half the subgroup tile's speed.
+  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded. f16 buffers only:
+  // rounding f32 buffers on load (Mixed16) runs at half the subgroup tile's speed.
   const bool ab_t = s.trans_b && !s.trans_a;
-  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup || s.input != MatmulInput::F16 ||
-      s.m % w.bm || s.n % w.bn ||
-      !stores_direct(s, epilogue) || !(ab_t || full_tiles(s, w, 1))) {
+  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup ||
+      s.input != MatmulInput::F16 || s.m % w.bm || s.n % w.bn || !stores_direct(s, epilogue) ||
+      !(ab_t || full_tiles(s, w, 1))) {
     return t;
   }
   return tile_problem(caps, w, s.trans_a, s.trans_b).empty() ? w : t;
@@ -378,8 +398,8 @@ std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, co
   if (cooperative(best) && tier_unavailable(caps, shape, best).empty()) tiers.push_back(best);
   tiers.push_back(MatmulTier::Scalar);
   for (MatmulTier t : tiers) {
-    const std::vector<uint32_t> tiles = t == MatmulTier::Scalar ? std::vector<uint32_t>{128, 64, 16}
-                                                                : std::vector<uint32_t>{0};
+    const std::vector<uint32_t> tiles =
+        t == MatmulTier::Scalar ? std::vector<uint32_t>{128, 64, 16} : std::vector<uint32_t>{0};
     for (uint32_t tile : tiles) {
       for (uint32_t s = 1; s <= 64; s *= 2) {
         if (s > 1 && (t == MatmulTier::Gemv || shape.k / s < kMinSliceK)) break;
@@ -404,8 +424,10 @@ std::string MatmulVariant::to_string() const {
 
 MatmulVariant MatmulVariant::parse(const std::string& text) {
   auto fail = [&]() -> MatmulVariant {
-    throw ConfigError("[kernels::MatmulVariant::parse] expected <tier>[.<tile>][.k<slices>] like scalar.64, "
-                      "scalar.16.k9, gemv or coopmat-nv.128x128x32/2x4.k2, got '" + text + "'");
+    throw ConfigError(
+        "[kernels::MatmulVariant::parse] expected <tier>[.<tile>][.k<slices>] like scalar.64, "
+        "scalar.16.k9, gemv or coopmat-nv.128x128x32/2x4.k2, got '" +
+        text + "'");
   };
   std::vector<std::string> parts;
   std::stringstream in(text);
@@ -437,19 +459,22 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   return select_matmul(caps, raw, choose_variant(caps, raw, tier, tile), epilogue);
 }
 
-MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& raw, const MatmulVariant& variant,
-                           const MatmulEpilogue& epilogue) {
+MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& raw,
+                           const MatmulVariant& variant, const MatmulEpilogue& epilogue) {
   check_shape(raw);
   const MatmulTier tier = variant.tier;
   if (const std::string why = tier_unavailable(caps, raw, tier); !why.empty()) {
-    throw ConfigError(std::string("[kernels::select_matmul] expected a tier that can run ") + dims(raw) + ", got " +
-                      tier_name(tier) + ": " + why);
+    throw ConfigError(std::string("[kernels::select_matmul] expected a tier that can run ") + dims(raw) +
+                      ", got " + tier_name(tier) + ": " + why);
   }
-  const bool tile_ok = tier == MatmulTier::Scalar ? variant.tile == 128 || variant.tile == 64 || variant.tile == 16
-                                                  : variant.tile == 0;
+  const bool tile_ok = tier == MatmulTier::Scalar
+                           ? variant.tile == 128 || variant.tile == 64 || variant.tile == 16
+                           : variant.tile == 0;
   if (!tile_ok || variant.split_k == 0 || (tier == MatmulTier::Gemv && variant.split_k != 1)) {
-    throw ConfigError("[kernels::select_matmul] expected a variant of the family (scalar tile 128, 64 or 16; "
-                      "split_k >= 1; gemv unsplit), got " + variant.to_string());
+    throw ConfigError(
+        "[kernels::select_matmul] expected a variant of the family (scalar tile 128, 64 or 16; "
+        "split_k >= 1; gemv unsplit), got " +
+        variant.to_string());
   }
   const MatmulShape s = resolved(raw);
   MatmulKernel k;
@@ -519,14 +544,18 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
         throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
       }
       if (tile.workgroup && (tier != MatmulTier::CoopMatKHR || !direct || s.m % tile.bm || s.n % tile.bn)) {
-        throw ConfigError("[kernels::select_matmul] expected, for the workgroup-scope tile " + tile.to_string() +
-                          ", the coopmat-khr tier, no epilogue and M, N multiples of the tile; got " + tier_name(tier) +
-                          (direct ? "" : " with an epilogue or an unaligned C") + ", M " + std::to_string(s.m) +
-                          ", N " + std::to_string(s.n));
+        throw ConfigError("[kernels::select_matmul] expected, for the workgroup-scope tile " +
+                          tile.to_string() +
+                          ", the coopmat-khr tier, no epilogue and M, N multiples of the tile; got " +
+                          tier_name(tier) + (direct ? "" : " with an epilogue or an unaligned C") + ", M " +
+                          std::to_string(s.m) + ", N " + std::to_string(s.n));
       }
       pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth, tile.workgroup);
-      for (const auto& [name, v] : {std::pair{"BM", tile.bm}, {"BN", tile.bn}, {"BK", tile.bk},
-                                    {"WARPS_M", tile.warps_m}, {"WARPS_N", tile.warps_n}}) {
+      for (const auto& [name, v] : {std::pair{"BM", tile.bm},
+                                    {"BN", tile.bn},
+                                    {"BK", tile.bk},
+                                    {"WARPS_M", tile.warps_m},
+                                    {"WARPS_N", tile.warps_n}}) {
         pass.source.defines.push_back({name, std::to_string(v) + "u"});
       }
       pass.source.defines.push_back({"GROUP", std::to_string(tile.group)});  // tested by #if: no suffix
@@ -537,8 +566,8 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
       pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
       pass.source.defines.push_back({"FULL_TILES", flag(full_tiles(s, tile, split))});
-      // f32 rounded on 16-byte loads: the conversion itself rounds (ties to even, denormals kept) where the device
-      // lets a shader ask for it, instead of to_in's integer arithmetic.
+      // f32 rounded on 16-byte loads: the conversion itself rounds (ties to even, denormals kept) where the
+      // device lets a shader ask for it, instead of to_in's integer arithmetic.
       pass.source.defines.push_back(
           {"RTE_F16", flag(vec && s.input == MatmulInput::F32RoundF16 && caps.f16_rte_conversion)});
       pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
@@ -546,8 +575,9 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
       pass.grid[1] = ceil_div(s.m, tile.bm);
       if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
       label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
-               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" + std::to_string(tile.warps_n) +
-               (tile.group ? "g" + std::to_string(tile.group) : "") + (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
+               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" +
+               std::to_string(tile.warps_n) + (tile.group ? "g" + std::to_string(tile.group) : "") +
+               (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
                (tile.depth != 1 ? "d" + std::to_string(tile.depth) : "") + (tile.workgroup ? "w" : "");
       break;
     }
@@ -563,7 +593,9 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
     MatmulPass sum;
     sum.num_buffers = 3 + se.extra_buffers;
     sum.push = {s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.stride_a, s.stride_b, s.stride_c};
-    sum.source.defines = {{"INPUT_F16", "0"}, {"INPUT_ROUND_F16", "0"}, {"HAS_EPILOGUE", flag(!se.expr.empty())},
+    sum.source.defines = {{"INPUT_F16", "0"},
+                          {"INPUT_ROUND_F16", "0"},
+                          {"HAS_EPILOGUE", flag(!se.expr.empty())},
                           {"SPLIT_K", std::to_string(split)}};
     sum.source.glsl = glsl::split_sum(se);
     flat_grid(caps, ceil_div(s.m * s.n, 256), sum.grid);
@@ -607,21 +639,24 @@ runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::Co
   return d;
 }
 
-void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids, const MatmulKernel& kernel,
-                   const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
-                   std::span<const runtime::Buffer> extra, const runtime::Buffer& scratch) {
+void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids,
+                   const MatmulKernel& kernel, const runtime::Buffer& a, const runtime::Buffer& b,
+                   const runtime::Buffer& c, std::span<const runtime::Buffer> extra,
+                   const runtime::Buffer& scratch) {
   const std::string name = kernel.passes.empty() ? "?" : kernel.passes.back().source.label;
   if (ids.size() != kernel.passes.size() || kernel.passes.empty()) {
     throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.passes.size()) +
                       " kernel ids for '" + name + "', got " + std::to_string(ids.size()));
   }
   if (extra.size() + 3 != kernel.passes.back().num_buffers) {
-    throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.passes.back().num_buffers - 3) +
-                      " epilogue buffers for '" + name + "', got " + std::to_string(extra.size()));
+    throw DeviceError("[kernels::record_matmul] expected " +
+                      std::to_string(kernel.passes.back().num_buffers - 3) + " epilogue buffers for '" +
+                      name + "', got " + std::to_string(extra.size()));
   }
   if (kernel.passes.size() > 1 && (!scratch.valid() || scratch.size < kernel.scratch_bytes)) {
-    throw DeviceError("[kernels::record_matmul] expected a scratch buffer of " + std::to_string(kernel.scratch_bytes) +
-                      " bytes for split-K '" + name + "', got " + std::to_string(scratch.size));
+    throw DeviceError("[kernels::record_matmul] expected a scratch buffer of " +
+                      std::to_string(kernel.scratch_bytes) + " bytes for split-K '" + name + "', got " +
+                      std::to_string(scratch.size));
   }
   auto dispatch = [&](size_t i, std::vector<runtime::Buffer> bufs) {
     const MatmulPass& p = kernel.passes[i];

@@ -4,7 +4,8 @@
 // Tiers (MatmulTier):
 //   Gemv        M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in shared memory
 //               (bandwidth-bound; the inference and small-batch case).
-//   Scalar      f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per thread, BK 16), both
+//   Scalar      f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per thread, BK 16),
+//   both
 //               double-buffered shared memory with register prefetch, and 16x16 (one output per thread, for
 //               outputs too small to spread over the GPU otherwise). Runs everywhere; the lavapipe path.
 //   CoopMatNV   GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8 subgroups of 32, each
@@ -12,13 +13,13 @@
 //               registers (prefetch of the next K tile), double-buffered shared memory with padded rows.
 //   CoopMatKHR  the same GLSL, compiled to NV SPIR-V, validated, then rewritten to SPV_KHR_cooperative_matrix
 //               (shader/coopmat_khr.hpp).
-// Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges are
-// zero-filled on load and masked on store), leading dimensions, and a batch over gl_WorkGroupID.z.
+// Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges
+// are zero-filled on load and masked on store), leading dimensions, and a batch over gl_WorkGroupID.z.
 //
-// Split-K (MatmulVariant::split_k = S > 1, scalar and cooperative tiers): the product pass runs S times as many
-// workgroups, slice s multiplying K range [s·kc, (s+1)·kc) (kc = split_chunk) and storing its raw partial
-// product into an f32 scratch buffer [S][batch][M][N]; a summing pass adds the S slices of each output in
-// slice order (deterministic) and applies the epilogue. choose_variant states when that pays.
+// Split-K (MatmulVariant::split_k = S > 1, scalar and cooperative tiers): the product pass runs S times as
+// many workgroups, slice s multiplying K range [s·kc, (s+1)·kc) (kc = split_chunk) and storing its raw
+// partial product into an f32 scratch buffer [S][batch][M][N]; a summing pass adds the S slices of each
+// output in slice order (deterministic) and applies the epilogue. choose_variant states when that pays.
 //
 // Use from codegen: select_matmul() returns everything needed to build and dispatch the kernel without
 // touching a device; build_matmul_kernel() compiles each pass (the KHR rewrite included); record_matmul()
@@ -26,8 +27,8 @@
 //
 // Buffers (set 0) of a one-pass kernel: binding 0 = A, 1 = B (element type MatmulShape::input: f32, or f16
 // where the device has 16-bit storage; the cooperative tiers need f16), 2 = C (f32, row-major M x N with
-// leading dimension ldc), 3.. = the epilogue's extra f32 buffers e0, e1, ... With split-K the product pass binds
-// A, B, scratch and the summing pass scratch, (unused), C, then the epilogue's buffers. Push constants:
+// leading dimension ldc), 3.. = the epilogue's extra f32 buffers e0, e1, ... With split-K the product pass
+// binds A, B, scratch and the summing pass scratch, (unused), C, then the epilogue's buffers. Push constants:
 // MatmulPush (36 bytes).
 #include <cstdint>
 #include <optional>
@@ -51,19 +52,19 @@ enum class MatmulInput : uint8_t { F32, F16, F32RoundF16 };
 // How one operand's elements are read, on top of MatmulInput (scalar and GEMV tiers): Plain is the input's
 // element type; F16 and BF16 are 16-bit storage widened to f32 as loaded (an f16 or bf16 weight times an f32
 // activation; needs 16-bit storage), then treated as MatmulInput says. Q4_0 .. Q6_K are GGUF blocks
-// (quant/blocks.hpp) read as 32-bit words and dequantized as loaded (quant/glsl.hpp), never expanded in memory:
-// the operand's stored rows must be whole blocks (its contiguous extent and leading dimension multiples of the
-// block). The GEMV tier reads a transposed B (a weight [N, K] quantized along K: x·Wᵀ) eight values of a block
-// at a time; every other access (scalar tiles, an untransposed or A operand) dequantizes element by element.
-// The cooperative tiers take no loads: choose_tier sends such products to the scalar tier.
+// (quant/blocks.hpp) read as 32-bit words and dequantized as loaded (quant/glsl.hpp), never expanded in
+// memory: the operand's stored rows must be whole blocks (its contiguous extent and leading dimension
+// multiples of the block). The GEMV tier reads a transposed B (a weight [N, K] quantized along K: x·Wᵀ) eight
+// values of a block at a time; every other access (scalar tiles, an untransposed or A operand) dequantizes
+// element by element. The cooperative tiers take no loads: choose_tier sends such products to the scalar
+// tier.
 enum class MatmulLoad : uint8_t { Plain, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
-bool is_block_load(MatmulLoad l);      // Q4_0 .. Q6_K
+bool is_block_load(MatmulLoad l);         // Q4_0 .. Q6_K
 uint32_t load_block_elems(MatmulLoad l);  // 1 for Plain, F16, BF16
-const char* load_name(MatmulLoad l);   // "plain", "f16", "bf16", "q4_0", ..
+const char* load_name(MatmulLoad l);      // "plain", "f16", "bf16", "q4_0", ..
 // Elements of each operand counted as stored values; an operand of a block load occupies
 // elements / block_elems × block_bytes bytes (operand_bytes).
 uint64_t operand_bytes(MatmulLoad l, MatmulInput input, uint64_t elements);
-
 
 struct MatmulShape {
   uint32_t m = 0, n = 0, k = 0;
@@ -82,12 +83,12 @@ struct MatmulShape {
 // e.g. bias then ReLU: {"max(v + e0[col], 0.0)", 1}. Empty: store v.
 // The code generator also passes `buffer_decls` (its own declarations of bindings 3.., replacing e0[] ..),
 // `decls` (functions `expr` calls), `operand_decls` (for the pass that reads A and B: may `#define A_FILL` /
-// `B_FILL`, or `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and `uint b_base(uint batch)`,
-// element offsets of each operand's matrix, for broadcast batch dimensions) and `c_type` (the GLSL element type
-// of C: float, int or uint; direct cooperative stores need float).
-// `store`, when set, names a function `void store(uint i, float v)` (in `decls`) called instead of `c[i] = v`
-// with each element, once, by one thread (the summing pass of a split product): a fused parameter update,
-// with C bound to the parameter.
+// `B_FILL`, or `#define CUSTOM_BATCH_BASE 1` and define `uint a_base(uint batch)` and `uint b_base(uint
+// batch)`, element offsets of each operand's matrix, for broadcast batch dimensions) and `c_type` (the GLSL
+// element type of C: float, int or uint; direct cooperative stores need float). `store`, when set, names a
+// function `void store(uint i, float v)` (in `decls`) called instead of `c[i] = v` with each element, once,
+// by one thread (the summing pass of a split product): a fused parameter update, with C bound to the
+// parameter.
 struct MatmulEpilogue {
   std::string expr;
   uint32_t extra_buffers = 0;
@@ -99,9 +100,9 @@ struct MatmulEpilogue {
 };
 
 // Block tile of the cooperative tiers: BM x BN outputs per workgroup of warps_m x warps_n subgroups (4, 8 or
-// 16 subgroups of 32: 128, 256 or 512 invocations), BK deep per shared-memory stage. Each subgroup's patch must
-// be a multiple of 16 x 8; both shared tiles (`stages` of them, 16-byte row padding) plus 512 bytes a subgroup
-// for the edge epilogue must fit the device.
+// 16 subgroups of 32: 128, 256 or 512 invocations), BK deep per shared-memory stage. Each subgroup's patch
+// must be a multiple of 16 x 8; both shared tiles (`stages` of them, 16-byte row padding) plus 512 bytes a
+// subgroup for the edge epilogue must fit the device.
 //   group   0: workgroups take tiles in launch order (columns fastest); g > 0: g tile-rows walked column by
 //           column (a grouped raster, so that workgroups resident together share B columns in L2).
 //   stages  2: double-buffered shared tiles, one barrier per K tile; 1: one shared stage, two barriers per K
@@ -124,14 +125,14 @@ struct CoopMatTile {
 };
 
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
-// 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4 (small
-// outputs need the workgroups). Why these: docs/performance.md.
+// 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4
+// (small outputs need the workgroups). Why these: docs/performance.md.
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
-// The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with workgroup-scope
-// matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples of 128, no epilogue
-// and a 16-byte aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple of 32 with 16-byte
-// aligned rows (the tile's loads then go unguarded; guarded A·B and Aᵀ·B are faster on the subgroup tile, and
-// so are f32 buffers rounded on load). What sessions and bench_matmul use.
+// The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with
+// workgroup-scope matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples
+// of 128, no epilogue and a 16-byte aligned C takes 128x128x32/2x2/s1/w if it is A·Bᵀ, or if K is a multiple
+// of 32 with 16-byte aligned rows (the tile's loads then go unguarded; guarded A·B and Aᵀ·B are faster on the
+// subgroup tile, and so are f32 buffers rounded on load). What sessions and bench_matmul use.
 CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                                  const MatmulEpilogue& epilogue = {});
 
@@ -143,9 +144,9 @@ struct MatmulPush {  // the push-constant block, in this order; all in elements
 // KernelVariant knobs (tier, tile, split: codegen/variant.hpp) over it.
 struct MatmulVariant {
   MatmulTier tier = MatmulTier::Scalar;
-  uint32_t tile = 0;      // Scalar: the output tile's edge, 128, 64 or 16; 0 for the other tiers
-  uint32_t split_k = 1;   // slices of K: 1 is one pass; S > 1 a product pass into scratch, then a summing pass
-  CoopMatTile coop;       // cooperative tiers only
+  uint32_t tile = 0;     // Scalar: the output tile's edge, 128, 64 or 16; 0 for the other tiers
+  uint32_t split_k = 1;  // slices of K: 1 is one pass; S > 1 a product pass into scratch, then a summing pass
+  CoopMatTile coop;      // cooperative tiers only
   // "scalar.64", "scalar.16.k9", "gemv", "coopmat-nv.128x128x32/2x4.k2": tier, tile, then k<S> when S > 1.
   std::string to_string() const;
   static MatmulVariant parse(const std::string& s);  // inverse of to_string; throws ConfigError
@@ -153,7 +154,8 @@ struct MatmulVariant {
 };
 
 // The choice rule, for a tier (choose_tier's):
-//   tile    Scalar: the largest of 128, 64, 16 whose output grid (tiles x batch) fills the device, i.e. has at
+//   tile    Scalar: the largest of 128, 64, 16 whose output grid (tiles x batch) fills the device, i.e. has
+//   at
 //           least target_workgroups(caps) workgroups; 16 when none does. Cooperative: `coop` as given.
 //   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid), at most
 //           K / kMinSliceK, normalised so that no slice is empty (split_count). Shorter K is not worth the
@@ -161,13 +163,15 @@ struct MatmulVariant {
 // So a 32x128x784 layer on 132 SMs takes scalar.16.k9 (144 workgroups), 1024^3 scalar.64 (256) and 4096^3
 // scalar.128 (1024).
 constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
-uint32_t target_workgroups(const runtime::DeviceCaps& caps);  // caps.compute_units (one 256-thread group each)
+uint32_t target_workgroups(
+    const runtime::DeviceCaps& caps);  // caps.compute_units (one 256-thread group each)
 MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                              const CoopMatTile& coop = {});
 // The rule's split_k for `v`'s tier and tile (1 when its grid fills the device or K is short).
 uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
-// Every variant of `shape` worth timing: each tier that can run it (cooperative ones only when `best` is one),
-// each scalar tile, split_k in 1, 2, 4, ... while slices keep kMinSliceK of K. choose_variant's pick is first.
+// Every variant of `shape` worth timing: each tier that can run it (cooperative ones only when `best` is
+// one), each scalar tile, split_k in 1, 2, 4, ... while slices keep kMinSliceK of K. choose_variant's pick is
+// first.
 std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, const MatmulShape& shape,
                                              MatmulTier best);
 // K per slice for S requested slices (a multiple of 32, so every tile depth and 16-byte load divides it), and
@@ -179,14 +183,14 @@ uint32_t split_count(uint32_t k, uint32_t split_k);
 struct MatmulPass {
   shader::ShaderSource source;           // GLSL + defines; the cooperative tiers are written against NV
   bool rewrite_to_khr = false;           // CoopMatKHR: compile, validate, then rewrite the SPIR-V
-  std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they are
-                                         // defines (part of the shader cache key)
-  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's (see the binding list above)
+  std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they
+                                         // are defines (part of the shader cache key)
+  uint32_t num_buffers = 3;  // A, B, C, then the epilogue's (see the binding list above)
   uint32_t push_constant_bytes = sizeof(MatmulPush);
   MatmulPush push{};
-  uint32_t grid[3] = {1, 1, 1};          // workgroups: x over N (or M,N tiles), y over M, z over the batch
-  uint32_t local_size = 256;             // invocations per workgroup (cooperative tiles: CoopMatTile::threads)
-  uint32_t required_subgroup_size = 0;   // 0: the driver's
+  uint32_t grid[3] = {1, 1, 1};         // workgroups: x over N (or M,N tiles), y over M, z over the batch
+  uint32_t local_size = 256;            // invocations per workgroup (cooperative tiles: CoopMatTile::threads)
+  uint32_t required_subgroup_size = 0;  // 0: the driver's
 };
 
 struct MatmulKernel {
@@ -201,16 +205,16 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
 
 // The kernel for `shape` as `variant` says. Throws ShapeError for an empty or overflowing shape, ConfigError
 // when the tier cannot run it (tier_unavailable's reason) or the variant is not one of the family's.
-MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& variant,
-                           const MatmulEpilogue& epilogue = {});
+MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape,
+                           const MatmulVariant& variant, const MatmulEpilogue& epilogue = {});
 // The same with choose_variant(caps, shape, tier, tile) as the variant.
 MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                            const MatmulEpilogue& epilogue = {}, const CoopMatTile& tile = {});
 
 // The tier a shape gets when `best` is the best tier that passed the self-test: GEMV for M <= 8, the
 // cooperative tier for f16 inputs when `best` is one, else scalar. f32 buffers rounded on load (Mixed16) take
-// the cooperative tier only from kMinCoopRoundedMacs multiply-adds on: below, the scalar tier (which rounds the
-// same way) is faster.
+// the cooperative tier only from kMinCoopRoundedMacs multiply-adds on: below, the scalar tier (which rounds
+// the same way) is faster.
 constexpr uint64_t kMinCoopRoundedMacs = uint64_t(1) << 25;  // the measured crossover, between 256³ and 384³
 MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier best);
 
@@ -219,8 +223,8 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
 // loaded, no rounding in the inner loop); smaller ones round on load.
 constexpr uint64_t kMinF16CopyMacs = uint64_t(1) << 30;  // where an O(MK + KN) copy is small against O(MNK)
 // The copy's pass: A's `na` values rounded to f16 (ties to even, as Mixed16 rounds on load) into halves
-// [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A and B
-// are bindings 0 and 1 (f32). No push constants. Throws ShapeError for a bad offset.
+// [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A
+// and B are bindings 0 and 1 (f32). No push constants. Throws ShapeError for a bad offset.
 MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset);
 
 // Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
@@ -228,9 +232,10 @@ runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::Co
 
 // Records the kernel's passes (ids: one per pass, from build_matmul_kernel), with a barrier between them.
 // `extra` holds the epilogue's buffers; `scratch` (at least kernel.scratch_bytes) is needed with split_k > 1.
-void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids, const MatmulKernel& kernel,
-                   const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
-                   std::span<const runtime::Buffer> extra = {}, const runtime::Buffer& scratch = {});
+void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids,
+                   const MatmulKernel& kernel, const runtime::Buffer& a, const runtime::Buffer& b,
+                   const runtime::Buffer& c, std::span<const runtime::Buffer> extra = {},
+                   const runtime::Buffer& scratch = {});
 
 // CPU reference with double accumulation over the given (already f16-rounded, for f16) values; no epilogue.
 // a, b, c laid out as the shape says.

@@ -46,13 +46,14 @@ void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std:
 
 }  // namespace
 
-MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
-                         MatmulTier tier, const MatmulCheckOptions& check) {
+MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options,
+                         const MatmulShape& shape, MatmulTier tier, const MatmulCheckOptions& check) {
   return check_matmul(device, options, shape, choose_variant(device.caps(), shape, tier, check.tile), check);
 }
 
-MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options, const MatmulShape& shape,
-                         const MatmulVariant& variant, const MatmulCheckOptions& check) {
+MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& options,
+                         const MatmulShape& shape, const MatmulVariant& variant,
+                         const MatmulCheckOptions& check) {
   MatmulCheck result;
   try {
     const MatmulKernel kernel = select_matmul(device.caps(), shape, variant, check.epilogue);
@@ -64,9 +65,10 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     for (auto [given, op, name] : {std::tuple{&check.a_values, &a, "A"}, {&check.b_values, &b, "B"}}) {
       if (given->empty()) continue;
       if (given->size() != op->size())
-        throw ShapeError(std::string("[kernels::check_matmul] expected ") + std::to_string(op->size()) + " values of " +
-                         name + ", got " + std::to_string(given->size()));
-      for (size_t i = 0; i < op->size(); ++i) (*op)[i] = f16 ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
+        throw ShapeError(std::string("[kernels::check_matmul] expected ") + std::to_string(op->size()) +
+                         " values of " + name + ", got " + std::to_string(given->size()));
+      for (size_t i = 0; i < op->size(); ++i)
+        (*op)[i] = f16 ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
     }
     const uint64_t nc = elements_c(shape);
     DeviceBuffers mem(device);
@@ -86,7 +88,8 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
       device.upload(extra.back(), e.data(), e.size() * 4);
     }
     std::vector<runtime::KernelId> ids;
-    for (const MatmulPass& pass : kernel.passes) ids.push_back(device.create_kernel(build_matmul_kernel(pass, options)));
+    for (const MatmulPass& pass : kernel.passes)
+      ids.push_back(device.create_kernel(build_matmul_kernel(pass, options)));
     // The scratch starts as NaN, so that a partial product the summing pass reads but no slice wrote shows.
     runtime::Buffer scratch;
     if (kernel.scratch_bytes > 0) {
@@ -156,8 +159,8 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
                                     std::optional<MatmulTier> forced) {
   std::vector<MatmulTier> candidates;
   if (!forced) {
-    // KHR first: the same kernel runs faster through it on NVIDIA (docs/performance.md), and KHR is what other
-    // vendors expose.
+    // KHR first: the same kernel runs faster through it on NVIDIA (docs/performance.md), and KHR is what
+    // other vendors expose.
     candidates = {MatmulTier::CoopMatKHR, MatmulTier::CoopMatNV};
   } else if (*forced == MatmulTier::CoopMatNV || *forced == MatmulTier::CoopMatKHR) {
     candidates = {*forced};
@@ -168,9 +171,9 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
   for (MatmulTier tier : candidates) {
     TierProbe probe{tier, true, ""};
     // Cooperative tiers read f16 buffers (benchmarks) and f32 buffers rounded on load (Mixed16 sessions).
-    const std::vector<MatmulInput> inputs = tier == MatmulTier::Scalar
-                                                ? std::vector<MatmulInput>{MatmulInput::F32}
-                                                : std::vector<MatmulInput>{MatmulInput::F16, MatmulInput::F32RoundF16};
+    const std::vector<MatmulInput> inputs =
+        tier == MatmulTier::Scalar ? std::vector<MatmulInput>{MatmulInput::F32}
+                                   : std::vector<MatmulInput>{MatmulInput::F16, MatmulInput::F32RoundF16};
     // Aligned (16-byte loads, direct stores) and ragged (element loads, masked stores) in every transpose.
     uint32_t seed = 7;
     for (size_t q = 0; q < 2 * inputs.size(); ++q) {
@@ -199,7 +202,10 @@ MatmulTierChoice probe_matmul_tiers(runtime::Device& device, const shader::Compi
         probe.detail = r.detail;
         if (!r.ok) {
           probe.ok = false;
-          probe.detail = (ragged ? "ragged " : "aligned ") + std::string(t == 0 ? "A*B" : t == 1 ? "At*B" : "A*Bt") +
+          probe.detail = (ragged ? "ragged " : "aligned ") +
+                         std::string(t == 0   ? "A*B"
+                                     : t == 1 ? "At*B"
+                                              : "A*Bt") +
                          " " + v.to_string() + ": " + r.detail;
         }
       }

@@ -6,8 +6,8 @@ namespace meganeura::kernels::glsl {
 namespace {
 
 // x rounded to the nearest f16 (ties to even), kept in f32. Integer arithmetic, because NVIDIA's driver folds
-// unpackHalf2x16(packHalf2x16(x)) back to x (seen on the H200, 2026-12-02). Normal range: round the significand
-// to 11 bits; below 2^-14 (f16 subnormals): to a multiple of 2^-24; beyond 65504: infinity.
+// unpackHalf2x16(packHalf2x16(x)) back to x (seen on the H200, 2026-12-02). Normal range: round the
+// significand to 11 bits; below 2^-14 (f16 subnormals): to a multiple of 2^-24; beyond 65504: infinity.
 const char* kRoundF16 = R"(float round_f16(float x) {
   if (isnan(x)) return x;
   if (abs(x) < 6.103515625e-05) return roundEven(x * 16777216.0) * 5.9604644775390625e-08;
@@ -18,10 +18,12 @@ const char* kRoundF16 = R"(float round_f16(float x) {
 )";
 
 std::string common(const MatmulEpilogue& ep, bool coopmat) {
-  // 16-bit storage is enabled, not required: a kernel that declares no 16-bit buffer does not need the feature.
-  std::string s = "#version 450\n#extension GL_EXT_control_flow_attributes : require\n"
-                  "#extension GL_EXT_shader_16bit_storage : enable\n"
-                  "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : enable\n";
+  // 16-bit storage is enabled, not required: a kernel that declares no 16-bit buffer does not need the
+  // feature.
+  std::string s =
+      "#version 450\n#extension GL_EXT_control_flow_attributes : require\n"
+      "#extension GL_EXT_shader_16bit_storage : enable\n"
+      "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : enable\n";
   if (coopmat) {
     s += "#extension GL_NV_cooperative_matrix : require\n"
          "#extension GL_KHR_shader_subgroup_basic : require\n"
@@ -36,7 +38,8 @@ std::string common(const MatmulEpilogue& ep, bool coopmat) {
 #define ELEM float
 #endif
 #if INPUT_ROUND_F16
-)" + std::string(kRoundF16) + R"(float to_in(float x) { return round_f16(x); }
+)" + std::string(kRoundF16) +
+       R"(float to_in(float x) { return round_f16(x); }
 #else
 float to_in(ELEM x) { return float(x); }
 #endif
@@ -138,9 +141,9 @@ float B_at(uint base, uint k, uint n) {
 #endif
 )";
 
-// The K range and batch of this workgroup. With SPLIT_K slices gl_WorkGroupID.z runs over slice * batches + batch
-// and the unfinished product goes to [z][M][N] of the scratch (select_matmul sets p.ldc = N, p.sc = M N), so the
-// store's base is z * p.sc either way. kc must match kernels::split_chunk.
+// The K range and batch of this workgroup. With SPLIT_K slices gl_WorkGroupID.z runs over slice * batches +
+// batch and the unfinished product goes to [z][M][N] of the scratch (select_matmul sets p.ldc = N, p.sc = M
+// N), so the store's base is z * p.sc either way. kc must match kernels::split_chunk.
 const char* kSplit = R"(
 uint k_end;
 uint k_begin(out uint batch) {
@@ -403,7 +406,6 @@ void main() {
 }
 )";
 
-
 const char* kCoopmat = R"(
 // WARPS_M x WARPS_N subgroups of 32 (NT = 32 * WARPS_M * WARPS_N invocations), each a (BM / WARPS_M) x
 // (BN / WARPS_N) patch of the BM x BN tile held as TM x TN accumulators of 16 x 8 (the 16x8x16 shape keeps the
@@ -635,9 +637,10 @@ const char* kCoopMultiply = R"(
 )";
 
 // The one-stage tiles' staging (depth 1): kCoopSet with one register set read and written through an index
-// that is a constant once the driver inlines (indexed_set). The driver compiles this form faster than the same
-// loop over the named set (ra0/fetch0, as the two-stage ring writes it): keep the shape (docs/performance.md).
-// Wait until every subgroup has read the previous tile, stash, wait for the stash, request the next, multiply.
+// that is a constant once the driver inlines (indexed_set). The driver compiles this form faster than the
+// same loop over the named set (ra0/fetch0, as the two-stage ring writes it): keep the shape
+// (docs/performance.md). Wait until every subgroup has read the previous tile, stash, wait for the stash,
+// request the next, multiply.
 const char* kCoopOneStageLoop = R"(
   [[unroll]] for (uint u = 0u; u < 1u; ++u) {
     if (u < tiles) fetch(u, abase, bbase, m0, n0, kb + u * BK);
@@ -658,9 +661,9 @@ const char* kCoopOneStageLoop = R"(
 )";
 
 // The workgroup-scope tiles' loop (one stage): request tile t, wait until the previous multiply has read the
-// shared tiles, stash, wait for the stash, multiply; nothing overlaps the multiply. Against kCoopOneStageLoop's
-// order (next tile requested before the multiply), the driver's workgroup-scope multiply does better without
-// loads in flight across it (docs/performance.md).
+// shared tiles, stash, wait for the stash, multiply; nothing overlaps the multiply. Against
+// kCoopOneStageLoop's order (next tile requested before the multiply), the driver's workgroup-scope multiply
+// does better without loads in flight across it (docs/performance.md).
 const char* kCoopWorkgroupLoop = R"(
   for (uint t = 0u; t < tiles; ++t) {
     fetch(0u, abase, bbase, m0, n0, kb + t * BK);
@@ -682,7 +685,8 @@ std::string each_set(const std::string& text, uint32_t u) {
 std::string indexed_set() {
   std::string out = kCoopSet;
   auto all = [&out](const std::string& from, const std::string& to) {
-    for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size())) out.replace(at, from.size(), to);
+    for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
+      out.replace(at, from.size(), to);
   };
   all("uvec4 ra@[A_VPT], rb@[B_VPT];", "uvec4 ra[1][A_VPT], rb[1][B_VPT];");
   all("ra@[", "ra[set][");
@@ -695,9 +699,9 @@ std::string indexed_set() {
 
 // The two-stage K loop over `tiles` tiles of BK from kb, with a ring of `depth` register sets. Tile t comes
 // through set t % depth, so the loop is written out `depth` times per trip with t0 + u for t: refill set u
-// `depth` tiles ahead, multiply stage t & 1, store set (u + 1) % depth (tile t + 1) into the other stage (last
-// read before the previous barrier), one barrier. Full trips run unguarded (guarding each tile inside the trip
-// compiles to slower code); the last tiles % depth follow one by one.
+// `depth` tiles ahead, multiply stage t & 1, store set (u + 1) % depth (tile t + 1) into the other stage
+// (last read before the previous barrier), one barrier. Full trips run unguarded (guarding each tile inside
+// the trip compiles to slower code); the last tiles % depth follow one by one.
 std::string coopmat_ring_loop(uint32_t depth) {
   const std::string d = std::to_string(depth);
   std::string s;
@@ -708,14 +712,16 @@ std::string coopmat_ring_loop(uint32_t depth) {
   auto tile = [&](uint32_t u) {
     const std::string us = std::to_string(u), next = std::to_string((u + 1) % depth);
     return "        const uint t = t0 + " + us + "u;\n        if (t + " + d + "u < tiles) fetch" + us +
-           "(abase, bbase, m0, n0, kb + (t + " + d + "u) * BK);\n        const uint cur = t & 1u;\n" + kCoopMultiply +
-           "        if (t + 1u < tiles) stash" + next + "((t + 1u) & 1u);\n        barrier();\n";
+           "(abase, bbase, m0, n0, kb + (t + " + d + "u) * BK);\n        const uint cur = t & 1u;\n" +
+           kCoopMultiply + "        if (t + 1u < tiles) stash" + next +
+           "((t + 1u) & 1u);\n        barrier();\n";
   };
   s += "  stash0(0u);\n  barrier();\n  uint t0 = 0u;\n";
   s += "  for (; t0 + " + d + "u <= tiles; t0 += " + d + "u) {\n";
   for (uint32_t u = 0; u < depth; ++u) s += "      {\n" + tile(u) + "      }\n";
   s += "  }\n";
-  for (uint32_t u = 0; u + 1 < depth; ++u) s += "  if (t0 + " + std::to_string(u) + "u < tiles) {\n" + tile(u) + "  }\n";
+  for (uint32_t u = 0; u + 1 < depth; ++u)
+    s += "  if (t0 + " + std::to_string(u) + "u < tiles) {\n" + tile(u) + "  }\n";
   return s;
 }
 
@@ -772,18 +778,21 @@ std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset) {
          "layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };\n"
          "layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };\n"
          "layout(std430, set = 0, binding = 2) writeonly buffer BufS { uint s[]; };\n" +
-         std::string(kRoundF16) +
-         "const uint NA = " + std::to_string(na) + "u, NB = " + std::to_string(nb) + "u, PA = " + pa + "u, PB = " + pb +
-         "u, OB = " + std::to_string(b_offset / 2) + "u;\n"
-         "// Two elements per invocation, rounded exactly, then packed (representable values: any rounding mode).\n"
+         std::string(kRoundF16) + "const uint NA = " + std::to_string(na) + "u, NB = " + std::to_string(nb) +
+         "u, PA = " + pa + "u, PB = " + pb + "u, OB = " + std::to_string(b_offset / 2) +
+         "u;\n"
+         "// Two elements per invocation, rounded exactly, then packed (representable values: any rounding "
+         "mode).\n"
          "void main() {\n"
-         "  const uint p = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;\n"
+         "  const uint p = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + "
+         "gl_LocalInvocationID.x;\n"
          "  if (p < PA) {\n"
          "    const uint i = 2u * p;\n"
          "    s[p] = packHalf2x16(vec2(round_f16(a[i]), i + 1u < NA ? round_f16(a[i + 1u]) : 0.0));\n"
          "  } else if (p < PA + PB) {\n"
          "    const uint i = 2u * (p - PA);\n"
-         "    s[OB + p - PA] = packHalf2x16(vec2(round_f16(b[i]), i + 1u < NB ? round_f16(b[i + 1u]) : 0.0));\n"
+         "    s[OB + p - PA] = packHalf2x16(vec2(round_f16(b[i]), i + 1u < NB ? round_f16(b[i + 1u]) : "
+         "0.0));\n"
          "  }\n"
          "}\n";
 }

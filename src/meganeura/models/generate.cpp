@@ -51,7 +51,9 @@ size_t incomplete_utf8_tail(const std::string& s) {
 }
 
 // U+FFFD at the end: a decoder's replacement for bytes it could not finish (byte fallback, byte-level BPE).
-bool ends_with_replacement(const std::string& s) { return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0; }
+bool ends_with_replacement(const std::string& s) {
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
 
 }  // namespace
 
@@ -82,7 +84,8 @@ struct Generator::Impl {
   Session& prefill_session(int64_t bucket) {
     auto it = prefill.find(bucket);
     if (it != prefill.end()) return it->second;
-    return prefill.emplace(bucket, build(build_llama_sampling(config, batch, bucket).graph, session_config, owner()))
+    return prefill
+        .emplace(bucket, build(build_llama_sampling(config, batch, bucket).graph, session_config, owner()))
         .first->second;
   }
 
@@ -107,11 +110,13 @@ struct Generator::Impl {
   }
 };
 
-Generator::Generator(LanguageModel model, const GeneratorOptions& options, std::shared_ptr<runtime::Device> device)
+Generator::Generator(LanguageModel model, const GeneratorOptions& options,
+                     std::shared_ptr<runtime::Device> device)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = model.config;
-  if (options.max_context < 0) fail("Generator", "max_context >= 0, got " + std::to_string(options.max_context));
+  if (options.max_context < 0)
+    fail("Generator", "max_context >= 0, got " + std::to_string(options.max_context));
   if (options.max_context > 0) m.config.max_context = options.max_context;
   const int64_t T = m.config.max_context;
   if (options.batch <= 0) fail("Generator", "batch > 0, got " + std::to_string(options.batch));
@@ -126,17 +131,20 @@ Generator::Generator(LanguageModel model, const GeneratorOptions& options, std::
   m.buckets.erase(std::unique(m.buckets.begin(), m.buckets.end()), m.buckets.end());
   for (int64_t b : m.buckets)
     if (b <= 0 || b > T)
-      fail("Generator", "prefill buckets in 1..max_context " + std::to_string(T) + ", got " + std::to_string(b));
+      fail("Generator",
+           "prefill buckets in 1..max_context " + std::to_string(T) + ", got " + std::to_string(b));
   // Weights: one per parameter of the config, of its shape and dtype.
   const auto params = llama_parameters(m.config);
   std::map<std::string, const WeightView*> by_name;
   for (const WeightView& w : model.weights) by_name[w.name] = &w;
   for (const auto& [name, shape] : params) {
     const auto it = by_name.find(name);
-    if (it == by_name.end()) fail("Generator", "a weight named '" + name + "' in " + model.source + ", got none");
+    if (it == by_name.end())
+      fail("Generator", "a weight named '" + name + "' in " + model.source + ", got none");
     if (it->second->shape != shape || it->second->dtype != m.config.dtype_of(name))
-      fail("Generator", "weight '" + name + "' of shape " + shape_str(shape) + " " + dtype_name(m.config.dtype_of(name)) +
-                            ", got " + shape_str(it->second->shape) + " " + dtype_name(it->second->dtype));
+      fail("Generator", "weight '" + name + "' of shape " + shape_str(shape) + " " +
+                            dtype_name(m.config.dtype_of(name)) + ", got " + shape_str(it->second->shape) +
+                            " " + dtype_name(it->second->dtype));
   }
   if (by_name.size() != params.size())
     fail("Generator", std::to_string(params.size()) + " weights (one per parameter), got " +
@@ -146,7 +154,8 @@ Generator::Generator(LanguageModel model, const GeneratorOptions& options, std::
   m.session_config.training = false;
   m.session_config.optimizer.kind = OptimizerKind::None;
   const Graph first = build_llama_sampling(m.config, m.batch, m.buckets.front()).graph;
-  m.prefill.emplace(m.buckets.front(), device ? build(first, m.session_config, device) : build(first, m.session_config));
+  m.prefill.emplace(m.buckets.front(),
+                    device ? build(first, m.session_config, device) : build(first, m.session_config));
   m.decode.emplace(build(build_llama_sampling(m.config, m.batch, 1).graph, m.session_config, m.owner()));
   for (const WeightView& w : model.weights) m.owner().set_parameter_bytes(w.name, w.bytes);
   m.model = std::move(model);
@@ -176,7 +185,8 @@ GenerationResult Generator::generate(std::string_view text, const GenerationOpti
   EncodeOptions eo;
   eo.add_special = false;
   std::vector<int32_t> ids = lm.tokenizer->encode(text, eo);
-  if (lm.add_bos && lm.bos_id >= 0 && (ids.empty() || ids.front() != lm.bos_id)) ids.insert(ids.begin(), lm.bos_id);
+  if (lm.add_bos && lm.bos_id >= 0 && (ids.empty() || ids.front() != lm.bos_id))
+    ids.insert(ids.begin(), lm.bos_id);
   return generate(std::span<const int32_t>(ids), options, on_token);
 }
 
@@ -188,31 +198,35 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   const size_t n = prompts.size();
   // Everything is checked before the first step: a bad call leaves no half-run state behind.
   if (n == 0 || int64_t(n) > B)
-    fail("generate", "1.." + std::to_string(B) + " prompts (the generator's batch), got " + std::to_string(n));
+    fail("generate",
+         "1.." + std::to_string(B) + " prompts (the generator's batch), got " + std::to_string(n));
   for (size_t i = 0; i < n; ++i) {
     const auto& p = prompts[i];
     const std::string which = n == 1 ? "the prompt" : "prompt " + std::to_string(i);
     if (p.empty()) fail("generate", "a non-empty prompt, got an empty " + which);
     if (int64_t(p.size()) > T)
-      fail("generate", which + " to fit max_context " + std::to_string(T) + ", got " + std::to_string(p.size()) + " tokens");
+      fail("generate", which + " to fit max_context " + std::to_string(T) + ", got " +
+                           std::to_string(p.size()) + " tokens");
     for (size_t j = 0; j < p.size(); ++j)
       if (p[j] < 0 || p[j] >= V)
-        fail("generate", "token ids in 0.." + std::to_string(V - 1) + " in " + which + ", got " + std::to_string(p[j]) +
-                             " at index " + std::to_string(j));
+        fail("generate", "token ids in 0.." + std::to_string(V - 1) + " in " + which + ", got " +
+                             std::to_string(p[j]) + " at index " + std::to_string(j));
   }
   const SamplingParams& sp = o.sampling;
   if (o.max_tokens < 0) fail("generate", "max_tokens >= 0, got " + std::to_string(o.max_tokens));
   if (!(std::isfinite(sp.temperature) && sp.top_k >= 0 && sp.top_p > 0 && sp.top_p <= 1 && sp.min_p >= 0 &&
         sp.min_p <= 1 && sp.repetition_penalty > 0 && std::isfinite(sp.repetition_penalty)))
-    fail("generate", "sampling with a finite temperature, top_k >= 0, 0 < top_p <= 1, 0 <= min_p <= 1 and a "
-                     "positive repetition_penalty, got temperature " + std::to_string(sp.temperature) + ", top_k " +
-                     std::to_string(sp.top_k) + ", top_p " + std::to_string(sp.top_p) + ", min_p " +
-                     std::to_string(sp.min_p) + ", repetition_penalty " + std::to_string(sp.repetition_penalty));
+    fail("generate",
+         "sampling with a finite temperature, top_k >= 0, 0 < top_p <= 1, 0 <= min_p <= 1 and a "
+         "positive repetition_penalty, got temperature " +
+             std::to_string(sp.temperature) + ", top_k " + std::to_string(sp.top_k) + ", top_p " +
+             std::to_string(sp.top_p) + ", min_p " + std::to_string(sp.min_p) + ", repetition_penalty " +
+             std::to_string(sp.repetition_penalty));
   const std::vector<int32_t> stops = o.stop_ids ? *o.stop_ids : m.model.eos_ids;
 
   std::vector<GenerationResult> res(n);
   std::vector<char> active(n, 1);
-  std::vector<int32_t> next(n, 0);        // the latest token drawn for each sequence
+  std::vector<int32_t> next(n, 0);  // the latest token drawn for each sequence
   const Tokenizer* tok = m.model.tokenizer ? &*m.model.tokenizer : nullptr;
   std::vector<TextStream> streams;
   if (tok) streams.assign(n, TextStream(*tok));
@@ -258,18 +272,20 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
     m.owner().set_state("sample.seen", seen);
   }
 
-  // Prefill: chunks of the largest bucket while more than it remains, then the smallest bucket holding the rest.
+  // Prefill: chunks of the largest bucket while more than it remains, then the smallest bucket holding the
+  // rest.
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t at = 0; at < longest;) {
     const int64_t rest = longest - at;
     const auto fit = std::lower_bound(m.buckets.begin(), m.buckets.end(), rest);
     const int64_t S = fit == m.buckets.end() ? m.buckets.back() : *fit;
     Session& s = m.prefill_session(S);
-    std::vector<int32_t> tokens(size_t(B * S), 0), start(static_cast<size_t>(B), int32_t(at)), last(size_t(B), 0),
-        mark(size_t(B), -1);
+    std::vector<int32_t> tokens(size_t(B * S), 0), start(static_cast<size_t>(B), int32_t(at)),
+        last(size_t(B), 0), mark(size_t(B), -1);
     for (size_t i = 0; i < n; ++i) {
       const int64_t len = int64_t(prompts[i].size());
-      for (int64_t j = at; j < std::min(len, at + S); ++j) tokens[i * size_t(S) + size_t(j - at)] = prompts[i][size_t(j)];
+      for (int64_t j = at; j < std::min(len, at + S); ++j)
+        tokens[i * size_t(S) + size_t(j - at)] = prompts[i][size_t(j)];
       last[i] = int32_t(std::clamp<int64_t>(len - 1 - at, 0, S - 1));
     }
     s.set_input("tokens", tokens);
@@ -329,7 +345,8 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
 }
 
 LanguageModel random_language_model(const LlamaConfig& config, uint64_t seed) {
-  auto weights = std::make_shared<std::map<std::string, std::vector<float>>>(llama_random_weights(config, seed));
+  auto weights =
+      std::make_shared<std::map<std::string, std::vector<float>>>(llama_random_weights(config, seed));
   LanguageModel lm;
   lm.source = "random weights (seed " + std::to_string(seed) + ")";
   lm.architecture = "llama";

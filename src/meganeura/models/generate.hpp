@@ -1,13 +1,13 @@
 #pragma once
 // Text generation from a LanguageModel: a Generator builds one decode session (one token per sequence) and
 // prefill sessions (one per prompt bucket, built when first needed) over the same weights and KV cache, with
-// the sampler (Graph::sample, ops/sample.cpp) in every step graph, so a decode step is one submission and only
-// the chosen token ids (i32 per sequence) come back to the host. docs/inference.md describes the use.
+// the sampler (Graph::sample, ops/sample.cpp) in every step graph, so a decode step is one submission and
+// only the chosen token ids (i32 per sequence) come back to the host. docs/inference.md describes the use.
 //
 // Step graphs (build_llama_sampling): build_llama's inputs tokens, start, last, and
 //   sample_params f32 [batch, 5]   temperature, top_k, top_p, min_p, repetition penalty (ops/sample.hpp)
-//   sample_rng    i32 [batch, 3]   seed low and high 32 bits, step (the draw is a function of these and the row)
-//   mark          i32 [batch]      a token to add to the row's seen set before sampling (-1: none)
+//   sample_rng    i32 [batch, 3]   seed low and high 32 bits, step (the draw is a function of these and the
+//   row) mark          i32 [batch]      a token to add to the row's seen set before sampling (-1: none)
 // state  sample.seen f32 [batch, vocab] (> 0: the repetition penalty applies), output `token` i32 [batch].
 #include <chrono>
 #include <cstdint>
@@ -42,10 +42,11 @@ struct SamplingParams {
 };
 
 struct GenerationOptions {
-  int64_t max_tokens = 256;                    // generated tokens at most (the stop token not counted)
-  std::optional<std::vector<int32_t>> stop_ids;  // generation ends at any of these; unset: the model's eos_ids
+  int64_t max_tokens = 256;  // generated tokens at most (the stop token not counted)
+  std::optional<std::vector<int32_t>>
+      stop_ids;  // generation ends at any of these; unset: the model's eos_ids
   SamplingParams sampling;
-  uint64_t seed = 0;                           // same seed, prompt and options: the same tokens
+  uint64_t seed = 0;  // same seed, prompt and options: the same tokens
 };
 
 enum class FinishReason : uint8_t {
@@ -66,7 +67,7 @@ struct GenerationResult {
   // and rates from them: prompt tokens / prefill_s, and decode-step tokens / decode_s (0 when none ran).
   double prefill_s = 0, decode_s = 0;
   double prompt_tokens_per_s = 0, generation_tokens_per_s = 0;
-  int64_t decode_steps = 0;     // decode submissions
+  int64_t decode_steps = 0;  // decode submissions
 };
 
 // Called once per generated token with its text (a piece that never splits a UTF-8 character: bytes of an
@@ -77,8 +78,8 @@ using StreamCallback = std::function<bool(int32_t token, std::string_view piece)
 using BatchStreamCallback = std::function<bool(size_t sequence, int32_t token, std::string_view piece)>;
 
 struct GeneratorOptions {
-  int64_t max_context = 0;    // KV cache positions per sequence; 0: the model's config.max_context
-  int64_t batch = 1;          // sequences per step (generate_batch takes up to this many prompts)
+  int64_t max_context = 0;  // KV cache positions per sequence; 0: the model's config.max_context
+  int64_t batch = 1;        // sequences per step (generate_batch takes up to this many prompts)
   // Prefill sessions' prompt lengths. A prompt goes through the smallest bucket that holds it, and a longer
   // one through chunks of the largest bucket (the last chunk padded to the smallest that holds the rest);
   // padding costs the bucket's compute. Empty: {16, 128, 1024} below max_context, and max_context.
@@ -98,9 +99,9 @@ class Generator {
   Generator& operator=(Generator&&) noexcept;
 
   // One sequence. Token prompts are fed as given; text is encoded with the model's tokenizer (BOS prepended
-  // when the model says add_bos). ConfigError for an empty prompt, a token id outside the vocabulary, a prompt
-  // longer than max_context, text without a tokenizer, or bad options. Sessions and cache are reused by every
-  // call (a call starts its sequences at position 0).
+  // when the model says add_bos). ConfigError for an empty prompt, a token id outside the vocabulary, a
+  // prompt longer than max_context, text without a tokenizer, or bad options. Sessions and cache are reused
+  // by every call (a call starts its sequences at position 0).
   GenerationResult generate(std::span<const int32_t> prompt, const GenerationOptions& options = {},
                             const StreamCallback& on_token = {});
   GenerationResult generate(std::string_view text, const GenerationOptions& options = {},
@@ -122,10 +123,10 @@ class Generator {
   std::unique_ptr<Impl> impl_;
 };
 
-// Incremental detokenisation: tokens in, text out, never half a UTF-8 character. Each push decodes every token
-// so far (so decoders that look at neighbours, such as SentencePiece's leading-space rule, see them) and returns
-// what is new, holding back the bytes of a character still unfinished (or a trailing U+FFFD, a decoder's mark
-// for bytes it could not finish yet) until a later token completes it.
+// Incremental detokenisation: tokens in, text out, never half a UTF-8 character. Each push decodes every
+// token so far (so decoders that look at neighbours, such as SentencePiece's leading-space rule, see them)
+// and returns what is new, holding back the bytes of a character still unfinished (or a trailing U+FFFD, a
+// decoder's mark for bytes it could not finish yet) until a later token completes it.
 class TextStream {
  public:
   explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}

@@ -25,7 +25,8 @@ std::string list(const std::vector<std::string>& v) {
 
 int64_t positive(const gguf::File& f, const std::string& key) {
   const uint64_t v = f.get_uint(key);
-  if (v == 0 || v > (uint64_t(1) << 40)) fail(f, "key '" + key + "': expected a positive size, got " + std::to_string(v));
+  if (v == 0 || v > (uint64_t(1) << 40))
+    fail(f, "key '" + key + "': expected a positive size, got " + std::to_string(v));
   return static_cast<int64_t>(v);
 }
 
@@ -43,8 +44,8 @@ std::vector<uint8_t> unpermute_rows(std::span<const uint8_t> src, int64_t rows, 
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t s = 0; s < 2; ++s)
-        std::memcpy(out.data() + size_t(h * d + s * half + i) * row_bytes, src.data() + size_t(h * d + 2 * i + s) * row_bytes,
-                    row_bytes);
+        std::memcpy(out.data() + size_t(h * d + s * half + i) * row_bytes,
+                    src.data() + size_t(h * d + 2 * i + s) * row_bytes, row_bytes);
   return out;
 }
 
@@ -84,43 +85,53 @@ LlamaConfig gguf_llama_config(const gguf::File& f) {
   c.layers = positive(f, a + "block_count");
   // Nine tensors a block: a count the file cannot back is refused before any per-layer list is made.
   if (uint64_t(c.layers) > f.tensors().size() / 9)
-    fail(f, "key '" + a + "block_count': expected at most " + std::to_string(f.tensors().size() / 9) + " blocks for " +
-                std::to_string(f.tensors().size()) + " tensors, got " + std::to_string(c.layers));
+    fail(f, "key '" + a + "block_count': expected at most " + std::to_string(f.tensors().size() / 9) +
+                " blocks for " + std::to_string(f.tensors().size()) + " tensors, got " +
+                std::to_string(c.layers));
   c.intermediate = positive(f, a + "feed_forward_length");
   c.heads = positive(f, a + "attention.head_count");
   c.kv_heads = f.find(a + "attention.head_count_kv") ? positive(f, a + "attention.head_count_kv") : c.heads;
   c.max_context = positive(f, a + "context_length");
   c.rope_theta = f.find(a + "rope.freq_base") ? f.get_float(a + "rope.freq_base") : 10000.0;
   c.rms_eps = f.get_float(a + "attention.layer_norm_rms_epsilon");
-  if (!(c.rope_theta > 0.0)) fail(f, "key '" + a + "rope.freq_base': expected a positive base, got " + std::to_string(c.rope_theta));
-  if (!(c.rms_eps >= 0.0)) fail(f, "key '" + a + "attention.layer_norm_rms_epsilon': expected >= 0, got " + std::to_string(c.rms_eps));
+  if (!(c.rope_theta > 0.0))
+    fail(f, "key '" + a + "rope.freq_base': expected a positive base, got " + std::to_string(c.rope_theta));
+  if (!(c.rms_eps >= 0.0))
+    fail(f,
+         "key '" + a + "attention.layer_norm_rms_epsilon': expected >= 0, got " + std::to_string(c.rms_eps));
   if (c.hidden % c.heads || (c.hidden / c.heads) % 2)
     fail(f, "key '" + a + "attention.head_count': expected a head count dividing " + a + "embedding_length " +
                 std::to_string(c.hidden) + " into even head sizes, got " + std::to_string(c.heads));
   if (c.heads % c.kv_heads)
-    fail(f, "key '" + a + "attention.head_count_kv': expected a divisor of head_count " + std::to_string(c.heads) + ", got " +
-                std::to_string(c.kv_heads));
+    fail(f, "key '" + a + "attention.head_count_kv': expected a divisor of head_count " +
+                std::to_string(c.heads) + ", got " + std::to_string(c.kv_heads));
   const int64_t d = c.hidden / c.heads;
   for (const char* k : {"rope.dimension_count", "attention.key_length", "attention.value_length"})
     if (f.find(a + k) && f.get_uint(a + k) != uint64_t(d))
       fail(f, "key '" + a + k + "': expected embedding_length / head_count = " + std::to_string(d) +
-                  " (partial RoPE and other head sizes are not modelled), got " + std::to_string(f.get_uint(a + k)));
+                  " (partial RoPE and other head sizes are not modelled), got " +
+                  std::to_string(f.get_uint(a + k)));
   if (f.find(a + "rope.scaling.type")) {
     const std::string& s = f.get_string(a + "rope.scaling.type");
-    const bool unit = s == "linear" && f.find(a + "rope.scaling.factor") && f.get_float(a + "rope.scaling.factor") == 1.0;
-    if (s != "none" && !unit) fail(f, "key '" + a + "rope.scaling.type': expected none (RoPE scaling is not modelled), got \"" + s + "\"");
+    const bool unit =
+        s == "linear" && f.find(a + "rope.scaling.factor") && f.get_float(a + "rope.scaling.factor") == 1.0;
+    if (s != "none" && !unit)
+      fail(f, "key '" + a + "rope.scaling.type': expected none (RoPE scaling is not modelled), got \"" + s +
+                  "\"");
   }
 
   const gguf::TensorInfo& embd = f.tensor("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != uint64_t(c.hidden))
-    fail(f, "tensor 'token_embd.weight': expected [vocab, " + std::to_string(c.hidden) + "], got " + shape_str(embd.shape()));
+    fail(f, "tensor 'token_embd.weight': expected [vocab, " + std::to_string(c.hidden) + "], got " +
+                shape_str(embd.shape()));
   c.vocab = embd.shape()[0];
   if (f.find(a + "vocab_size") && f.get_uint(a + "vocab_size") != uint64_t(c.vocab))
-    fail(f, "key '" + a + "vocab_size': expected the rows of token_embd.weight (" + std::to_string(c.vocab) + "), got " +
-                std::to_string(f.get_uint(a + "vocab_size")));
-  if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->count > uint64_t(c.vocab))
-    fail(f, "key 'tokenizer.ggml.tokens': expected at most " + std::to_string(c.vocab) + " tokens (rows of token_embd.weight), got " +
-                std::to_string(tokens->count));
+    fail(f, "key '" + a + "vocab_size': expected the rows of token_embd.weight (" + std::to_string(c.vocab) +
+                "), got " + std::to_string(f.get_uint(a + "vocab_size")));
+  if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
+      tokens && tokens->count > uint64_t(c.vocab))
+    fail(f, "key 'tokenizer.ggml.tokens': expected at most " + std::to_string(c.vocab) +
+                " tokens (rows of token_embd.weight), got " + std::to_string(tokens->count));
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   c.attn_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
 
@@ -129,7 +140,8 @@ LlamaConfig gguf_llama_config(const gguf::File& f) {
   for (const auto& [name, shape] : llama_parameters(c)) {
     const gguf::TensorInfo* t = f.find_tensor(name);
     if (!t) fail(f, "expected tensor '" + name + "' of " + shape_str(shape) + ", got no such tensor");
-    if (t->shape() != shape) fail(f, "tensor '" + name + "': expected shape " + shape_str(shape) + ", got " + shape_str(t->shape()));
+    if (t->shape() != shape)
+      fail(f, "tensor '" + name + "': expected shape " + shape_str(shape) + ", got " + shape_str(t->shape()));
     const DType dt = plain_dtype(t->type, &quantized);
     if (dt != c.weight_dtype) c.tensor_dtypes[name] = dt;
   }
@@ -138,7 +150,8 @@ LlamaConfig gguf_llama_config(const gguf::File& f) {
     std::vector<std::string> extra;
     const auto params = llama_parameters(c);
     for (const auto& t : f.tensors())
-      if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == t.name; }) && extra.size() < 5)
+      if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == t.name; }) &&
+          extra.size() < 5)
         extra.push_back(t.name);
     fail(f, "expected the " + std::to_string(expected) + " tensors of a " + arch + " model, got " +
                 std::to_string(f.tensors().size()) + " (not modelled: " + list(extra) + ")");

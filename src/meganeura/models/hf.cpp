@@ -20,7 +20,8 @@ using nlohmann::json;
 namespace {
 
 [[noreturn]] void fail(const std::string& file, const std::string& field, const std::string& what) {
-  throw FormatError("[load_hf] '" + file + "'" + (field.empty() ? "" : ", field \"" + field + "\"") + ": " + what);
+  throw FormatError("[load_hf] '" + file + "'" + (field.empty() ? "" : ", field \"" + field + "\"") + ": " +
+                    what);
 }
 
 json parse_object(std::string_view text, const std::string& origin) {
@@ -54,7 +55,8 @@ int64_t int_field(const json& j, const char* key, const std::string& origin, std
     return *fallback;
   }
   if (!v->is_number_integer()) fail(origin, key, std::string("expected an integer, got ") + v->type_name());
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(max) ? max + 1 : v->get<int64_t>();
+  const int64_t x =
+      v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(max) ? max + 1 : v->get<int64_t>();
   if (x <= 0 || x > max)
     fail(origin, key, "expected an integer in [1, " + std::to_string(max) + "], got " + v->dump());
   return x;
@@ -65,7 +67,8 @@ double number_field(const json& j, const char* key, const std::string& origin, d
   if (!v) return fallback;
   if (!v->is_number()) fail(origin, key, std::string("expected a number, got ") + v->type_name());
   const double x = v->get<double>();
-  if (!(x > 0.0) || !std::isfinite(x)) fail(origin, key, "expected a positive finite number, got " + v->dump());
+  if (!(x > 0.0) || !std::isfinite(x))
+    fail(origin, key, "expected a positive finite number, got " + v->dump());
   return x;
 }
 
@@ -121,7 +124,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 bool looks_like_repo_id(const std::string& s) {
   const size_t slash = s.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == s.size() || s.find('/', slash + 1) != std::string::npos)
+  if (slash == std::string::npos || slash == 0 || slash + 1 == s.size() ||
+      s.find('/', slash + 1) != std::string::npos)
     return false;
   if (s.find("..") != std::string::npos || s[0] == '.' || s[0] == '-') return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -147,19 +151,24 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& origi
   }
   std::vector<std::string> archs;
   if (const json* a = field(j, "architectures")) {
-    if (!a->is_array()) fail(origin, "architectures", std::string("expected an array of strings, got ") + a->type_name());
+    if (!a->is_array())
+      fail(origin, "architectures", std::string("expected an array of strings, got ") + a->type_name());
     for (const json& x : *a) {
       if (!x.is_string()) fail(origin, "architectures", "expected an array of strings, got " + a->dump());
       archs.push_back(x.get<std::string>());
     }
   }
-  const auto has = [&](const char* name) { return std::find(archs.begin(), archs.end(), name) != archs.end(); };
+  const auto has = [&](const char* name) {
+    return std::find(archs.begin(), archs.end(), name) != archs.end();
+  };
   if (model_type == "qwen2" || has("Qwen2ForCausalLM"))
     fail(origin, "model_type",
-         "expected a Llama-family model (LlamaForCausalLM), got Qwen2 (its q/k/v biases are not supported yet)");
+         "expected a Llama-family model (LlamaForCausalLM), got Qwen2 (its q/k/v biases are not supported "
+         "yet)");
   if (model_type != "llama" && !(model_type.empty() && has("LlamaForCausalLM")))
     fail(origin, "model_type",
-         "expected \"llama\" (LlamaForCausalLM), got " + (model_type.empty() ? std::string("none") : "\"" + model_type + "\""));
+         "expected \"llama\" (LlamaForCausalLM), got " +
+             (model_type.empty() ? std::string("none") : "\"" + model_type + "\""));
 
   LlamaConfig c;
   constexpr int64_t kMaxSize = int64_t(1) << 20, kMaxVocab = int64_t(1) << 24;
@@ -170,25 +179,31 @@ LlamaConfig parse_hf_config(std::string_view json_text, const std::string& origi
   c.kv_heads = int_field(j, "num_key_value_heads", origin, c.heads, 4096);
   c.intermediate = int_field(j, "intermediate_size", origin, std::nullopt, kMaxSize);
   if (c.hidden % c.heads)
-    fail(origin, "num_attention_heads", "expected a divisor of hidden_size " + std::to_string(c.hidden) + ", got " +
-                                            std::to_string(c.heads));
+    fail(
+        origin, "num_attention_heads",
+        "expected a divisor of hidden_size " + std::to_string(c.hidden) + ", got " + std::to_string(c.heads));
   if (c.heads % c.kv_heads)
-    fail(origin, "num_key_value_heads", "expected a divisor of num_attention_heads " + std::to_string(c.heads) +
-                                            ", got " + std::to_string(c.kv_heads));
-  if (c.head_dim() % 2) fail(origin, "hidden_size", "expected an even head dimension, got " + std::to_string(c.head_dim()));
+    fail(origin, "num_key_value_heads",
+         "expected a divisor of num_attention_heads " + std::to_string(c.heads) + ", got " +
+             std::to_string(c.kv_heads));
+  if (c.head_dim() % 2)
+    fail(origin, "hidden_size", "expected an even head dimension, got " + std::to_string(c.head_dim()));
   if (field(j, "head_dim") && int_field(j, "head_dim", origin, std::nullopt, kMaxSize) != c.head_dim())
-    fail(origin, "head_dim", "expected hidden_size / num_attention_heads = " + std::to_string(c.head_dim()) +
-                                 " (other head sizes are not supported), got " + j["head_dim"].dump());
+    fail(origin, "head_dim",
+         "expected hidden_size / num_attention_heads = " + std::to_string(c.head_dim()) +
+             " (other head sizes are not supported), got " + j["head_dim"].dump());
   c.rope_theta = number_field(j, "rope_theta", origin, 10000.0);
   c.rms_eps = number_field(j, "rms_norm_eps", origin, 1e-6);  // LlamaConfig's defaults
   c.tied_embeddings = bool_field(j, "tie_word_embeddings", origin, false);
-  if (const json* act = field(j, "hidden_act"); act && !(act->is_string() && act->get<std::string>() == "silu"))
+  if (const json* act = field(j, "hidden_act");
+      act && !(act->is_string() && act->get<std::string>() == "silu"))
     fail(origin, "hidden_act", "expected \"silu\", got " + act->dump());
   if (const json* rs = field(j, "rope_scaling"))
     fail(origin, "rope_scaling", "expected null (RoPE scaling is not supported), got " + rs->dump());
   if (bool_field(j, "attention_bias", origin, false))
     fail(origin, "attention_bias", "expected false (attention biases are not supported), got true");
-  if (bool_field(j, "mlp_bias", origin, false)) fail(origin, "mlp_bias", "expected false (MLP biases are not supported), got true");
+  if (bool_field(j, "mlp_bias", origin, false))
+    fail(origin, "mlp_bias", "expected false (MLP biases are not supported), got true");
   const int64_t positions = int_field(j, "max_position_embeddings", origin, 2048, int64_t(1) << 24);
   c.max_context = max_context > 0 ? max_context : std::min<int64_t>(positions, 4096);
   if (architecture) *architecture = "llama";
@@ -204,7 +219,8 @@ std::string hf_to_llama_name(const std::string& hf, const LlamaConfig& c) {
   const size_t dot = hf.find('.', prefix.size());
   if (dot == std::string::npos || dot == prefix.size() || dot - prefix.size() > 6) return "";
   const std::string n = hf.substr(prefix.size(), dot - prefix.size());
-  if (!std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) || (n.size() > 1 && n[0] == '0'))
+  if (!std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+      (n.size() > 1 && n[0] == '0'))
     return "";
   if (std::stoll(n) >= c.layers) return "";
   const std::string leaf = hf.substr(dot + 1);
@@ -259,10 +275,12 @@ LanguageModel load_folder(const fs::path& dir, const std::string& source, const 
     }
     const SafetensorsEntry& e = st.entry(it->second);
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
-      fail(st.file_of(it->second).path(), "", "tensor \"" + it->second + "\": expected dtype F32, F16 or BF16, got " + e.dtype);
+      fail(st.file_of(it->second).path(), "",
+           "tensor \"" + it->second + "\": expected dtype F32, F16 or BF16, got " + e.dtype);
     if (e.shape != shape)
       fail(st.file_of(it->second).path(), "",
-           "tensor \"" + it->second + "\": expected shape " + shape_str(shape) + " from config.json, got " + shape_str(e.shape));
+           "tensor \"" + it->second + "\": expected shape " + shape_str(shape) + " from config.json, got " +
+               shape_str(e.shape));
     const SafetensorsView v = st.tensor(it->second);
     WeightView w{ours, v.dtype, v.shape, v.bytes};
     if (o.weight_dtype && *o.weight_dtype != v.dtype) {
@@ -288,11 +306,13 @@ LanguageModel load_folder(const fs::path& dir, const std::string& source, const 
       fail(tok_path.string(), "", e.what());
     }
     if (int64_t(m.tokenizer->vocab_size()) > c.vocab)
-      fail(tok_path.string(), "", "expected at most vocab_size " + std::to_string(c.vocab) + " tokens (config.json), got " +
-                                      std::to_string(m.tokenizer->vocab_size()));
+      fail(tok_path.string(), "",
+           "expected at most vocab_size " + std::to_string(c.vocab) + " tokens (config.json), got " +
+               std::to_string(m.tokenizer->vocab_size()));
   }
   auto token_id = [&](const std::string& token, const std::string& origin, const char* key) {
-    if (!m.tokenizer) fail(origin, key, "expected tokenizer.json beside it to resolve \"" + token + "\", got none");
+    if (!m.tokenizer)
+      fail(origin, key, "expected tokenizer.json beside it to resolve \"" + token + "\", got none");
     const auto id = m.tokenizer->token_to_id(token);
     if (!id) fail(origin, key, "expected a token of tokenizer.json, got \"" + token + "\"");
     return *id;
@@ -320,11 +340,13 @@ LanguageModel load_folder(const fs::path& dir, const std::string& source, const 
         for (const json& x : *ct) {
           if (!x.is_object() || !x.contains("name") || !x["name"].is_string() || !x.contains("template") ||
               !x["template"].is_string())
-            fail(origin, "chat_template", "expected a string or a list of {\"name\", \"template\"} strings, got " + x.dump());
+            fail(origin, "chat_template",
+                 "expected a string or a list of {\"name\", \"template\"} strings, got " + x.dump());
           if (x["name"] == "default") m.chat_template = x["template"].get<std::string>();
         }
       } else {
-        fail(origin, "chat_template", std::string("expected a string or a list of templates, got ") + ct->type_name());
+        fail(origin, "chat_template",
+             std::string("expected a string or a list of templates, got ") + ct->type_name());
       }
     }
   }
@@ -336,7 +358,8 @@ LanguageModel load_folder(const fs::path& dir, const std::string& source, const 
     const std::vector<int32_t> probe = m.tokenizer->encode("", {true, false});
     if (!probe.empty() && probe.front() == m.bos_id) m.add_bos = false;
   }
-  if (m.add_bos && m.bos_id < 0) fail(tc_path.string(), "add_bos_token", "expected a bos token to add, got none");
+  if (m.add_bos && m.bos_id < 0)
+    fail(tc_path.string(), "add_bos_token", "expected a bos token to add, got none");
   return m;
 }
 
@@ -347,19 +370,23 @@ LanguageModel load_hf(const std::string& source, const HfOptions& options) {
   std::error_code ec;
   if (fs::exists(source, ec)) {
     if (!fs::is_directory(source, ec))
-      throw FormatError("[load_hf] expected a model folder (config.json, model.safetensors, tokenizer.json), got the file '" +
-                        source + "'");
+      throw FormatError(
+          "[load_hf] expected a model folder (config.json, model.safetensors, tokenizer.json), got the file "
+          "'" +
+          source + "'");
     return load_folder(source, source, options);
   }
   if (!looks_like_repo_id(source))
-    throw FormatError("[load_hf] expected an existing model folder or a hub repository id ORG/NAME, got '" + source + "'");
+    throw FormatError("[load_hf] expected an existing model folder or a hub repository id ORG/NAME, got '" +
+                      source + "'");
   const hf::HubConfig hub = options.hub ? *options.hub : SessionConfig::from_env().hub;
   hf::Snapshot snap = hf::download_model(hub, source, options.revision, options.download);
   for (const char* f : {"tokenizer_config.json", "generation_config.json"}) {
     try {
       hf::download(hub, source, f, snap.commit, options.download);
     } catch (const HubError& e) {
-      if (!((e.kind() == HubError::Kind::Http && e.status() == 404) || e.kind() == HubError::Kind::Offline)) throw;
+      if (!((e.kind() == HubError::Kind::Http && e.status() == 404) || e.kind() == HubError::Kind::Offline))
+        throw;
     }
   }
   return load_folder(snap.folder, source + "@" + snap.commit, options);

@@ -27,13 +27,16 @@ namespace {
 
 void check(const LlamaConfig& c, int64_t batch, int64_t seq) {
   auto fail = [](const std::string& what) { throw ConfigError("[models::build_llama] expected " + what); };
-  if (c.vocab <= 0 || c.hidden <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.intermediate <= 0)
-    fail("positive sizes, got vocab " + std::to_string(c.vocab) + ", hidden " + std::to_string(c.hidden) + ", layers " +
-         std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + ", kv_heads " + std::to_string(c.kv_heads) +
-         ", intermediate " + std::to_string(c.intermediate));
-  if (c.hidden % c.heads) fail("hidden a multiple of heads, got " + std::to_string(c.hidden) + " and " + std::to_string(c.heads));
+  if (c.vocab <= 0 || c.hidden <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
+      c.intermediate <= 0)
+    fail("positive sizes, got vocab " + std::to_string(c.vocab) + ", hidden " + std::to_string(c.hidden) +
+         ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + ", kv_heads " +
+         std::to_string(c.kv_heads) + ", intermediate " + std::to_string(c.intermediate));
+  if (c.hidden % c.heads)
+    fail("hidden a multiple of heads, got " + std::to_string(c.hidden) + " and " + std::to_string(c.heads));
   if (c.heads % c.kv_heads)
-    fail("heads a multiple of kv_heads, got " + std::to_string(c.heads) + " and " + std::to_string(c.kv_heads));
+    fail("heads a multiple of kv_heads, got " + std::to_string(c.heads) + " and " +
+         std::to_string(c.kv_heads));
   if (c.head_dim() % 2) fail("an even head_dim, got " + std::to_string(c.head_dim()));
   if (!c.tensor_dtypes.empty()) {
     const auto params = llama_parameters(c);
@@ -109,7 +112,8 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
   // Activations are f32 whatever the weights' dtype: x·Wᵀ of an f16 weight reads it through a 16-bit load.
   auto f32 = [&](NodeId x) { return g.node(x).dtype == DType::F32 ? x : g.cast(x, DType::F32); };
   auto linear = [&](NodeId x, const std::string& w) { return g.matmul(x, p.at(w), false, true); };
-  auto projection = [&](NodeId x, int64_t n, const char* which) {  // attn_q/k/v, with its bias where the config has one
+  auto projection = [&](NodeId x, int64_t n,
+                        const char* which) {  // attn_q/k/v, with its bias where the config has one
     const NodeId y = linear(x, blk(n, std::string(which) + ".weight"));
     return c.attn_bias ? g.add(y, f32(p.at(blk(n, std::string(which) + ".bias")))) : y;
   };
@@ -136,7 +140,8 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
     const NodeId merged = g.reshape(g.permute(a, {0, 2, 1, 3}), {B, S, H * D});
     x = g.add(x, linear(merged, blk(n, "attn_output.weight")));
     const NodeId h2 = g.rms_norm(x, p.at(blk(n, "ffn_norm.weight")), c.rms_eps);
-    const NodeId act = g.mul(g.silu(linear(h2, blk(n, "ffn_gate.weight"))), linear(h2, blk(n, "ffn_up.weight")));
+    const NodeId act =
+        g.mul(g.silu(linear(h2, blk(n, "ffn_gate.weight"))), linear(h2, blk(n, "ffn_up.weight")));
     x = g.named(g.add(x, linear(act, blk(n, "ffn_down.weight"))), blk(n, "out"));
   }
   // Only each sequence's `last` row reaches the norm and the head: row b·S + last[b] of x as [B·S, hidden].

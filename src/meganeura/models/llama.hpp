@@ -1,10 +1,10 @@
 #pragma once
 // A Llama-family decoder (SmolLM2, TinyLlama, Llama 2/3 layouts): token embedding, `layers` blocks of
-// RMSNorm → grouped-query attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual, a final RMSNorm and
-// the head (tied to the embedding or its own). build_llama makes one step graph over a KV cache of
-// `max_context` positions per layer; a prefill graph (S = prompt bucket) and a decode graph (S = 1) built from
-// one config have the same parameter and state names, so a decode session built with share_with = the prefill
-// session uses the same weights and cache (meganeura::build(g, config, share_with)).
+// RMSNorm → grouped-query attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual, a final RMSNorm
+// and the head (tied to the embedding or its own). build_llama makes one step graph over a KV cache of
+// `max_context` positions per layer; a prefill graph (S = prompt bucket) and a decode graph (S = 1) built
+// from one config have the same parameter and state names, so a decode session built with share_with = the
+// prefill session uses the same weights and cache (meganeura::build(g, config, share_with)).
 //
 // Parameter names follow GGUF / llama.cpp. Linear weights are [out, in] row-major (GGUF's ne = {in, out}, the
 // Hugging Face nn.Linear layout); the graph multiplies x·Wᵀ.
@@ -15,8 +15,8 @@
 //   blk.N.attn_q.weight         [H·D, hidden]    model.layers.N.self_attn.q_proj.weight
 //   blk.N.attn_k.weight         [Hkv·D, hidden]  model.layers.N.self_attn.k_proj.weight
 //   blk.N.attn_v.weight         [Hkv·D, hidden]  model.layers.N.self_attn.v_proj.weight
-//   blk.N.attn_{q,k,v}.bias     [H·D], [Hkv·D]   model.layers.N.self_attn.{q,k,v}_proj.bias  (attn_bias: Qwen2)
-//   blk.N.attn_output.weight    [hidden, H·D]    model.layers.N.self_attn.o_proj.weight
+//   blk.N.attn_{q,k,v}.bias     [H·D], [Hkv·D]   model.layers.N.self_attn.{q,k,v}_proj.bias  (attn_bias:
+//   Qwen2) blk.N.attn_output.weight    [hidden, H·D]    model.layers.N.self_attn.o_proj.weight
 //   blk.N.ffn_norm.weight       [hidden]         model.layers.N.post_attention_layernorm.weight
 //   blk.N.ffn_gate.weight       [inter, hidden]  model.layers.N.mlp.gate_proj.weight
 //   blk.N.ffn_up.weight         [inter, hidden]  model.layers.N.mlp.up_proj.weight
@@ -72,7 +72,8 @@ LlamaStep build_llama(const LlamaConfig& config, int64_t batch, int64_t seq);
 // Every parameter's name and shape, in a fixed order (for loaders and random initialisation).
 std::vector<std::pair<std::string, Shape>> llama_parameters(const LlamaConfig& config);
 
-// Seeded random weights for every parameter (normal, std 0.02; norm weights 1 ± 0.1), for tests and benchmarks.
+// Seeded random weights for every parameter (normal, std 0.02; norm weights 1 ± 0.1), for tests and
+// benchmarks.
 std::map<std::string, std::vector<float>> llama_random_weights(const LlamaConfig& config, uint64_t seed);
 
 }  // namespace meganeura::models

@@ -57,7 +57,8 @@ Linear::Linear(Context& c, const std::string& name, int64_t in_, int64_t out_, b
   check_positive("nn::Linear", name_, {in, out});
   weight = c.parameter(join(name, "weight"), {in, out}, init, in, out);
   if (with_bias) {
-    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)): Kaiming-uniform sqrt(6/fan_in) with fan_in 6*in
+    // torch's convention: bias drawn from U(-1/sqrt(in), 1/sqrt(in)): Kaiming-uniform sqrt(6/fan_in) with
+    // fan_in 6*in
     bias = c.parameter(join(name, "bias"), {out}, Init::KaimingUniform, 6 * in, out);
   }
 }
@@ -100,17 +101,17 @@ NodeId Mlp::operator()(NodeId x) const {
 }
 
 // ---------------------------------------------------------------------------------------------- Conv2d
-Conv2d::Conv2d(Context& c, const std::string& name, int64_t cin, int64_t cout, int64_t kernel, int64_t stride_,
-               int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
+Conv2d::Conv2d(Context& c, const std::string& name, int64_t cin, int64_t cout, int64_t kernel,
+               int64_t stride_, int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
     : Layer(c, name), stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
   check_positive("nn::Conv2d", name_, {cin, cout, kernel, stride, dilation, groups});
   if (cin % groups || cout % groups)
-    throw ShapeError("[nn::Conv2d] expected channels divisible by groups=" + std::to_string(groups) + " for '" +
-                     name_ + "', got in=" + std::to_string(cin) + " out=" + std::to_string(cout));
+    throw ShapeError("[nn::Conv2d] expected channels divisible by groups=" + std::to_string(groups) +
+                     " for '" + name_ + "', got in=" + std::to_string(cin) + " out=" + std::to_string(cout));
   const int64_t fan_in = cin / groups * kernel * kernel;
   const int64_t fan_out = cout / groups * kernel * kernel;
-  weight = c.parameter(join(name, "weight"), {cout, cin / groups, kernel, kernel}, Init::KaimingUniform, fan_in,
-                       fan_out);
+  weight = c.parameter(join(name, "weight"), {cout, cin / groups, kernel, kernel}, Init::KaimingUniform,
+                       fan_in, fan_out);
   if (with_bias) bias = c.parameter(join(name, "bias"), {cout}, Init::KaimingUniform, 6 * fan_in, fan_out);
 }
 
@@ -183,7 +184,8 @@ void update_running(std::vector<float>& running, const std::vector<float>& batch
     running[i] = float((1.0 - momentum) * double(running[i]) + momentum * double(batch[i]));
 }
 
-LayerNorm::LayerNorm(Context& c, const std::string& name, int64_t dim, double eps_) : Layer(c, name), eps(eps_) {
+LayerNorm::LayerNorm(Context& c, const std::string& name, int64_t dim, double eps_)
+    : Layer(c, name), eps(eps_) {
   check_positive("nn::LayerNorm", name_, {dim});
   weight = c.parameter(join(name, "weight"), {dim}, Init::Ones);
   bias = c.parameter(join(name, "bias"), {dim}, Init::Zeros);
@@ -214,13 +216,13 @@ NodeId Embedding::operator()(NodeId indices) const {
 static int64_t checked_head_dim(const std::string& name, const AttentionConfig& cfg) {
   check_positive("nn::MultiHeadAttention", name, {cfg.dim, cfg.heads, cfg.kv_heads});
   if (cfg.dim % cfg.heads || cfg.heads % cfg.kv_heads)
-    throw ShapeError("[nn::MultiHeadAttention] expected dim % heads == 0 and heads % kv_heads == 0 for '" + name +
-                     "', got dim=" + std::to_string(cfg.dim) + " heads=" + std::to_string(cfg.heads) +
+    throw ShapeError("[nn::MultiHeadAttention] expected dim % heads == 0 and heads % kv_heads == 0 for '" +
+                     name + "', got dim=" + std::to_string(cfg.dim) + " heads=" + std::to_string(cfg.heads) +
                      " kv_heads=" + std::to_string(cfg.kv_heads));
   const int64_t hd = cfg.dim / cfg.heads;
   if (cfg.rope && hd % 2)
-    throw ShapeError("[nn::MultiHeadAttention] expected an even head dimension for RoPE in '" + name + "', got " +
-                     std::to_string(hd));
+    throw ShapeError("[nn::MultiHeadAttention] expected an even head dimension for RoPE in '" + name +
+                     "', got " + std::to_string(hd));
   return hd;
 }
 
@@ -236,8 +238,8 @@ NodeId MultiHeadAttention::operator()(NodeId x, int64_t position_offset, std::op
   Graph& g = ctx_->graph();
   const Shape& xs = g.node(x).shape;
   if (xs.size() != 3 || xs[2] != cfg.dim)
-    throw ShapeError("[nn::MultiHeadAttention] expected x [B, S, " + std::to_string(cfg.dim) + "] for '" + name_ +
-                     "', got " + shape_str(xs));
+    throw ShapeError("[nn::MultiHeadAttention] expected x [B, S, " + std::to_string(cfg.dim) + "] for '" +
+                     name_ + "', got " + shape_str(xs));
   const int64_t B = xs[0], S = xs[1], hq = cfg.heads, hkv = cfg.kv_heads, hd = head_dim;
   NodeId p = qkv(x);
   auto heads = [&](int64_t start, int64_t count, const char* leaf) {
@@ -268,8 +270,8 @@ NodeId SwiGluFfn::operator()(NodeId x) const {
   return name_output(down(g.mul(g.silu(gate(x)), up(x))));
 }
 
-TransformerBlock::TransformerBlock(Context& c, const std::string& name, AttentionConfig acfg, int64_t ffn_hidden,
-                                   double norm_eps)
+TransformerBlock::TransformerBlock(Context& c, const std::string& name, AttentionConfig acfg,
+                                   int64_t ffn_hidden, double norm_eps)
     : Layer(c, name),
       attn_norm(c, join(name, "attn_norm"), acfg.dim, norm_eps),
       attn(c, join(name, "attn"), acfg),
@@ -283,7 +285,8 @@ NodeId TransformerBlock::operator()(NodeId x, int64_t position_offset) const {
 }
 
 // ---------------------------------------------------------------------------------------------- CausalLm
-static std::vector<TransformerBlock> causal_lm_blocks(Context& c, const std::string& name, const CausalLmConfig& cfg) {
+static std::vector<TransformerBlock> causal_lm_blocks(Context& c, const std::string& name,
+                                                      const CausalLmConfig& cfg) {
   check_positive("nn::CausalLm", name, {cfg.vocab, cfg.layers, cfg.ffn_hidden});
   AttentionConfig a;
   a.dim = cfg.dim;

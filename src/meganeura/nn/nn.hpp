@@ -112,7 +112,8 @@ class Conv2d : public Layer {
   int64_t stride, padding, dilation, groups;
 };
 
-// Square-window pooling over NCHW (no parameters; the layer names its output). stride 0 means stride = kernel.
+// Square-window pooling over NCHW (no parameters; the layer names its output). stride 0 means stride =
+// kernel.
 class MaxPool2d : public Layer {
  public:
   MaxPool2d(Context& c, const std::string& name, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
@@ -171,7 +172,7 @@ class Embedding : public Layer {
 struct AttentionConfig {
   int64_t dim = 64;
   int64_t heads = 4;
-  int64_t kv_heads = 4;      // fewer than heads: grouped-query attention
+  int64_t kv_heads = 4;  // fewer than heads: grouped-query attention
   bool causal = true;
   bool rope = true;
   double rope_theta = 10000.0;

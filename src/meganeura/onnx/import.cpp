@@ -98,7 +98,8 @@ const AttributeProto* Lowering::attr(const std::string& name) {
   for (const auto& a : node->attribute)
     if (a.name == name) {
       read_attrs.insert(name);
-      if (!a.ref_attr_name.empty()) unsupported(name, "expected a value, got a reference to a function attribute");
+      if (!a.ref_attr_name.empty())
+        unsupported(name, "expected a value, got a reference to a function attribute");
       return &a;
     }
   return nullptr;
@@ -152,7 +153,8 @@ NodeId Lowering::take(NodeId x, int64_t ax, const HostTensor& indices) {
   for (double& d : idx.data) {
     if (d < 0) d += double(xs[size_t(ax)]);
     if (d < 0 || d >= double(xs[size_t(ax)]))
-      unsupported("", "expected indices in [0, " + std::to_string(xs[size_t(ax)]) + "), got " + std::to_string(d));
+      unsupported(
+          "", "expected indices in [0, " + std::to_string(xs[size_t(ax)]) + "), got " + std::to_string(d));
   }
   if (idx.data.empty()) unsupported("", "expected at least one index, got none");
   return take_node(x, ax, constant(idx));
@@ -195,13 +197,20 @@ NodeId Lowering::take_node(NodeId x, int64_t ax, NodeId indices) {
 NodeId Lowering::to_type(NodeId x, int32_t from, int32_t to) {
   if (from == to) return x;
   switch (ElemType(to)) {
-    case ElemType::Float: case ElemType::Double:
+    case ElemType::Float:
+    case ElemType::Double:
       return is_float_type(from) ? x : x;  // integers and booleans are exact floats already
     case ElemType::Float16: return g.cast(g.cast(x, DType::F16), DType::F32);
     case ElemType::Bfloat16: return g.cast(g.cast(x, DType::BF16), DType::F32);
     case ElemType::Bool: return g.ne(x, g.scalar(0));
-    case ElemType::Int8: case ElemType::Uint8: case ElemType::Int16: case ElemType::Uint16: case ElemType::Int32:
-    case ElemType::Int64: case ElemType::Uint32: case ElemType::Uint64:
+    case ElemType::Int8:
+    case ElemType::Uint8:
+    case ElemType::Int16:
+    case ElemType::Uint16:
+    case ElemType::Int32:
+    case ElemType::Int64:
+    case ElemType::Uint32:
+    case ElemType::Uint64:
       if (!is_float_type(from)) return x;
       return g.cast(g.cast(x, DType::I32), DType::F32);  // truncation toward zero
     default: unsupported("to", std::string("expected a numeric type, got ") + elem_type_name(to));
@@ -242,8 +251,8 @@ OnnxModel load_onnx(const std::string& path, const OnnxOptions& options) {
   return load_onnx_bytes(file.bytes(), path, options, dir.empty() ? "." : dir);
 }
 
-OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& origin, const OnnxOptions& options,
-                          const std::string& dir) {
+OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& origin,
+                          const OnnxOptions& options, const std::string& dir) {
   const ModelProto m = parse_model(bytes, origin);
   OnnxModel model;
   for (const auto& o : m.opset_import)
@@ -255,7 +264,9 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
   reference::Feeds feeds;
   L.feeds = &feeds;
   std::vector<ImportError::Item> items;
-  auto fail = [&](const std::string& what) -> void { throw FormatError("[load_onnx] " + origin + ": " + what); };
+  auto fail = [&](const std::string& what) -> void {
+    throw FormatError("[load_onnx] " + origin + ": " + what);
+  };
 
   if (gp.sparse_initializers) items.push_back({"(graph)", "sparse_initializer", gp.name, "not supported"});
   for (size_t i = 0; i < gp.initializer.size(); ++i) {
@@ -272,7 +283,8 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
     if (L.values.count(in.name)) continue;  // an initializer listed as an input (IR < 4): a default value
     if (in.name.empty()) fail("graph.input: expected a name, got none");
     if (!in.is_tensor) {
-      items.push_back({"(graph)", "input", in.name, "expected a tensor input, got a sequence, map or optional"});
+      items.push_back(
+          {"(graph)", "input", in.name, "expected a tensor input, got a sequence, map or optional"});
       continue;
     }
     Value v;
@@ -306,7 +318,8 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
                           {{"(graph)", "dims", in.name, "unbound symbolic dimension '" + d.param + "'"}});
       shape.push_back(it->second);
     }
-    if (numel(shape) == 0) {  // nothing to feed: a known empty value (CastLike's "like", an empty Concat part)
+    if (numel(shape) ==
+        0) {  // nothing to feed: a known empty value (CastLike's "like", an empty Concat part)
       v.known = HostTensor(shape);
       v.shape = shape;
       L.values[in.name] = std::move(v);
@@ -337,15 +350,17 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
     for (const auto& i : n.input) {
       if (i.empty()) continue;
       auto it = L.values.find(i);
-      if (it == L.values.end()) missing = true;
-      else poisoned = poisoned || it->second.poisoned;
+      if (it == L.values.end())
+        missing = true;
+      else
+        poisoned = poisoned || it->second.poisoned;
     }
     if (missing || poisoned) {
       if (missing)
         for (const auto& i : n.input)
           if (!i.empty() && !L.values.count(i))
-            fail("graph.node[" + std::to_string(k) + "] ('" + node_label(n) + "', " + n.op_type + "): input '" + i +
-                 "' is not defined by an earlier node, an initializer or a graph input");
+            fail("graph.node[" + std::to_string(k) + "] ('" + node_label(n) + "', " + n.op_type +
+                 "): input '" + i + "' is not defined by an earlier node, an initializer or a graph input");
       poison();
       continue;
     }
@@ -388,10 +403,12 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
   std::vector<NodeId> outs;
   for (const ValueInfoProto& o : gp.output) {
     auto it = L.values.find(o.name);
-    if (it == L.values.end()) fail("graph.output '" + o.name + "': expected a value the graph defines, got none");
+    if (it == L.values.end())
+      fail("graph.output '" + o.name + "': expected a value the graph defines, got none");
     if (it->second.poisoned) continue;
     if (!o.is_tensor) {
-      items.push_back({"(graph)", "output", o.name, "expected a tensor output, got a sequence, map or optional"});
+      items.push_back(
+          {"(graph)", "output", o.name, "expected a tensor output, got a sequence, map or optional"});
       continue;
     }
     L.node = nullptr;
@@ -402,8 +419,9 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
         items.push_back({"(graph)", "output", o.name, "expected a non-empty output, got an empty tensor"});
         continue;
       }
-      v.node = v.parameter ? g.parameter(o.name, v.shape)
-                           : g.constant(std::vector<float>(v.known->data.begin(), v.known->data.end()), v.shape);
+      v.node = v.parameter
+                   ? g.parameter(o.name, v.shape)
+                   : g.constant(std::vector<float>(v.known->data.begin(), v.known->data.end()), v.shape);
       if (v.parameter)
         model.parameters.emplace_back(o.name, std::vector<float>(v.known->data.begin(), v.known->data.end()));
     }
@@ -422,8 +440,8 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
     std::string msg = "[load_onnx] " + origin + ": expected ops and attributes the importer lowers, got " +
                       std::to_string(items.size()) + " it does not:";
     for (const auto& i : items)
-      msg += "\n  " + i.op + (i.attribute.empty() ? "" : " attribute '" + i.attribute + "'") + " at node '" + i.node +
-             "': " + i.reason;
+      msg += "\n  " + i.op + (i.attribute.empty() ? "" : " attribute '" + i.attribute + "'") + " at node '" +
+             i.node + "': " + i.reason;
     throw ImportError(msg, std::move(items));
   }
   g.set_outputs(outs);

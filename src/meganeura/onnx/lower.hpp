@@ -25,10 +25,10 @@ struct Unsupported {
 struct Value {
   NodeId node;
   std::optional<HostTensor> known;
-  int32_t type = 1;                // ONNX elem type
+  int32_t type = 1;  // ONNX elem type
   Shape shape;
-  bool parameter = false;          // a float initializer: materialised as a parameter
-  bool poisoned = false;           // made by a node that could not be lowered
+  bool parameter = false;  // a float initializer: materialised as a parameter
+  bool poisoned = false;   // made by a node that could not be lowered
 };
 
 class Lowering {
@@ -43,12 +43,12 @@ class Lowering {
   size_t arity() const { return node->input.size(); }
   bool has_input(size_t i) const { return i < node->input.size() && !node->input[i].empty(); }
   const Value& value(size_t i);
-  NodeId in(size_t i);                               // input i as a graph node (F32)
+  NodeId in(size_t i);  // input i as a graph node (F32)
   const Shape& shape(size_t i) { return value(i).shape; }
   int32_t type(size_t i) { return value(i).type; }
-  const HostTensor& known(size_t i);                 // input i's value at load time, or Unsupported
+  const HostTensor& known(size_t i);  // input i's value at load time, or Unsupported
   std::vector<int64_t> known_ints(size_t i);
-  void out(size_t i, NodeId n, int32_t type);        // defines output i
+  void out(size_t i, NodeId n, int32_t type);  // defines output i
   void out(size_t i, NodeId n) { out(i, n, type(0)); }
   void out_known(size_t i, HostTensor t, int32_t type);  // defines output i as a load-time value
   size_t outputs() const { return node->output.size(); }
@@ -67,7 +67,7 @@ class Lowering {
   }
 
   // helpers
-  NodeId constant(const HostTensor& t);       // F32 constant node
+  NodeId constant(const HostTensor& t);        // F32 constant node
   NodeId index_constant(const HostTensor& t);  // I32 constant node
   int64_t axis(int64_t a, size_t rank) const;  // normalised, Unsupported when out of range
   // x gathered along `axis` by load-time indices (any shape): numpy.take.

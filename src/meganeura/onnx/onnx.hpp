@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "meganeura/ir/graph.hpp"
 #include "meganeura/core/import_error.hpp"
+#include "meganeura/ir/graph.hpp"
 #include "meganeura/ir/host_tensor.hpp"
 
 namespace meganeura {
@@ -30,7 +30,7 @@ struct OnnxOptions {
 struct OnnxValueInfo {
   std::string name;
   Shape shape;
-  int32_t elem_type = 0;  // onnx TensorProto.DataType (1 float, 7 int64, 9 bool, ...)
+  int32_t elem_type = 0;     // onnx TensorProto.DataType (1 float, 7 int64, 9 bool, ...)
   DType dtype = DType::F32;  // the Graph node's dtype: F32 for floats, I32 for integer and boolean inputs
 };
 
@@ -44,14 +44,14 @@ struct OnnxModel {
   std::vector<OnnxValueInfo> outputs;
   // The initial value of every parameter the graph uses, by parameter name (the initializer's name).
   std::vector<std::pair<std::string, std::vector<float>>> parameters;
-  int64_t opset = 0;       // of the default domain
+  int64_t opset = 0;                           // of the default domain
   std::map<std::string, size_t> op_histogram;  // node count per op_type
 };
 
 OnnxModel load_onnx(const std::string& path, const OnnxOptions& options = {});
 // From bytes in memory; external tensor data is looked up relative to `dir` ("" refuses external data).
-OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& origin, const OnnxOptions& options,
-                          const std::string& dir = "");
+OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& origin,
+                          const OnnxOptions& options, const std::string& dir = "");
 
 // A serialized TensorProto (an ONNX test's input_0.pb): its values as float64 (integers exact up to 2^53)
 // with its name and data type.
@@ -63,7 +63,8 @@ struct OnnxTensor {
 OnnxTensor read_onnx_tensor(const std::string& path);
 OnnxTensor read_onnx_tensor_bytes(std::span<const std::byte> bytes, const std::string& origin);
 
-// Op types (default domain) that load_onnx lowers, sorted. Attributes and opset versions may still be refused.
+// Op types (default domain) that load_onnx lowers, sorted. Attributes and opset versions may still be
+// refused.
 std::vector<std::string> onnx_supported_ops();
 
 }  // namespace meganeura

@@ -13,7 +13,8 @@ constexpr double kMasked = -1e30;
 
 NodeId split_heads(Lowering& L, NodeId x, int64_t heads) {
   const Shape s = L.g.node(x).shape;  // [B, S, H·D]
-  if (heads <= 0 || s[2] % heads) L.unsupported("q_num_heads", "expected head counts that divide the hidden size");
+  if (heads <= 0 || s[2] % heads)
+    L.unsupported("q_num_heads", "expected head counts that divide the hidden size");
   return L.g.permute(L.g.reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
 }
 
@@ -85,7 +86,8 @@ void attention(Lowering& L) {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < S; ++i)
           for (int64_t j = 0; j < T; ++j)
-            if (double(j) > double(i) + len.data.at(size_t(b)) - double(S)) c.data[size_t((b * S + i) * T + j)] = kMasked;
+            if (double(j) > double(i) + len.data.at(size_t(b)) - double(S))
+              c.data[size_t((b * S + i) * T + j)] = kMasked;
       add_bias(L.constant(c));
     } else {
       HostTensor c(Shape{S, T}, 0.0);
@@ -120,7 +122,8 @@ void attention(Lowering& L) {
   if (bias) scores = g.add(scores, *bias);
   NodeId probs = g.softmax(scores, -1);
   if (bias) {  // a row that sees no key gives 0
-    NodeId visible = g.gt(g.max(g.broadcast_to(*bias, g.node(scores).shape), {-1}, true), g.scalar(kMasked / 2));
+    NodeId visible =
+        g.gt(g.max(g.broadcast_to(*bias, g.node(scores).shape), {-1}, true), g.scalar(kMasked / 2));
     probs = g.mul(probs, visible);
   }
   NodeId y = g.matmul(probs, v);  // [B, Hq, S, Dv]
@@ -130,10 +133,14 @@ void attention(Lowering& L) {
   }
   L.out(0, y);
   if (L.has_output(3)) {
-    if (mode == 0 || mode == 1) L.out(3, raw);
-    else if (mode == 2) L.out(3, scores);
-    else if (mode == 3) L.out(3, probs);
-    else L.unsupported("qk_matmul_output_mode", "expected 0..3, got " + std::to_string(mode));
+    if (mode == 0 || mode == 1)
+      L.out(3, raw);
+    else if (mode == 2)
+      L.out(3, scores);
+    else if (mode == 3)
+      L.out(3, probs);
+    else
+      L.unsupported("qk_matmul_output_mode", "expected 0..3, got " + std::to_string(mode));
   }
 }
 

@@ -1,5 +1,5 @@
-// Elementwise ONNX ops: activations, arithmetic, comparisons and logic (booleans are 0/1 floats), Cast, Where,
-// Clip. Integer results are exact floats; integer division and casts truncate as ONNX says.
+// Elementwise ONNX ops: activations, arithmetic, comparisons and logic (booleans are 0/1 floats), Cast,
+// Where, Clip. Integer results are exact floats; integer division and casts truncate as ONNX says.
 #include <cmath>
 
 #include "meganeura/onnx/lower.hpp"
@@ -43,7 +43,8 @@ void cast(Lowering& L, int32_t to) {
   if (L.has("round_mode")) {
     if (L.attr_s("round_mode", "up") != "up") L.unsupported("round_mode", "only the default");
   }
-  if (!is_numeric_type(to)) L.unsupported("to", std::string("expected a numeric type, got ") + elem_type_name(to));
+  if (!is_numeric_type(to))
+    L.unsupported("to", std::string("expected a numeric type, got ") + elem_type_name(to));
   if (!is_numeric_type(L.type(0)))
     L.unsupported("", std::string("expected a numeric input, got ") + elem_type_name(L.type(0)));
   NodeId x = L.in(0);
@@ -75,9 +76,7 @@ void add_elementwise_ops(ConverterTable& t) {
   t["Tan"] = unary([](Lowering& L, NodeId x) { return L.g.div(L.g.sin(x), L.g.cos(x)); });
   t["Sign"] = unary([](Lowering& L, NodeId x) { return L.g.sign(x); });
   t["Softplus"] = unary([](Lowering& L, NodeId x) { return L.g.softplus(x); });
-  t["Softsign"] = unary([](Lowering& L, NodeId x) {
-    return L.g.div(x, L.g.add(L.g.scalar(1), L.g.abs(x)));
-  });
+  t["Softsign"] = unary([](Lowering& L, NodeId x) { return L.g.div(x, L.g.add(L.g.scalar(1), L.g.abs(x))); });
   t["Sinh"] = unary([](Lowering& L, NodeId x) {
     return L.g.mul(L.g.sub(L.g.exp(x), L.g.exp(L.g.neg(x))), L.g.scalar(0.5));
   });
@@ -92,7 +91,8 @@ void add_elementwise_ops(ConverterTable& t) {
   t["LeakyRelu"] = [](Lowering& L) { L.out(0, L.g.leaky_relu(L.in(0), L.attr_f("alpha", 0.01))); };
   t["Elu"] = [](Lowering& L) { L.out(0, L.g.elu(L.in(0), L.attr_f("alpha", 1.0))); };
   t["Selu"] = [](Lowering& L) {
-    const double alpha = L.attr_f("alpha", 1.67326319217681884765625), gamma = L.attr_f("gamma", 1.05070102214813232421875);
+    const double alpha = L.attr_f("alpha", 1.67326319217681884765625),
+                 gamma = L.attr_f("gamma", 1.05070102214813232421875);
     L.out(0, L.g.mul(L.g.elu(L.in(0), alpha), L.g.scalar(gamma)));
   };
   t["Celu"] = [](Lowering& L) {
@@ -113,7 +113,8 @@ void add_elementwise_ops(ConverterTable& t) {
   });
   t["Gelu"] = [](Lowering& L) {
     const std::string approx = L.attr_s("approximate", "none");
-    if (approx != "none" && approx != "tanh") L.unsupported("approximate", "expected none or tanh, got " + approx);
+    if (approx != "none" && approx != "tanh")
+      L.unsupported("approximate", "expected none or tanh, got " + approx);
     L.out(0, L.g.gelu(L.in(0), approx == "tanh"));
   };
   t["Swish"] = [](Lowering& L) {
@@ -128,7 +129,8 @@ void add_elementwise_ops(ConverterTable& t) {
     NodeId x = L.in(0);
     const double bias = L.attr_f("bias", 0.0), lambd = L.attr_f("lambd", 0.5);
     NodeId lo = L.g.add(x, L.g.scalar(bias)), hi = L.g.sub(x, L.g.scalar(bias));
-    L.out(0, L.g.where(L.g.lt(x, L.g.scalar(-lambd)), lo, L.g.where(L.g.gt(x, L.g.scalar(lambd)), hi, L.g.scalar(0))));
+    L.out(0, L.g.where(L.g.lt(x, L.g.scalar(-lambd)), lo,
+                       L.g.where(L.g.gt(x, L.g.scalar(lambd)), hi, L.g.scalar(0))));
   };
 
   t["Add"] = binary([](Lowering& L, NodeId a, NodeId b) { return L.g.add(a, b); });

@@ -145,9 +145,9 @@ void add_index_ops(ConverterTable& t) {
     const int64_t axis = L.axis(L.attr_i("axis", -1), L.shape(0).size());
     const int64_t p = L.attr_i("p", 2);
     NodeId x = L.in(0);
-    NodeId norm = p == 1 ? L.g.sum(L.g.abs(x), {axis}, true)
-                         : p == 2 ? L.g.sqrt(L.g.sum(L.g.square(x), {axis}, true))
-                                  : (L.unsupported("p", "expected 1 or 2"), x);
+    NodeId norm = p == 1   ? L.g.sum(L.g.abs(x), {axis}, true)
+                  : p == 2 ? L.g.sqrt(L.g.sum(L.g.square(x), {axis}, true))
+                           : (L.unsupported("p", "expected 1 or 2"), x);
     L.out(0, L.g.div(x, norm));
   };
   t["Round"] = [](Lowering& L) {  // half to even

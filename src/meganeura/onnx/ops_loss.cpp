@@ -6,7 +6,8 @@ namespace meganeura::onnx {
 namespace {
 
 // loss of log-probabilities `logp` [N, C, ...] against labels (F32 class indices) [N, ...]
-NodeId nll(Lowering& L, NodeId logp, NodeId labels, std::optional<NodeId> weight, const std::string& reduction) {
+NodeId nll(Lowering& L, NodeId logp, NodeId labels, std::optional<NodeId> weight,
+           const std::string& reduction) {
   Graph& g = L.g;
   const Shape s = g.node(logp).shape;
   if (s.size() < 2) L.unsupported("", "expected input [N, C, ...], got " + shape_str(s));
@@ -20,7 +21,7 @@ NodeId nll(Lowering& L, NodeId logp, NodeId labels, std::optional<NodeId> weight
   cs[1] = C;
   classes.shape = cs;
   NodeId onehot = g.eq(g.reshape(labels, us), L.constant(classes));  // [N, C, ...]
-  NodeId picked = g.sum(g.mul(logp, onehot), {1});                      // [N, ...]
+  NodeId picked = g.sum(g.mul(logp, onehot), {1});                   // [N, ...]
   NodeId wt = weight ? g.sum(g.mul(onehot, g.reshape(*weight, cs)), {1}) : g.fill(1.0, ls);
   if (L.has("ignore_index")) {
     const double ignore = double(L.attr_i("ignore_index", 0));

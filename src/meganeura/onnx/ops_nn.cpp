@@ -26,9 +26,12 @@ Window window_attrs(Lowering& L, const Shape& x, std::vector<int64_t> kernel, bo
   w.dims = x.size() < 3 ? 0 : x.size() - 2;
   if (w.dims != 1 && w.dims != 2)
     L.unsupported("", "expected a 1-D or 2-D window (input rank 3 or 4), got input " + shape_str(x));
-  if (kernel.empty()) kernel = L.attr_ints("kernel_shape");
-  else if (L.has("kernel_shape")) kernel = L.attr_ints("kernel_shape");
-  if (kernel.size() != w.dims) L.unsupported("kernel_shape", "expected " + std::to_string(w.dims) + " values");
+  if (kernel.empty())
+    kernel = L.attr_ints("kernel_shape");
+  else if (L.has("kernel_shape"))
+    kernel = L.attr_ints("kernel_shape");
+  if (kernel.size() != w.dims)
+    L.unsupported("kernel_shape", "expected " + std::to_string(w.dims) + " values");
   w.kernel = kernel;
   w.strides = L.attr_ints("strides", std::vector<int64_t>(w.dims, 1));
   w.dilations = L.attr_ints("dilations", std::vector<int64_t>(w.dims, 1));
@@ -41,7 +44,8 @@ Window window_attrs(Lowering& L, const Shape& x, std::vector<int64_t> kernel, bo
   const bool ceil_mode = pooling && L.attr_i("ceil_mode", 0) != 0;
   for (size_t i = 0; i < w.dims; ++i) {
     const int64_t in = x[2 + i], k = (w.kernel[i] - 1) * w.dilations[i] + 1, s = w.strides[i];
-    if (s < 1 || w.kernel[i] < 1 || w.dilations[i] < 1) L.unsupported("", "expected positive kernel, strides, dilations");
+    if (s < 1 || w.kernel[i] < 1 || w.dilations[i] < 1)
+      L.unsupported("", "expected positive kernel, strides, dilations");
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const int64_t out = (in + s - 1) / s;
       const int64_t total = std::max<int64_t>(0, (out - 1) * s + k - in);
@@ -97,7 +101,8 @@ NodeId explicit_pad(Lowering& L, NodeId x, Window& w, double fill, bool always) 
 void conv(Lowering& L) {
   const Shape xs = L.shape(0), ws = L.shape(1);
   if (ws.size() != xs.size() || xs.size() < 3)
-    L.unsupported("", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
+    L.unsupported(
+        "", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
   Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
   const int64_t groups = L.attr_i("group", 1);
   NodeId x = to_2d(L, L.in(0), w.dims), weight = to_2d(L, L.in(1), w.dims);
@@ -110,7 +115,8 @@ void conv(Lowering& L) {
 void conv_transpose(Lowering& L) {
   const Shape xs = L.shape(0), ws = L.shape(1);
   if (ws.size() != xs.size() || xs.size() < 3)
-    L.unsupported("", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
+    L.unsupported(
+        "", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
   Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
   const int64_t groups = L.attr_i("group", 1);
   std::vector<int64_t> out_pad = L.attr_ints("output_padding", std::vector<int64_t>(w.dims, 0));
@@ -124,7 +130,8 @@ void conv_transpose(Lowering& L) {
   const Shape x2 = L.g.node(x).shape;
   // full-size transpose (no padding), then the padding crops
   int64_t full[2];
-  for (int i = 0; i < 2; ++i) full[i] = (x2[2 + i] - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1;
+  for (int i = 0; i < 2; ++i)
+    full[i] = (x2[2 + i] - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1;
   if (!out_shape.empty()) {
     if (out_shape.size() != 2) L.unsupported("output_shape", "expected one value per spatial axis");
     const std::string auto_pad = L.attr_s("auto_pad", "NOTSET");
@@ -134,7 +141,8 @@ void conv_transpose(Lowering& L) {
       if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") w.pads_begin[size_t(i)] = total / 2;
       w.pads_end[size_t(i)] = total - w.pads_begin[size_t(i)];
     }
-  } else if (L.attr_s("auto_pad", "NOTSET") == "SAME_UPPER" || L.attr_s("auto_pad", "NOTSET") == "SAME_LOWER") {
+  } else if (L.attr_s("auto_pad", "NOTSET") == "SAME_UPPER" ||
+             L.attr_s("auto_pad", "NOTSET") == "SAME_LOWER") {
     for (int i = 0; i < 2; ++i) {
       const int64_t target = x2[2 + i] * w.strides[i];
       const int64_t total = std::max<int64_t>(0, full[i] + out_pad[size_t(i)] - target);
@@ -144,7 +152,7 @@ void conv_transpose(Lowering& L) {
     }
   }
   Attrs a;
-  a.ints = {w.strides[0], w.strides[1], 0, 0, w.dilations[0], w.dilations[1], groups,
+  a.ints = {w.strides[0],         w.strides[1],        0, 0, w.dilations[0], w.dilations[1], groups,
             full[0] + out_pad[0], full[1] + out_pad[1]};
   // ConvTranspose's weight [C, M/g, kh, kw] is the convolution weight of the transposed convolution
   NodeId y = L.g.make(Op::Conv2dGradInput, {x, weight}, a, Provenance{});
@@ -178,7 +186,8 @@ void pool(Lowering& L, bool max) {
   NodeId y = L.g.avg_pool2d(x, w.kernel, w.strides, {0, 0});
   const Shape ys = L.g.node(y).shape;
   // the divisor per output cell: cells of the window inside the input (or inside the declared padding)
-  const int64_t lo_h = include_pad ? -declared.pads_begin[0] : 0, lo_w = include_pad ? -declared.pads_begin[1] : 0;
+  const int64_t lo_h = include_pad ? -declared.pads_begin[0] : 0,
+                lo_w = include_pad ? -declared.pads_begin[1] : 0;
   const int64_t hi_h = x2[2] + (include_pad ? declared.pads_end[0] : 0);
   const int64_t hi_w = x2[3] + (include_pad ? declared.pads_end[1] : 0);
   HostTensor scale(Shape{ys[2], ys[3]});
@@ -188,7 +197,8 @@ void pool(Lowering& L, bool max) {
       int64_t count = 0;
       for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
         for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
-          const int64_t ih = oh * w.strides[0] + kh - orig.pads_begin[0], iw = ow * w.strides[1] + kw - orig.pads_begin[1];
+          const int64_t ih = oh * w.strides[0] + kh - orig.pads_begin[0],
+                        iw = ow * w.strides[1] + kw - orig.pads_begin[1];
           count += ih >= lo_h && ih < hi_h && iw >= lo_w && iw < hi_w;
         }
       const double s = count ? double(w.kernel[0] * w.kernel[1]) / double(count) : 0.0;
@@ -361,7 +371,8 @@ void add_nn_ops(ConverterTable& t) {
     L.attr_i("stash_type", 1);
     const Shape s = L.shape(0);
     const int64_t groups = L.attr_i("num_groups", 1);
-    if (s.size() < 3 || groups < 1 || s[1] % groups) L.unsupported("num_groups", "expected a divisor of the channels");
+    if (s.size() < 3 || groups < 1 || s[1] % groups)
+      L.unsupported("num_groups", "expected a divisor of the channels");
     Shape gs{s[0], groups, -1};
     NodeId x = L.g.reshape(L.in(0), {s[0], groups, numel(s) / s[0] / groups});
     NodeId y = L.g.reshape(normalize(L, x, {2}, L.attr_f("epsilon", 1e-5)), s);
@@ -395,22 +406,24 @@ void add_nn_ops(ConverterTable& t) {
   };
   t["Softmax"] = [](Lowering& L) { softmax(L, false); };
   t["LogSoftmax"] = [](Lowering& L) { softmax(L, true); };
-  t["ReduceSum"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.sum(x, a, k); }, true);
-  t["ReduceMean"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.mean(x, a, k); });
-  t["ReduceMax"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.max(x, a, k); });
-  t["ReduceMin"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.min(x, a, k); });
-  t["ReduceL1"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
-    return L.g.sum(L.g.abs(x), a, k);
-  });
+  t["ReduceSum"] = reduce(
+      [](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.sum(x, a, k); }, true);
+  t["ReduceMean"] =
+      reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.mean(x, a, k); });
+  t["ReduceMax"] =
+      reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.max(x, a, k); });
+  t["ReduceMin"] =
+      reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.min(x, a, k); });
+  t["ReduceL1"] = reduce(
+      [](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.sum(L.g.abs(x), a, k); });
   t["ReduceL2"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
     return L.g.sqrt(L.g.sum(L.g.square(x), a, k));
   });
   t["ReduceSumSquare"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
     return L.g.sum(L.g.square(x), a, k);
   });
-  t["ReduceLogSum"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
-    return L.g.log(L.g.sum(x, a, k));
-  });
+  t["ReduceLogSum"] = reduce(
+      [](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) { return L.g.log(L.g.sum(x, a, k)); });
   t["ReduceLogSumExp"] = reduce([](Lowering& L, NodeId x, const std::vector<int64_t>& a, bool k) {
     NodeId m = L.g.stop_gradient(L.g.max(x, a, true));
     NodeId r = L.g.add(L.g.log(L.g.sum(L.g.exp(L.g.sub(x, m)), a, true)), m);

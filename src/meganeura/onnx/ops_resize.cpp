@@ -18,36 +18,47 @@ double cubic_weight(double s, double a) {
 }
 
 NodeId resample_axis(Lowering& L, NodeId x, int64_t axis, int64_t out, double scale, const std::string& mode,
-                     const std::string& transform, const std::string& nearest, double cubic_a, bool exclude_outside) {
+                     const std::string& transform, const std::string& nearest, double cubic_a,
+                     bool exclude_outside) {
   const Shape xs = L.g.node(x).shape;
   const int64_t in = xs[size_t(axis)];
   const size_t taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
   std::vector<HostTensor> index(taps, HostTensor(Shape{out})), weight(taps, HostTensor(Shape{out}));
   for (int64_t o = 0; o < out; ++o) {
     double src;
-    if (transform == "half_pixel") src = (double(o) + 0.5) / scale - 0.5;
-    else if (transform == "pytorch_half_pixel") src = out > 1 ? (double(o) + 0.5) / scale - 0.5 : 0.0;
+    if (transform == "half_pixel")
+      src = (double(o) + 0.5) / scale - 0.5;
+    else if (transform == "pytorch_half_pixel")
+      src = out > 1 ? (double(o) + 0.5) / scale - 0.5 : 0.0;
     else if (transform == "align_corners") {
       const double resized = double(in) * scale;  // the unrounded length, as the reference divides by
       src = resized <= 1 ? 0.0 : double(o) * double(in - 1) / (resized - 1);
-    }
-    else if (transform == "asymmetric") src = double(o) / scale;
+    } else if (transform == "asymmetric")
+      src = double(o) / scale;
     else if (transform == "half_pixel_symmetric") {
       const double adjustment = double(out) / (scale * double(in));
       const double center = double(in) / 2, offset = center * (1 - adjustment);
       src = offset + (double(o) + 0.5) / scale - 0.5;
     } else {
-      L.unsupported("coordinate_transformation_mode", "expected half_pixel, pytorch_half_pixel, align_corners, "
-                                                      "asymmetric or half_pixel_symmetric, got " + transform);
+      L.unsupported("coordinate_transformation_mode",
+                    "expected half_pixel, pytorch_half_pixel, align_corners, "
+                    "asymmetric or half_pixel_symmetric, got " +
+                        transform);
     }
     auto clampi = [&](int64_t i) { return std::max<int64_t>(0, std::min(in - 1, i)); };
     if (taps == 1) {
       double r;
-      if (nearest == "round_prefer_floor") r = (src - std::floor(src) == 0.5) ? std::floor(src) : std::round(src);
-      else if (nearest == "round_prefer_ceil") r = (src - std::floor(src) == 0.5) ? std::ceil(src) : std::round(src);
-      else if (nearest == "floor") r = std::floor(src);
-      else if (nearest == "ceil") r = std::ceil(src);
-      else L.unsupported("nearest_mode", "expected round_prefer_floor, round_prefer_ceil, floor or ceil, got " + nearest);
+      if (nearest == "round_prefer_floor")
+        r = (src - std::floor(src) == 0.5) ? std::floor(src) : std::round(src);
+      else if (nearest == "round_prefer_ceil")
+        r = (src - std::floor(src) == 0.5) ? std::ceil(src) : std::round(src);
+      else if (nearest == "floor")
+        r = std::floor(src);
+      else if (nearest == "ceil")
+        r = std::ceil(src);
+      else
+        L.unsupported("nearest_mode",
+                      "expected round_prefer_floor, round_prefer_ceil, floor or ceil, got " + nearest);
       index[0].data[size_t(o)] = double(clampi(int64_t(r)));
       weight[0].data[size_t(o)] = 1;
     } else if (taps == 2) {
@@ -115,7 +126,8 @@ void resize(Lowering& L, bool upsample) {
     axes = L.attr_ints("axes");
     if (L.has_input(2) && numel(L.shape(2)) > 0) scales = L.known(2).data;
     if (L.has_input(3) && numel(L.shape(3)) > 0) sizes = L.known_ints(3);
-    if (transform == "tf_crop_and_resize") L.unsupported("coordinate_transformation_mode", "tf_crop_and_resize");
+    if (transform == "tf_crop_and_resize")
+      L.unsupported("coordinate_transformation_mode", "tf_crop_and_resize");
   }
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
     L.unsupported("mode", "expected nearest, linear or cubic, got " + mode);

@@ -1,5 +1,5 @@
-// Shape and movement ONNX ops. Shape, Size, ConstantOfShape, Range, Constant and EyeLike give load-time values;
-// shape-like inputs (Reshape's shape, Slice's starts, Pad's pads, ...) must be known at load time.
+// Shape and movement ONNX ops. Shape, Size, ConstantOfShape, Range, Constant and EyeLike give load-time
+// values; shape-like inputs (Reshape's shape, Slice's starts, Pad's pads, ...) must be known at load time.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -17,7 +17,8 @@ constexpr int32_t kInt64 = int32_t(ElemType::Int64);
 NodeId fresh(Lowering& L, NodeId x) { return L.g.reshape(x, L.g.node(x).shape); }
 
 std::vector<int64_t> axes_of(Lowering& L, size_t input, const char* attribute) {
-  if (L.opset >= 13 || L.has_input(input)) return L.has_input(input) ? L.known_ints(input) : std::vector<int64_t>{};
+  if (L.opset >= 13 || L.has_input(input))
+    return L.has_input(input) ? L.known_ints(input) : std::vector<int64_t>{};
   return L.attr_ints(attribute);
 }
 
@@ -102,12 +103,14 @@ void add_tensor_ops(ConverterTable& t) {
     int32_t type = 1;
     if (const AttributeProto* a = L.attr("value")) {
       HostTensor t = tensor_attr(L, *a);
-      if (t.data.size() != 1) L.unsupported("value", "expected one element, got " + std::to_string(t.data.size()));
+      if (t.data.size() != 1)
+        L.unsupported("value", "expected one element, got " + std::to_string(t.data.size()));
       v = t.data[0];
       type = a->t[0].data_type;
     }
     for (int64_t d : s)
-      if (d < 0 || d > (int64_t(1) << 31)) L.unsupported("", "expected dims in [0, 2^31], got " + shape_str(s));
+      if (d < 0 || d > (int64_t(1) << 31))
+        L.unsupported("", "expected dims in [0, 2^31], got " + shape_str(s));
     if (numel(s) > (int64_t(1) << 28)) L.unsupported("", "expected under 2^28 elements, got " + shape_str(s));
     L.out_known(0, HostTensor(Shape(s.begin(), s.end()), v), type);
   };
@@ -137,7 +140,8 @@ void add_tensor_ops(ConverterTable& t) {
     int64_t infer = -1, known = 1;
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] == 0 && !allowzero) {
-        if (i >= in.size()) L.unsupported("", "expected a 0 within the input's rank, got shape " + shape_str(s));
+        if (i >= in.size())
+          L.unsupported("", "expected a 0 within the input's rank, got shape " + shape_str(s));
         s[i] = in[i];
       }
       if (s[i] == -1) {
@@ -148,7 +152,8 @@ void add_tensor_ops(ConverterTable& t) {
       }
     }
     if (infer >= 0) {
-      if (known == 0 || numel(in) % known) L.unsupported("", "expected a shape that divides the input, got " + shape_str(s));
+      if (known == 0 || numel(in) % known)
+        L.unsupported("", "expected a shape that divides the input, got " + shape_str(s));
       s[size_t(infer)] = numel(in) / known;
     }
     NodeId x = L.in(0);
@@ -205,8 +210,8 @@ void add_tensor_ops(ConverterTable& t) {
   t["Split"] = [](Lowering& L) {
     const Shape in = L.shape(0);
     const int64_t axis = L.axis(L.attr_i("axis", 0), in.size());
-    std::vector<int64_t> sizes = L.opset >= 13 ? (L.has_input(1) ? L.known_ints(1) : std::vector<int64_t>{})
-                                               : L.attr_ints("split");
+    std::vector<int64_t> sizes =
+        L.opset >= 13 ? (L.has_input(1) ? L.known_ints(1) : std::vector<int64_t>{}) : L.attr_ints("split");
     const int64_t n = L.has("num_outputs") ? L.attr_i("num_outputs", 1) : int64_t(L.outputs());
     if (sizes.empty()) {
       const int64_t dim = in[size_t(axis)];
@@ -238,7 +243,8 @@ void add_tensor_ops(ConverterTable& t) {
       L.unsupported("", "expected starts, ends, axes and steps of one length");
     NodeId x = L.in(0);
     try {
-      for (size_t i = 0; i < starts.size(); ++i) slice_axis(L, x, L.axis(axes[i], in.size()), starts[i], ends[i], steps[i]);
+      for (size_t i = 0; i < starts.size(); ++i)
+        slice_axis(L, x, L.axis(axes[i], in.size()), starts[i], ends[i], steps[i]);
     } catch (const EmptySlice&) {
       Shape s = in;
       s[size_t(L.axis(axes[0], in.size()))] = 0;
@@ -286,7 +292,8 @@ void add_tensor_ops(ConverterTable& t) {
     }
     if (axes.empty())
       for (size_t i = 0; i < in.size(); ++i) axes.push_back(int64_t(i));
-    if (pads.size() != 2 * axes.size()) L.unsupported("pads", "expected 2 pads per axis, got " + shape_str(pads));
+    if (pads.size() != 2 * axes.size())
+      L.unsupported("pads", "expected 2 pads per axis, got " + shape_str(pads));
     std::vector<int64_t> before(in.size(), 0), after(in.size(), 0);
     for (size_t i = 0; i < axes.size(); ++i) {
       const int64_t a = L.axis(axes[i], in.size());
@@ -309,7 +316,8 @@ void add_tensor_ops(ConverterTable& t) {
       for (size_t a = 0; a < in.size(); ++a) {
         if (!before[a] && !after[a]) continue;
         std::vector<int64_t> idx;
-        for (int64_t j = -before[a]; j < cropped[a] + after[a]; ++j) idx.push_back(pad_source(j, cropped[a], mode));
+        for (int64_t j = -before[a]; j < cropped[a] + after[a]; ++j)
+          idx.push_back(pad_source(j, cropped[a], mode));
         x = L.take(x, int64_t(a), host_ints(idx));
       }
     }

@@ -7,9 +7,9 @@
 namespace meganeura::onnx {
 
 const char* elem_type_name(int32_t t) {
-  static const char* names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
-                                "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128",
-                                "bfloat16"};
+  static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
+                                "int32",     "int64",  "string",    "bool",       "float16", "double",
+                                "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
   if (t >= 0 && t < int32_t(sizeof(names) / sizeof(names[0]))) return names[t];
   static thread_local std::string other;
   other = "type " + std::to_string(t);
@@ -29,13 +29,15 @@ class Reader {
   bool done() const { return pos_ >= n_; }
 
   [[noreturn]] void fail(const std::string& what, const std::string& field = "") const {
-    throw FormatError("[load_onnx] " + origin_ + ": " + path_ + (field.empty() ? "" : "." + field) + ": " + what);
+    throw FormatError("[load_onnx] " + origin_ + ": " + path_ + (field.empty() ? "" : "." + field) + ": " +
+                      what);
   }
 
   uint64_t varint(const char* field) {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= n_) fail("expected a varint, got the end of the message at byte " + std::to_string(pos_), field);
+      if (pos_ >= n_)
+        fail("expected a varint, got the end of the message at byte " + std::to_string(pos_), field);
       const uint8_t b = p_[pos_++];
       v |= uint64_t(b & 0x7f) << shift;
       if (!(b & 0x80)) return v;
@@ -64,7 +66,8 @@ class Reader {
 
   template <class T>
   T fixed(const char* field) {
-    if (sizeof(T) > n_ - pos_) fail("expected a " + std::to_string(sizeof(T)) + "-byte value, got the end", field);
+    if (sizeof(T) > n_ - pos_)
+      fail("expected a " + std::to_string(sizeof(T)) + "-byte value, got the end", field);
     T v;
     std::memcpy(&v, p_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -119,7 +122,8 @@ class Reader {
     expect(wire, Bytes, field);
     auto s = bytes(field);
     if (s.size() % sizeof(T))
-      fail("expected a multiple of " + std::to_string(sizeof(T)) + " bytes, got " + std::to_string(s.size()), field);
+      fail("expected a multiple of " + std::to_string(sizeof(T)) + " bytes, got " + std::to_string(s.size()),
+           field);
     const size_t old = out.size();
     out.resize(old + s.size() / sizeof(T));
     if (!s.empty()) std::memcpy(out.data() + old, s.data(), s.size());
@@ -151,7 +155,10 @@ TensorProto read_tensor(Reader r) {
     switch (f) {
       case 1: r.varints(w, t.dims, "dims"); break;
       case 2: t.data_type = int32_t(r.int64(w, "data_type")); break;
-      case 3: t.has_segment = true; r.skip(w, f); break;
+      case 3:
+        t.has_segment = true;
+        r.skip(w, f);
+        break;
       case 4: r.fixeds(w, t.float_data, "float_data"); break;
       case 5: r.varints(w, t.int32_data, "int32_data"); break;
       case 6: t.string_data.push_back(r.string(w, "string_data")); break;
@@ -165,9 +172,12 @@ TensorProto read_tensor(Reader r) {
         std::pair<std::string, std::string> kv;
         uint32_t ef, ew;
         while (e.next(ef, ew)) {
-          if (ef == 1) kv.first = e.string(ew, "key");
-          else if (ef == 2) kv.second = e.string(ew, "value");
-          else e.skip(ew, ef);
+          if (ef == 1)
+            kv.first = e.string(ew, "key");
+          else if (ef == 2)
+            kv.second = e.string(ew, "value");
+          else
+            e.skip(ew, ef);
         }
         t.external_data.push_back(std::move(kv));
         break;
@@ -185,11 +195,18 @@ AttributeProto read_attribute(Reader r) {
   while (r.next(f, w)) {
     switch (f) {
       case 1: a.name = r.string(w, "name"); break;
-      case 2: r.expect(w, Fixed32, "f"); a.f = r.fixed<float>("f"); break;
+      case 2:
+        r.expect(w, Fixed32, "f");
+        a.f = r.fixed<float>("f");
+        break;
       case 3: a.i = r.int64(w, "i"); break;
       case 4: a.s = r.string(w, "s"); break;
       case 5: a.t.push_back(read_tensor(r.sub_msg(w, "t"))); break;
-      case 6: case 11: ++a.graphs; r.skip(w, f); break;
+      case 6:
+      case 11:
+        ++a.graphs;
+        r.skip(w, f);
+        break;
       case 7: r.fixeds(w, a.floats, "floats"); break;
       case 8: r.varints(w, a.ints, "ints"); break;
       case 9: a.strings.push_back(r.string(w, "strings")); break;
@@ -212,7 +229,9 @@ NodeProto read_node(Reader r) {
       case 2: n.output.push_back(r.string(w, "output")); break;
       case 3: n.name = r.string(w, "name"); break;
       case 4: n.op_type = r.string(w, "op_type"); break;
-      case 5: n.attribute.push_back(read_attribute(r.sub_msg(w, indexed("attribute", n.attribute.size())))); break;
+      case 5:
+        n.attribute.push_back(read_attribute(r.sub_msg(w, indexed("attribute", n.attribute.size()))));
+        break;
       case 7: n.domain = r.string(w, "domain"); break;
       default: r.skip(w, f);
     }
@@ -283,13 +302,18 @@ GraphProto read_graph(Reader r) {
     switch (f) {
       case 1: g.node.push_back(read_node(r.sub_msg(w, indexed("node", g.node.size())))); break;
       case 2: g.name = r.string(w, "name"); break;
-      case 5: g.initializer.push_back(read_tensor(r.sub_msg(w, indexed("initializer", g.initializer.size())))); break;
+      case 5:
+        g.initializer.push_back(read_tensor(r.sub_msg(w, indexed("initializer", g.initializer.size()))));
+        break;
       case 11: g.input.push_back(read_value_info(r.sub_msg(w, indexed("input", g.input.size())))); break;
       case 12: g.output.push_back(read_value_info(r.sub_msg(w, indexed("output", g.output.size())))); break;
       case 13:
         g.value_info.push_back(read_value_info(r.sub_msg(w, indexed("value_info", g.value_info.size()))));
         break;
-      case 15: ++g.sparse_initializers; r.skip(w, f); break;
+      case 15:
+        ++g.sparse_initializers;
+        r.skip(w, f);
+        break;
       default: r.skip(w, f);
     }
   }
@@ -306,20 +330,29 @@ ModelProto parse_model(std::span<const std::byte> bytes, const std::string& orig
     switch (f) {
       case 1: m.ir_version = r.int64(w, "ir_version"); break;
       case 2: m.producer_name = r.string(w, "producer_name"); break;
-      case 7: m.graph = read_graph(r.sub_msg(w, "graph")); m.has_graph = true; break;
+      case 7:
+        m.graph = read_graph(r.sub_msg(w, "graph"));
+        m.has_graph = true;
+        break;
       case 8: {
         Reader o = r.sub_msg(w, indexed("opset_import", m.opset_import.size()));
         OpsetId id;
         uint32_t of, ow;
         while (o.next(of, ow)) {
-          if (of == 1) id.domain = o.string(ow, "domain");
-          else if (of == 2) id.version = o.int64(ow, "version");
-          else o.skip(ow, of);
+          if (of == 1)
+            id.domain = o.string(ow, "domain");
+          else if (of == 2)
+            id.version = o.int64(ow, "version");
+          else
+            o.skip(ow, of);
         }
         m.opset_import.push_back(std::move(id));
         break;
       }
-      case 25: ++m.functions; r.skip(w, f); break;
+      case 25:
+        ++m.functions;
+        r.skip(w, f);
+        break;
       default: r.skip(w, f);
     }
   }

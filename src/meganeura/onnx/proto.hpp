@@ -13,8 +13,23 @@ namespace meganeura::onnx {
 
 // TensorProto.DataType
 enum class ElemType : int32_t {
-  Undefined = 0, Float = 1, Uint8 = 2, Int8 = 3, Uint16 = 4, Int16 = 5, Int32 = 6, Int64 = 7, String = 8, Bool = 9,
-  Float16 = 10, Double = 11, Uint32 = 12, Uint64 = 13, Complex64 = 14, Complex128 = 15, Bfloat16 = 16,
+  Undefined = 0,
+  Float = 1,
+  Uint8 = 2,
+  Int8 = 3,
+  Uint16 = 4,
+  Int16 = 5,
+  Int32 = 6,
+  Int64 = 7,
+  String = 8,
+  Bool = 9,
+  Float16 = 10,
+  Double = 11,
+  Uint32 = 12,
+  Uint64 = 13,
+  Complex64 = 14,
+  Complex128 = 15,
+  Bfloat16 = 16,
 };
 const char* elem_type_name(int32_t t);  // "float", "int64", ... or "type 21"
 
@@ -30,7 +45,7 @@ struct TensorProto {
   std::vector<std::string> string_data;
   std::string raw_data;
   std::vector<std::pair<std::string, std::string>> external_data;  // location, offset, length, checksum
-  bool external = false;  // data_location == EXTERNAL
+  bool external = false;                                           // data_location == EXTERNAL
   bool has_segment = false;
 };
 
@@ -38,8 +53,21 @@ struct GraphProto;
 
 // AttributeProto.AttributeType
 enum class AttrType : int32_t {
-  Undefined = 0, Float = 1, Int = 2, String = 3, Tensor = 4, Graph = 5, Floats = 6, Ints = 7, Strings = 8,
-  Tensors = 9, Graphs = 10, SparseTensor = 11, SparseTensors = 12, TypeProto = 13, TypeProtos = 14,
+  Undefined = 0,
+  Float = 1,
+  Int = 2,
+  String = 3,
+  Tensor = 4,
+  Graph = 5,
+  Floats = 6,
+  Ints = 7,
+  Strings = 8,
+  Tensors = 9,
+  Graphs = 10,
+  SparseTensor = 11,
+  SparseTensors = 12,
+  TypeProto = 13,
+  TypeProtos = 14,
 };
 
 struct AttributeProto {

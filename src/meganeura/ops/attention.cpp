@@ -66,13 +66,15 @@ AttnGeom check_attention(const ShapeCtx& c, size_t mask_at) {
 }
 
 TypeInfo attention_shape(const ShapeCtx& c) {
-  if (c.arity() != 3 && c.arity() != 4) c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
+  if (c.arity() != 3 && c.arity() != 4)
+    c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
   AttnGeom g = check_attention(c, 3);
   return {{g.b, g.hq, g.s, g.dv}, c.dtype(0)};
 }
 
 TypeInfo attention_lse_shape(const ShapeCtx& c) {
-  if (c.arity() != 3 && c.arity() != 4) c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
+  if (c.arity() != 3 && c.arity() != 4)
+    c.fail("inputs {q, k, v[, mask]}", std::to_string(c.arity()) + " inputs");
   AttnGeom g = check_attention(c, 3);
   return {{g.b, g.hq, g.s}, c.dtype(0)};
 }
@@ -189,9 +191,9 @@ HostTensor attention_grad_v_ref(const Node& n, const std::vector<const HostTenso
   return attention_eval(n, in, AttnOut::dV);
 }
 
-// The gradient of an additive mask (a learned bias such as relative positions) is dS = P * (dP - rowsum(P dP))
-// summed to the mask's shape. It needs the probabilities themselves, so it is built from primitive ops and
-// materialises the [B, Hq, S, T] scores: only graphs that train their mask pay for that.
+// The gradient of an additive mask (a learned bias such as relative positions) is dS = P * (dP - rowsum(P
+// dP)) summed to the mask's shape. It needs the probabilities themselves, so it is built from primitive ops
+// and materialises the [B, Hq, S, T] scores: only graphs that train their mask pay for that.
 NodeId attention_mask_grad(VjpCtx& c) {
   Graph& g = c.g;
   const Shape q = c.in_shape(0), k = c.in_shape(1), v = c.in_shape(2), m = c.in_shape(3);
@@ -243,12 +245,13 @@ std::vector<NodeId> attention_grad_vjp(VjpCtx& c) {
 
 // ------------------------------------------------------------------------------------------ rope
 TypeInfo rope_shape(const ShapeCtx& c) {
-  if (c.arity() < 1 || c.arity() > 2) c.fail("x and an optional start", std::to_string(c.arity()) + " inputs");
+  if (c.arity() < 1 || c.arity() > 2)
+    c.fail("x and an optional start", std::to_string(c.arity()) + " inputs");
   const Shape& x = c.shape(0);
   if (!is_float(c.dtype(0))) c.fail("a floating-point x", std::string("dtype ") + dtype_name(c.dtype(0)));
   if (c.attrs.reals.size() != 1 || !(c.attrs.reals[0] > 0.0) || c.attrs.ints.size() != 1)
-    c.fail("reals {theta > 0} and ints {position offset}", std::to_string(c.attrs.reals.size()) + " reals, " +
-           std::to_string(c.attrs.ints.size()) + " ints");
+    c.fail("reals {theta > 0} and ints {position offset}",
+           std::to_string(c.attrs.reals.size()) + " reals, " + std::to_string(c.attrs.ints.size()) + " ints");
   if (x.size() < 2 || x.back() % 2) c.fail("x [..., S, D] with D even", "x " + shape_str(x));
   if (c.arity() == 2) {
     const Shape& p = c.shape(1);
@@ -268,7 +271,8 @@ HostTensor rope_ref(const Node& node, const std::vector<const HostTensor*>& in) 
   HostTensor y(node.shape);
   for (int64_t row = 0; row < numel(x.shape) / d; ++row) {
     int64_t start = 0;
-    if (in.size() == 2) start = int64_t(in[1]->data[in[1]->data.size() == 1 ? 0 : size_t(row / rows_per_batch)]);
+    if (in.size() == 2)
+      start = int64_t(in[1]->data[in[1]->data.size() == 1 ? 0 : size_t(row / rows_per_batch)]);
     const double pos = double((row % s) + offset + start);
     const size_t base = size_t(row * d);
     for (int64_t i = 0; i < half; ++i) {
@@ -340,7 +344,8 @@ HostTensor swiglu_ref(const Node& node, const std::vector<const HostTensor*>& in
   return y;
 }
 
-// d gate = dy * up * silu'(gate), silu'(a) = s * (1 + a * (1 - s)) with s = sigmoid(a); d up = dy * silu(gate)
+// d gate = dy * up * silu'(gate), silu'(a) = s * (1 + a * (1 - s)) with s = sigmoid(a); d up = dy *
+// silu(gate)
 std::vector<NodeId> swiglu_vjp(VjpCtx& c) {
   Graph& g = c.g;
   NodeId a = c.in(0), up = c.in(1), dg, du;
@@ -357,21 +362,16 @@ std::vector<NodeId> swiglu_vjp(VjpCtx& c) {
 
 void register_attention(OpTable& t) {
   t.add({Op::Attention, -1, attention_shape, attention_vjp, attention_ref, nullptr});
-  t.add({Op::AttentionLse, -1, attention_lse_shape, attention_grad_vjp,
-         attention_lse_ref, nullptr});
-  t.add({Op::AttentionGradQ, -1, attention_grad_shape, attention_grad_vjp,
-         attention_grad_q_ref, nullptr});
-  t.add({Op::AttentionGradK, -1, attention_grad_shape, attention_grad_vjp,
-         attention_grad_k_ref, nullptr});
-  t.add({Op::AttentionGradV, -1, attention_grad_shape, attention_grad_vjp,
-         attention_grad_v_ref, nullptr});
+  t.add({Op::AttentionLse, -1, attention_lse_shape, attention_grad_vjp, attention_lse_ref, nullptr});
+  t.add({Op::AttentionGradQ, -1, attention_grad_shape, attention_grad_vjp, attention_grad_q_ref, nullptr});
+  t.add({Op::AttentionGradK, -1, attention_grad_shape, attention_grad_vjp, attention_grad_k_ref, nullptr});
+  t.add({Op::AttentionGradV, -1, attention_grad_shape, attention_grad_vjp, attention_grad_v_ref, nullptr});
   t.add({Op::Rope, -1, rope_shape, rope_vjp, rope_ref, nullptr});
   // rope and dropout depend on the element's index, which the pointwise expression template does not
   // expose, so they are index-aware copy kernels (Movement); dropout's generator for kernels is
   // dropout_glsl() in ops/dropout_hash.hpp
   t.add({Op::Dropout, 1, dropout_shape, dropout_vjp, dropout_ref, nullptr});
-  t.add({Op::SwiGlu, 2, swiglu_shape, swiglu_vjp, swiglu_ref,
-         "($0 * mn_sigmoid($0) * $1)"});
+  t.add({Op::SwiGlu, 2, swiglu_shape, swiglu_vjp, swiglu_ref, "($0 * mn_sigmoid($0) * $1)"});
 }
 
 }  // namespace meganeura::ops

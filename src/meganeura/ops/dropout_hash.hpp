@@ -35,7 +35,8 @@ inline bool dropout_keep(uint64_t seed, uint32_t index, double p) {
 // The same generator in GLSL: `bool mn_dropout_keep(uint k1, uint k2, uint index, uint threshold)` with
 // k1/k2 from dropout_keys() passed as push constants.
 inline const char* dropout_glsl() {
-  return "uint mn_mix(uint x) { x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16; "
+  return "uint mn_mix(uint x) { x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> "
+         "16; "
          "return x; }\n"
          "bool mn_dropout_keep(uint k1, uint k2, uint index, uint threshold) { "
          "return (mn_mix(mn_mix(index ^ k1) ^ k2) >> 8) >= threshold; }\n";

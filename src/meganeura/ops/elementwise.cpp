@@ -10,8 +10,8 @@ namespace meganeura::ops {
 
 namespace {
 
-constexpr double kSqrt2Pi = 0.7978845608028654;   // sqrt(2/pi)
-constexpr double kInvSqrt2 = 0.7071067811865476;  // 1/sqrt(2)
+constexpr double kSqrt2Pi = 0.7978845608028654;     // sqrt(2/pi)
+constexpr double kInvSqrt2 = 0.7071067811865476;    // 1/sqrt(2)
 constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
@@ -39,20 +39,22 @@ TypeInfo unary_any(const ShapeCtx& c) { return same_as(c); }
 // leaky_relu's slope and elu's alpha: the reference, VJP and GLSL read attrs.reals[0] (a Graph::make call
 // without it read past the vector: found by fuzz/fuzz_graph.cpp).
 TypeInfo unary_float_one_real(const ShapeCtx& c) {
-  if (c.attrs.reals.size() != 1) c.fail("one real attribute (slope or alpha)", std::to_string(c.attrs.reals.size()) + " reals");
+  if (c.attrs.reals.size() != 1)
+    c.fail("one real attribute (slope or alpha)", std::to_string(c.attrs.reals.size()) + " reals");
   return unary_float(c);
 }
 TypeInfo clamp_rule(const ShapeCtx& c) {
   if (c.attrs.reals.size() != 2 || !(c.attrs.reals[0] <= c.attrs.reals[1]))
-    c.fail("clamp bounds lo <= hi", c.attrs.reals.size() == 2
-                                         ? std::to_string(c.attrs.reals[0]) + " > " + std::to_string(c.attrs.reals[1])
-                                         : "a malformed attribute list");
+    c.fail("clamp bounds lo <= hi", c.attrs.reals.size() == 2 ? std::to_string(c.attrs.reals[0]) + " > " +
+                                                                    std::to_string(c.attrs.reals[1])
+                                                              : "a malformed attribute list");
   return same_as(c);
 }
 TypeInfo cast_rule(const ShapeCtx& c) { return {c.shape(0), c.attrs.dtype}; }
 TypeInfo gelu_grad_rule(const ShapeCtx& c) {
   require_float(c, 0);
-  if (c.shape(0) != c.shape(1)) c.fail("x and grad of one shape", shape_str(c.shape(0)) + " and " + shape_str(c.shape(1)));
+  if (c.shape(0) != c.shape(1))
+    c.fail("x and grad of one shape", shape_str(c.shape(0)) + " and " + shape_str(c.shape(1)));
   return same_as(c);
 }
 TypeInfo binary_rule(const ShapeCtx& c) {
@@ -151,10 +153,13 @@ std::vector<NodeId> binary_out(VjpCtx& c, NodeId ga, NodeId gb) {
           c.needs(1) && gb.valid() ? sum_to_shape(c.g, gb, c.in_shape(1)) : NodeId{}};
 }
 std::vector<NodeId> vjp_add(VjpCtx& c) { return binary_out(c, c.grad, c.grad); }
-std::vector<NodeId> vjp_sub(VjpCtx& c) { return binary_out(c, c.grad, c.needs(1) ? c.g.neg(c.grad) : NodeId{}); }
+std::vector<NodeId> vjp_sub(VjpCtx& c) {
+  return binary_out(c, c.grad, c.needs(1) ? c.g.neg(c.grad) : NodeId{});
+}
 std::vector<NodeId> vjp_mul(VjpCtx& c) {
   Graph& g = c.g;
-  return binary_out(c, c.needs(0) ? g.mul(c.grad, c.in(1)) : NodeId{}, c.needs(1) ? g.mul(c.grad, c.in(0)) : NodeId{});
+  return binary_out(c, c.needs(0) ? g.mul(c.grad, c.in(1)) : NodeId{},
+                    c.needs(1) ? g.mul(c.grad, c.in(0)) : NodeId{});
 }
 std::vector<NodeId> vjp_div(VjpCtx& c) {
   Graph& g = c.g;  // d a/b: 1/b, -a/b^2 = -y/b
@@ -239,56 +244,39 @@ void register_elementwise(OpTable& t) {
   const UnaryRow unary[] = {
       {Op::Neg, unary_any, vjp_neg, MN_UNARY_REF(-x), "-$0"},
       {Op::Abs, unary_any, vjp_abs, MN_UNARY_REF(std::fabs(x)), "abs($0)"},
-      {Op::Sign, unary_any, nullptr,
-       MN_UNARY_REF(double((x > 0) - (x < 0))), "mn_sign($0)"},
+      {Op::Sign, unary_any, nullptr, MN_UNARY_REF(double((x > 0) - (x < 0))), "mn_sign($0)"},
       {Op::Exp, unary_float, vjp_exp, MN_UNARY_REF(std::exp(x)), "exp($0)"},
       {Op::Log, unary_float, vjp_log, MN_UNARY_REF(std::log(x)), "mn_log($0)"},
-      {Op::Sqrt, unary_float, vjp_sqrt, MN_UNARY_REF(std::sqrt(x)),
-       "mn_sqrt($0)"},
-      {Op::Rsqrt, unary_float, vjp_rsqrt,
-       MN_UNARY_REF(1.0 / std::sqrt(x)), "mn_rsqrt($0)"},
-      {Op::Reciprocal, unary_float, vjp_reciprocal,
-       MN_UNARY_REF(1.0 / x), "1.0 / $0"},
-      {Op::Square, unary_any, vjp_square, MN_UNARY_REF(x * x),
-       "$0 * $0"},
-      {Op::Relu, unary_any, vjp_relu, MN_UNARY_REF(x > 0 || std::isnan(x) ? x : 0.0),
-       "mn_relu($0)"},
-      {Op::LeakyRelu, unary_float_one_real, vjp_leaky_relu,
-       MN_UNARY_REF(x > 0 ? x : a.reals[0] * x), "($0 > 0.0 ? $0 : $r0 * $0)"},
-      {Op::Elu, unary_float_one_real, vjp_elu,
-       MN_UNARY_REF(x > 0 ? x : a.reals[0] * std::expm1(x)),
+      {Op::Sqrt, unary_float, vjp_sqrt, MN_UNARY_REF(std::sqrt(x)), "mn_sqrt($0)"},
+      {Op::Rsqrt, unary_float, vjp_rsqrt, MN_UNARY_REF(1.0 / std::sqrt(x)), "mn_rsqrt($0)"},
+      {Op::Reciprocal, unary_float, vjp_reciprocal, MN_UNARY_REF(1.0 / x), "1.0 / $0"},
+      {Op::Square, unary_any, vjp_square, MN_UNARY_REF(x * x), "$0 * $0"},
+      {Op::Relu, unary_any, vjp_relu, MN_UNARY_REF(x > 0 || std::isnan(x) ? x : 0.0), "mn_relu($0)"},
+      {Op::LeakyRelu, unary_float_one_real, vjp_leaky_relu, MN_UNARY_REF(x > 0 ? x : a.reals[0] * x),
+       "($0 > 0.0 ? $0 : $r0 * $0)"},
+      {Op::Elu, unary_float_one_real, vjp_elu, MN_UNARY_REF(x > 0 ? x : a.reals[0] * std::expm1(x)),
        "($0 > 0.0 ? $0 : $r0 * (exp($0) - 1.0))"},
-      {Op::Sigmoid, unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)),
-       "mn_sigmoid($0)"},
-      {Op::Tanh, unary_float, vjp_tanh, MN_UNARY_REF(std::tanh(x)),
-       "mn_tanh($0)"},
-      {Op::Silu, unary_float, vjp_silu, MN_UNARY_REF(x * sigmoid(x)),
-       "$0 * mn_sigmoid($0)"},
-      {Op::Gelu, unary_float, vjp_gelu,
-       MN_UNARY_REF(gelu(x, a.flag_a)), "mn_gelu($0, $fa)"},
+      {Op::Sigmoid, unary_float, vjp_sigmoid, MN_UNARY_REF(sigmoid(x)), "mn_sigmoid($0)"},
+      {Op::Tanh, unary_float, vjp_tanh, MN_UNARY_REF(std::tanh(x)), "mn_tanh($0)"},
+      {Op::Silu, unary_float, vjp_silu, MN_UNARY_REF(x * sigmoid(x)), "$0 * mn_sigmoid($0)"},
+      {Op::Gelu, unary_float, vjp_gelu, MN_UNARY_REF(gelu(x, a.flag_a)), "mn_gelu($0, $fa)"},
       {Op::Softplus, unary_float, vjp_softplus,
-       MN_UNARY_REF(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)))),
-       "mn_softplus($0)"},
+       MN_UNARY_REF(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)))), "mn_softplus($0)"},
       {Op::Sin, unary_float, vjp_sin, MN_UNARY_REF(std::sin(x)), "sin($0)"},
       {Op::Cos, unary_float, vjp_cos, MN_UNARY_REF(std::cos(x)), "cos($0)"},
-      {Op::Erf, unary_float, vjp_erf, MN_UNARY_REF(std::erf(x)),
-       "mn_erf($0)"},
-      {Op::Clamp, clamp_rule, vjp_clamp,
-       MN_UNARY_REF(std::min(std::max(x, a.reals[0]), a.reals[1])),
+      {Op::Erf, unary_float, vjp_erf, MN_UNARY_REF(std::erf(x)), "mn_erf($0)"},
+      {Op::Clamp, clamp_rule, vjp_clamp, MN_UNARY_REF(std::min(std::max(x, a.reals[0]), a.reals[1])),
        "mn_clamp($0, $r0, $r1)"},
       // The stored dtype does the conversion; the expression is the value.
-      {Op::Cast, cast_rule, vjp_cast,
-       MN_UNARY_REF(dtype_round(x, a.dtype)), "$0"},
-      {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x),
-       "$0"},
+      {Op::Cast, cast_rule, vjp_cast, MN_UNARY_REF(dtype_round(x, a.dtype)), "$0"},
+      {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x), "$0"},
   };
   for (const UnaryRow& r : unary) {
     unary_fn[size_t(r.op)] = r.fn;
     t.add({r.op, 1, r.rule, r.vjp, ref_unary, r.glsl});
   }
 
-  t.add({Op::GeluGrad, 2, gelu_grad_rule, nullptr, ref_gelu_grad,
-         "mn_gelu_grad($0, $1, $fa)"});
+  t.add({Op::GeluGrad, 2, gelu_grad_rule, nullptr, ref_gelu_grad, "mn_gelu_grad($0, $1, $fa)"});
 
   struct BinaryRow {
     Op op;
@@ -302,25 +290,18 @@ void register_elementwise(OpTable& t) {
       {Op::Sub, binary_rule, vjp_sub, MN_BINARY_REF(a - b), "$0 - $1"},
       {Op::Mul, binary_rule, vjp_mul, MN_BINARY_REF(a * b), "$0 * $1"},
       {Op::Div, binary_float_rule, vjp_div, MN_BINARY_REF(a / b), "$0 / $1"},
-      {Op::Pow, binary_float_rule, vjp_pow, MN_BINARY_REF(std::pow(a, b)),
-       "mn_pow($0, $1)"},
+      {Op::Pow, binary_float_rule, vjp_pow, MN_BINARY_REF(std::pow(a, b)), "mn_pow($0, $1)"},
       {Op::Maximum, binary_rule, vjp_maximum,
        MN_BINARY_REF(std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b)), "mn_max($0, $1)"},
       {Op::Minimum, binary_rule, vjp_minimum,
        MN_BINARY_REF(std::isnan(a) || std::isnan(b) ? a + b : std::min(a, b)), "mn_min($0, $1)"},
       // Comparisons yield 1 or 0 in the operands' dtype, so masks multiply directly.
-      {Op::Eq, binary_rule, nullptr, MN_BINARY_REF(double(a == b)),
-       "float($0 == $1)"},
-      {Op::Ne, binary_rule, nullptr, MN_BINARY_REF(double(a != b)),
-       "float($0 != $1)"},
-      {Op::Lt, binary_rule, nullptr, MN_BINARY_REF(double(a < b)),
-       "float($0 < $1)"},
-      {Op::Le, binary_rule, nullptr, MN_BINARY_REF(double(a <= b)),
-       "float($0 <= $1)"},
-      {Op::Gt, binary_rule, nullptr, MN_BINARY_REF(double(a > b)),
-       "float($0 > $1)"},
-      {Op::Ge, binary_rule, nullptr, MN_BINARY_REF(double(a >= b)),
-       "float($0 >= $1)"},
+      {Op::Eq, binary_rule, nullptr, MN_BINARY_REF(double(a == b)), "float($0 == $1)"},
+      {Op::Ne, binary_rule, nullptr, MN_BINARY_REF(double(a != b)), "float($0 != $1)"},
+      {Op::Lt, binary_rule, nullptr, MN_BINARY_REF(double(a < b)), "float($0 < $1)"},
+      {Op::Le, binary_rule, nullptr, MN_BINARY_REF(double(a <= b)), "float($0 <= $1)"},
+      {Op::Gt, binary_rule, nullptr, MN_BINARY_REF(double(a > b)), "float($0 > $1)"},
+      {Op::Ge, binary_rule, nullptr, MN_BINARY_REF(double(a >= b)), "float($0 >= $1)"},
   };
   for (const BinaryRow& r : binary) {
     binary_fn[size_t(r.op)] = r.fn;

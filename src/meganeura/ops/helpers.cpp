@@ -6,7 +6,8 @@ namespace meganeura::ops {
 
 void require_float(const ShapeCtx& c, size_t i) {
   if (!is_float(c.dtype(i)))
-    c.fail("a floating-point input " + std::to_string(i), std::string(dtype_name(c.dtype(i))) + shape_str(c.shape(i)));
+    c.fail("a floating-point input " + std::to_string(i),
+           std::string(dtype_name(c.dtype(i))) + shape_str(c.shape(i)));
 }
 
 TypeInfo same_as(const ShapeCtx& c, size_t i) { return {c.shape(i), c.dtype(i)}; }
@@ -68,8 +69,10 @@ Shape reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keep
   Shape out;
   for (size_t i = 0; i < in.size(); ++i) {
     bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
-    if (!red) out.push_back(in[i]);
-    else if (keepdim) out.push_back(1);
+    if (!red)
+      out.push_back(in[i]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -85,7 +88,8 @@ NodeId sum_to_shape(Graph& g, NodeId grad, const Shape& target) {
   return g.node(s).shape == target ? s : g.reshape(s, target);
 }
 
-NodeId expand_reduced(Graph& g, NodeId grad, const Shape& in, const std::vector<int64_t>& axes, bool keepdim) {
+NodeId expand_reduced(Graph& g, NodeId grad, const Shape& in, const std::vector<int64_t>& axes,
+                      bool keepdim) {
   NodeId k = grad;
   Shape ks = reduced_shape(in, axes, true);
   if (!keepdim && g.node(grad).shape != ks) k = g.reshape(grad, ks);

@@ -8,7 +8,9 @@
 namespace meganeura::ops {
 
 // Block-quantized values are floats too (they reach only matmul and gather, which dequantize: ir/graph.hpp).
-inline bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || is_quantized(t); }
+inline bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || is_quantized(t);
+}
 
 // Fails unless input i has a floating dtype.
 void require_float(const ShapeCtx& c, size_t i);

@@ -17,7 +17,9 @@ TypeInfo fill_rule(const ShapeCtx& c) {
   return leaf_rule(c);
 }
 
-HostTensor ref_fill(const Node& n, const std::vector<const HostTensor*>&) { return HostTensor(n.shape, n.attrs.reals[0]); }
+HostTensor ref_fill(const Node& n, const std::vector<const HostTensor*>&) {
+  return HostTensor(n.shape, n.attrs.reals[0]);
+}
 
 }  // namespace
 

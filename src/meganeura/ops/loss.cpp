@@ -1,6 +1,6 @@
 // Losses. The class axis is the last. Reduction Mean/Sum gives a true scalar (shape {}); None keeps one value
-// per row (cross-entropy) or per element (mse, l1, bce). Mean of cross_entropy_loss_index divides by the number
-// of labels that are not ignore_index (attrs.ints[0]), as torch does.
+// per row (cross-entropy) or per element (mse, l1, bce). Mean of cross_entropy_loss_index divides by the
+// number of labels that are not ignore_index (attrs.ints[0]), as torch does.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -153,8 +153,10 @@ std::vector<NodeId> vjp_ce_index(VjpCtx& c) {
   NodeId valid = g.ne(lab, g.scalar(double(c.fwd.attrs.ints[0])));
   NodeId onehot = g.eq(lab, classes);
   NodeId scale;
-  if (c.fwd.attrs.reduction == Reduction::Mean) scale = g.div(c.grad, g.sum(valid));
-  else scale = scale_for(c, ce_keep(zs), 1.0);
+  if (c.fwd.attrs.reduction == Reduction::Mean)
+    scale = g.div(c.grad, g.sum(valid));
+  else
+    scale = scale_for(c, ce_keep(zs), 1.0);
   NodeId gz = g.mul(g.mul(g.sub(g.softmax(c.in(0), -1), onehot), valid), scale);
   return {gz, NodeId{}};
 }
@@ -165,9 +167,18 @@ std::vector<NodeId> vjp_pointwise_loss(VjpCtx& c) {
   NodeId scale = scale_for(c, c.in_shape(0), double(numel(c.in_shape(0))));
   NodeId dp, dt;  // d loss / d p and d loss / d t per element
   switch (c.fwd.op) {
-    case Op::MseLoss: dp = g.mul(g.sub(p, t), g.scalar(2.0)); dt = g.neg(dp); break;
-    case Op::L1Loss: dp = g.sign(g.sub(p, t)); dt = g.neg(dp); break;
-    default: dp = g.sub(g.sigmoid(p), t); dt = g.neg(p); break;
+    case Op::MseLoss:
+      dp = g.mul(g.sub(p, t), g.scalar(2.0));
+      dt = g.neg(dp);
+      break;
+    case Op::L1Loss:
+      dp = g.sign(g.sub(p, t));
+      dt = g.neg(dp);
+      break;
+    default:
+      dp = g.sub(g.sigmoid(p), t);
+      dt = g.neg(p);
+      break;
   }
   return {c.needs(0) ? g.mul(dp, scale) : NodeId{}, c.needs(1) ? g.mul(dt, scale) : NodeId{}};
 }
@@ -176,14 +187,10 @@ std::vector<NodeId> vjp_pointwise_loss(VjpCtx& c) {
 
 void register_loss(OpTable& t) {
   t.add({Op::CrossEntropy, 2, ce_rule, vjp_ce, ref_ce, nullptr});
-  t.add({Op::CrossEntropyIndex, 2, ce_rule, vjp_ce_index,
-         ref_ce_index, nullptr});
-  t.add({Op::MseLoss, 2, pointwise_loss_rule, vjp_pointwise_loss,
-         ref_pointwise_loss, nullptr});
-  t.add({Op::L1Loss, 2, pointwise_loss_rule, vjp_pointwise_loss,
-         ref_pointwise_loss, nullptr});
-  t.add({Op::BceWithLogits, 2, pointwise_loss_rule, vjp_pointwise_loss,
-         ref_pointwise_loss, nullptr});
+  t.add({Op::CrossEntropyIndex, 2, ce_rule, vjp_ce_index, ref_ce_index, nullptr});
+  t.add({Op::MseLoss, 2, pointwise_loss_rule, vjp_pointwise_loss, ref_pointwise_loss, nullptr});
+  t.add({Op::L1Loss, 2, pointwise_loss_rule, vjp_pointwise_loss, ref_pointwise_loss, nullptr});
+  t.add({Op::BceWithLogits, 2, pointwise_loss_rule, vjp_pointwise_loss, ref_pointwise_loss, nullptr});
 }
 
 }  // namespace meganeura::ops

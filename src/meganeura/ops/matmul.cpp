@@ -25,14 +25,16 @@ TypeInfo matmul_rule(const ShapeCtx& c) {
   const Shape &a = c.shape(0), &b = c.shape(1);
   bool ta = c.attrs.flag_a, tb = c.attrs.flag_b;
   std::string form = std::string(ta ? "A[..,K,M]" : "A[..,M,K]") + " x " + (tb ? "B[..,N,K]" : "B[..,K,N]");
-  if (a.size() < 2 || b.size() < 2) c.fail("operands of rank >= 2 (" + form + ")", shape_str(a) + " x " + shape_str(b));
+  if (a.size() < 2 || b.size() < 2)
+    c.fail("operands of rank >= 2 (" + form + ")", shape_str(a) + " x " + shape_str(b));
   require_float(c, 0);
   require_float(c, 1);
   DType dt = common_dtype(c, 0, 2);
   int64_t ka = ta ? a[a.size() - 2] : a.back();
   int64_t kb = tb ? b.back() : b[b.size() - 2];
-  if (ka != kb) c.fail("equal K in " + form, shape_str(a) + " x " + shape_str(b) + " (K " + std::to_string(ka) +
-                                                  " vs " + std::to_string(kb) + ")");
+  if (ka != kb)
+    c.fail("equal K in " + form, shape_str(a) + " x " + shape_str(b) + " (K " + std::to_string(ka) + " vs " +
+                                     std::to_string(kb) + ")");
   Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
   auto batch = broadcast_shapes(ba, bb);
   if (!batch) c.fail("batch dimensions that broadcast", shape_str(a) + " x " + shape_str(b));
@@ -74,14 +76,16 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
   bool ta = c.fwd.attrs.flag_a, tb = c.fwd.attrs.flag_b;
   NodeId ga, gb;
   if (c.needs(0)) {
-    if (!ta) ga = tb ? g.matmul(G, B) : g.matmul(G, B, false, true);  // G B | G Bᵀ
-    else ga = tb ? g.matmul(B, G, true, true) : g.matmul(B, G, false, true);  // (G B)ᵀ = Bᵀ Gᵀ | B Gᵀ
+    if (!ta)
+      ga = tb ? g.matmul(G, B) : g.matmul(G, B, false, true);  // G B | G Bᵀ
+    else
+      ga = tb ? g.matmul(B, G, true, true) : g.matmul(B, G, false, true);  // (G B)ᵀ = Bᵀ Gᵀ | B Gᵀ
     ga = sum_to_shape(g, ga, c.in_shape(0));
   }
   if (c.needs(1) && !ta && c.in_shape(1).size() == 2 && c.in_shape(0).size() > 2) {
     // A 2-D B (a linear layer's weight) against A [.., M, K]: the batch axes are more rows of the product, so
-    // the weight gradient is one matmul over K' = batch·M rather than a batched product summed over its batch.
-    // Copies: every node made below may move the graph's node storage.
+    // the weight gradient is one matmul over K' = batch·M rather than a batched product summed over its
+    // batch. Copies: every node made below may move the graph's node storage.
     const Shape as = c.in_shape(0);
     const int64_t g_cols = g.node(G).shape.back();
     const int64_t rows = numel(as) / as.back();
@@ -89,8 +93,10 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
     NodeId g2 = g.reshape(G, {rows, g_cols});
     gb = tb ? g.matmul(g2, a2, true, false) : g.matmul(a2, g2, true, false);  // Gᵀ A | Aᵀ G
   } else if (c.needs(1)) {
-    if (!tb) gb = ta ? g.matmul(A, G) : g.matmul(A, G, true, false);  // A G | Aᵀ G
-    else gb = ta ? g.matmul(G, A, true, true) : g.matmul(G, A, true, false);  // Gᵀ Aᵀ | Gᵀ A
+    if (!tb)
+      gb = ta ? g.matmul(A, G) : g.matmul(A, G, true, false);  // A G | Aᵀ G
+    else
+      gb = ta ? g.matmul(G, A, true, true) : g.matmul(G, A, true, false);  // Gᵀ Aᵀ | Gᵀ A
     gb = sum_to_shape(g, gb, c.in_shape(1));
   }
   return {ga, gb};
@@ -98,8 +104,6 @@ std::vector<NodeId> vjp_matmul(VjpCtx& c) {
 
 }  // namespace
 
-void register_matmul(OpTable& t) {
-  t.add({Op::MatMul, 2, matmul_rule, vjp_matmul, ref_matmul, nullptr});
-}
+void register_matmul(OpTable& t) { t.add({Op::MatMul, 2, matmul_rule, vjp_matmul, ref_matmul, nullptr}); }
 
 }  // namespace meganeura::ops

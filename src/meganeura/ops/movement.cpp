@@ -3,7 +3,8 @@
 // built from slice and reshape in Graph.)
 //
 // Attrs:
-//   Slice       axes {axis}, ints {start, stop, step} as the user gave them (python rules: negative start/stop
+//   Slice       axes {axis}, ints {start, stop, step} as the user gave them (python rules: negative
+//   start/stop
 //               count from the end and are clamped; step >= 1); normalised by the same function everywhere
 //   Concat      axes {axis}
 //   Pad         ints before ++ after (one pair per axis, >= 0), reals {value}
@@ -38,14 +39,15 @@ SliceSpec slice_spec(const Shape& x, const Attrs& a) {
 TypeInfo slice_shape(const ShapeCtx& c) {
   const Shape& x = c.shape(0);
   if (c.attrs.axes.size() != 1 || c.attrs.ints.size() != 3)
-    c.fail("axes {axis} and ints {start, stop, step}", "axes " + shape_str(c.attrs.axes) + ", ints " +
-           shape_str(c.attrs.ints));
+    c.fail("axes {axis} and ints {start, stop, step}",
+           "axes " + shape_str(c.attrs.axes) + ", ints " + shape_str(c.attrs.ints));
   c.axis(c.attrs.axes[0], x.size());
   if (c.attrs.ints[2] < 1) c.fail("step >= 1", "step " + std::to_string(c.attrs.ints[2]));
   SliceSpec s = slice_spec(x, c.attrs);
   if (s.len < 1)
     c.fail("a non-empty slice", "start " + std::to_string(c.attrs.ints[0]) + ", stop " +
-           std::to_string(c.attrs.ints[1]) + " on axis of size " + std::to_string(x[s.axis]));
+                                    std::to_string(c.attrs.ints[1]) + " on axis of size " +
+                                    std::to_string(x[s.axis]));
   Shape y = x;
   y[s.axis] = s.len;
   return {y, c.dtype(0)};
@@ -244,7 +246,8 @@ TypeInfo scatter_add_shape(const ShapeCtx& c) {
   if (c.attrs.ints.size() != 1 || c.attrs.ints[0] < 1) c.fail("ints {rows >= 1}", shape_str(c.attrs.ints));
   Shape want = idx;
   want.push_back(v.empty() ? 0 : v.back());
-  if (v != want) c.fail("values of shape indices ++ [D]", "indices " + shape_str(idx) + ", values " + shape_str(v));
+  if (v != want)
+    c.fail("values of shape indices ++ [D]", "indices " + shape_str(idx) + ", values " + shape_str(v));
   return {{c.attrs.ints[0], v.back()}, c.dtype(1)};
 }
 
@@ -271,8 +274,7 @@ void register_movement(OpTable& t) {
   t.add({Op::Concat, -1, concat_shape, concat_vjp, concat_ref, nullptr});
   t.add({Op::Pad, 1, pad_shape, pad_vjp, pad_ref, nullptr});
   t.add({Op::Gather, 2, gather_shape, gather_vjp, gather_ref, nullptr});
-  t.add({Op::ScatterAdd, 2, scatter_add_shape, scatter_add_vjp, scatter_add_ref,
-         nullptr});
+  t.add({Op::ScatterAdd, 2, scatter_add_shape, scatter_add_vjp, scatter_add_ref, nullptr});
 }
 
 }  // namespace meganeura::ops

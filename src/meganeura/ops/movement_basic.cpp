@@ -34,7 +34,8 @@ TypeInfo permute_rule(const ShapeCtx& c) {
   std::vector<int64_t> sorted = p;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != int64_t(i)) c.fail("a permutation of " + std::to_string(in.size()) + " axes", shape_str(c.attrs.axes));
+    if (sorted[i] != int64_t(i))
+      c.fail("a permutation of " + std::to_string(in.size()) + " axes", shape_str(c.attrs.axes));
   Shape out;
   for (int64_t a : p) out.push_back(in[size_t(a)]);
   return {out, c.dtype(0)};
@@ -47,7 +48,9 @@ std::vector<int64_t> normalized_perm(const std::vector<int64_t>& p) {
   return r;
 }
 
-HostTensor ref_reshape(const Node& n, const std::vector<const HostTensor*>& in) { return HostTensor(n.shape, in[0]->data); }
+HostTensor ref_reshape(const Node& n, const std::vector<const HostTensor*>& in) {
+  return HostTensor(n.shape, in[0]->data);
+}
 
 HostTensor ref_broadcast(const Node& n, const std::vector<const HostTensor*>& in) {
   return HostTensor(n.shape, broadcast_data(*in[0], n.shape));

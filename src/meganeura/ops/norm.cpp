@@ -34,8 +34,9 @@ void check_eps(const ShapeCtx& c) {
 void check_vectors(const ShapeCtx& c, size_t first, size_t last, int64_t d, const char* what) {
   for (size_t i = first; i <= last; ++i)
     if (c.shape(i) != Shape{d})
-      c.fail(std::string("input ") + std::to_string(i) + " of shape [" + std::to_string(d) + "] (" + what + ")",
-             shape_str(c.shape(i)) + " for x " + shape_str(c.shape(0)));
+      c.fail(
+          std::string("input ") + std::to_string(i) + " of shape [" + std::to_string(d) + "] (" + what + ")",
+          shape_str(c.shape(i)) + " for x " + shape_str(c.shape(0)));
 }
 
 // ------------------------------------------------------------------------------------------ rows
@@ -89,7 +90,8 @@ void moments(const Groups& g, const HostTensor& x, std::vector<double>& mean, st
 }
 
 HostTensor normalise(const Node& node, const Groups& g, const HostTensor& x, const std::vector<double>& mean,
-                     const std::vector<double>& var, const HostTensor* w, const HostTensor* b, bool stat_by_chan) {
+                     const std::vector<double>& var, const HostTensor* w, const HostTensor* b,
+                     bool stat_by_chan) {
   HostTensor y(node.shape);
   const double eps = eps_of(node);
   for (size_t k = 0; k < x.data.size(); ++k) {
@@ -184,7 +186,8 @@ HostTensor rms_norm_ref(const Node& node, const std::vector<const HostTensor*>& 
   HostTensor y(node.shape);
   for (size_t row = 0; row < x.data.size() / size_t(d); ++row) {
     double ss = 0.0;
-    for (int64_t i = 0; i < d; ++i) ss += x.data[row * size_t(d) + size_t(i)] * x.data[row * size_t(d) + size_t(i)];
+    for (int64_t i = 0; i < d; ++i)
+      ss += x.data[row * size_t(d) + size_t(i)] * x.data[row * size_t(d) + size_t(i)];
     const double rstd = 1.0 / std::sqrt(ss / double(d) + eps_of(node));
     for (int64_t i = 0; i < d; ++i) {
       const size_t k = row * size_t(d) + size_t(i);
@@ -263,7 +266,8 @@ TypeInfo group_norm_shape(const ShapeCtx& c) {
   const Shape& x = c.shape(0);
   if (x.size() < 2) c.fail("x of rank >= 2 [N, C, ...]", "x " + shape_str(x));
   if (c.attrs.ints.size() != 1 || c.attrs.ints[0] < 1 || x[1] % c.attrs.ints[0])
-    c.fail("groups >= 1 dividing the channel count " + std::to_string(x[1]), "groups " + shape_str(c.attrs.ints));
+    c.fail("groups >= 1 dividing the channel count " + std::to_string(x[1]),
+           "groups " + shape_str(c.attrs.ints));
   check_vectors(c, 1, 2, x[1], "the channel count x[1]");
   return {x, c.dtype(0)};
 }
@@ -294,13 +298,10 @@ std::vector<NodeId> group_norm_vjp(VjpCtx& c) {
 }  // namespace
 
 void register_norm(OpTable& t) {
-  t.add({Op::LayerNorm, 3, layer_norm_shape, layer_norm_vjp, layer_norm_ref,
-         nullptr});
+  t.add({Op::LayerNorm, 3, layer_norm_shape, layer_norm_vjp, layer_norm_ref, nullptr});
   t.add({Op::RmsNorm, 2, layer_norm_shape, rms_norm_vjp, rms_norm_ref, nullptr});
-  t.add({Op::BatchNorm, 5, batch_norm_shape, batch_norm_vjp, batch_norm_ref,
-         nullptr});
-  t.add({Op::GroupNorm, 3, group_norm_shape, group_norm_vjp, group_norm_ref,
-         nullptr});
+  t.add({Op::BatchNorm, 5, batch_norm_shape, batch_norm_vjp, batch_norm_ref, nullptr});
+  t.add({Op::GroupNorm, 3, group_norm_shape, group_norm_vjp, group_norm_ref, nullptr});
 }
 
 }  // namespace meganeura::ops

@@ -1,8 +1,8 @@
 #pragma once
 // The op table: every Op is defined by one line of ir/op_list.hpp (name, scheduling class, cost) and exactly
 // one OpDef row, registered from the file of its family (ops/elementwise.cpp, ops/matmul.cpp, ops/reduce.cpp,
-// ops/loss.cpp, ops/movement_basic.cpp, ops/norm.cpp, ops/movement.cpp, ops/vision.cpp, ops/attention.cpp). Graph::make, autodiff, the reference interpreter and
-// the code generator all read the same row.
+// ops/loss.cpp, ops/movement_basic.cpp, ops/norm.cpp, ops/movement.cpp, ops/vision.cpp, ops/attention.cpp).
+// Graph::make, autodiff, the reference interpreter and the code generator all read the same row.
 #include <string>
 #include <vector>
 
@@ -37,14 +37,14 @@ using Reference = HostTensor (*)(const Node& node, const std::vector<const HostT
 // from there when the row is added.
 struct OpDef {
   Op op = Op::Count_;
-  int arity = 0;                // -1: any number (concat)
+  int arity = 0;  // -1: any number (concat)
   ShapeRule shape = nullptr;
-  Vjp vjp = nullptr;            // nullptr: no gradient flows through this op (stop_gradient, argmax, ...)
+  Vjp vjp = nullptr;              // nullptr: no gradient flows through this op (stop_gradient, argmax, ...)
   Reference reference = nullptr;  // nullptr only for Input/Parameter/Constant (the interpreter feeds them)
   // Pointwise ops: a GLSL float expression. $0..$9 are the operands (already broadcast), $r0..$r9 the
   // attrs.reals as float literals. Helpers used here (mn_erf, ...) are defined in pointwise_glsl_prelude().
   const char* glsl = nullptr;
-  const char* name = nullptr;   // op_name(op), set by OpTable::add
+  const char* name = nullptr;  // op_name(op), set by OpTable::add
 };
 
 class OpTable {

@@ -22,7 +22,8 @@ int64_t reduced_count(const Shape& in, const std::vector<int64_t>& axes) {
 TypeInfo reduce_rule(const ShapeCtx& c) {
   if (c.op == Op::Mean || c.op == Op::Variance) require_float(c, 0);
   auto axes = reduce_axes(c, c.attrs.axes, c.shape(0).size());
-  if (c.op == Op::Variance && correction(c.attrs) < 0) c.fail("a non-negative correction", std::to_string(correction(c.attrs)));
+  if (c.op == Op::Variance && correction(c.attrs) < 0)
+    c.fail("a non-negative correction", std::to_string(correction(c.attrs)));
   return {reduced_shape(c.shape(0), axes, c.attrs.keepdim), c.dtype(0)};
 }
 
@@ -45,16 +46,21 @@ HostTensor ref_reduce(const Node& n, const std::vector<const HostTensor*>& in) {
   const HostTensor& x = *in[0];
   auto axes = reduce_axes(n.attrs.axes, x.shape.size());
   auto map = reduction_map(x.shape, axes);
-  double init = n.op == Op::Max ? -std::numeric_limits<double>::infinity()
-              : n.op == Op::Min ? std::numeric_limits<double>::infinity() : 0.0;
+  double init = n.op == Op::Max   ? -std::numeric_limits<double>::infinity()
+                : n.op == Op::Min ? std::numeric_limits<double>::infinity()
+                                  : 0.0;
   HostTensor r(n.shape, init);
   for (size_t i = 0; i < x.size(); ++i) {
     double& o = r[size_t(map[i])];
     // A NaN anywhere in the group makes the result NaN (torch.max/min), whichever side std::max sees it on.
-    if ((n.op == Op::Max || n.op == Op::Min) && (std::isnan(o) || std::isnan(x[i]))) o = o + x[i];
-    else if (n.op == Op::Max) o = std::max(o, x[i]);
-    else if (n.op == Op::Min) o = std::min(o, x[i]);
-    else o += x[i];
+    if ((n.op == Op::Max || n.op == Op::Min) && (std::isnan(o) || std::isnan(x[i])))
+      o = o + x[i];
+    else if (n.op == Op::Max)
+      o = std::max(o, x[i]);
+    else if (n.op == Op::Min)
+      o = std::min(o, x[i]);
+    else
+      o += x[i];
   }
   double count = double(reduced_count(x.shape, axes));
   if (n.op == Op::Mean)

@@ -5,7 +5,8 @@
 //   temperature <= 0: the argmax of z, the lowest id among equal maxima (greedy);
 //   else z /= temperature, then a token survives the filters that are on:
 //     top-k   z >= the k-th largest z (ties at that value survive);
-//     top-p   among the top-k survivors, z >= t where t is the largest value whose set {z >= t} holds at least
+//     top-p   among the top-k survivors, z >= t where t is the largest value whose set {z >= t} holds at
+//     least
 //             p of their probability (the smallest top set reaching p, ties kept);
 //     min-p   exp(z - max z) >= min_p;
 //   and the draw is Gumbel-max: the survivor with the largest z - log(-log(u)), u = the (seed, step, row,
@@ -61,8 +62,10 @@ HostTensor sample_ref(const Node& n, const std::vector<const HostTensor*>& in) {
     for (double& x : z) x /= temperature;
     const double m = *std::max_element(z.begin(), z.end());
     std::vector<double> sorted(z);
-    // NaN first (as the GPU's order-preserving keys put it), so the order is total; the token is then unspecified
-    std::sort(sorted.begin(), sorted.end(), [](double a, double b) { return a > b || (std::isnan(a) && !std::isnan(b)); });
+    // NaN first (as the GPU's order-preserving keys put it), so the order is total; the token is then
+    // unspecified
+    std::sort(sorted.begin(), sorted.end(),
+              [](double a, double b) { return a > b || (std::isnan(a) && !std::isnan(b)); });
     double t = -INFINITY;
     if (top_k >= 1.0 && top_k < double(V)) t = sorted[size_t(top_k) - 1];
     if (top_p < 1.0) {

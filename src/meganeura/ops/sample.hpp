@@ -1,8 +1,8 @@
 #pragma once
 // Token sampling (Op::Sample, Graph::sample): the layout of its per-row parameters and its random numbers.
-// The draw is a pure function of (seed, step, row, token): a counter-based generator, so the CPU reference and
-// the GPU kernel draw the same numbers, and one recorded step serves every step (seed and step are inputs).
-// Only 32-bit integer operations, so GLSL computes the same bits (sample_glsl()).
+// The draw is a pure function of (seed, step, row, token): a counter-based generator, so the CPU reference
+// and the GPU kernel draw the same numbers, and one recorded step serves every step (seed and step are
+// inputs). Only 32-bit integer operations, so GLSL computes the same bits (sample_glsl()).
 #include <cstdint>
 
 #include "meganeura/ops/dropout_hash.hpp"
@@ -35,9 +35,11 @@ constexpr uint32_t sample_bits(uint32_t key, uint32_t token) {
   return dropout_mix(dropout_mix(token ^ key) ^ dropout_mix(key ^ 0x165667b1U)) >> 9;
 }
 
-// The same in GLSL: `uint mn_sample_key(uint, uint, uint, uint)` and `float mn_sample_u(uint key, uint token)`.
+// The same in GLSL: `uint mn_sample_key(uint, uint, uint, uint)` and `float mn_sample_u(uint key, uint
+// token)`.
 inline const char* sample_glsl() {
-  return "uint mn_smix(uint x) { x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16; "
+  return "uint mn_smix(uint x) { x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> "
+         "16; "
          "return x; }\n"
          "uint mn_sample_key(uint lo, uint hi, uint step, uint row) { uint h = mn_smix(lo ^ 0x9e3779b9u); "
          "h = mn_smix(h ^ hi ^ 0x85ebca6bu); h = mn_smix(h ^ step ^ 0xc2b2ae35u); "

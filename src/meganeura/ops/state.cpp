@@ -15,11 +15,13 @@ TypeInfo write_slice_shape(const ShapeCtx& c) {
   const Shape& v = c.shape(1);
   if (c.attrs.axes.size() != 1) c.fail("one axis", std::to_string(c.attrs.axes.size()) + " axes");
   const int64_t ax = c.axis(c.attrs.axes[0], s.size());
-  if (v.size() != s.size()) c.fail("a value of the state's rank " + std::to_string(s.size()), "value " + shape_str(v));
+  if (v.size() != s.size())
+    c.fail("a value of the state's rank " + std::to_string(s.size()), "value " + shape_str(v));
   for (size_t d = 0; d < s.size(); ++d)
     if (int64_t(d) == ax ? v[d] > s[d] : v[d] != s[d])
       c.fail("a value shaped like the state but along axis " + std::to_string(ax) + " (at most " +
-             std::to_string(s[size_t(ax)]) + ")", "value " + shape_str(v) + " into state " + shape_str(s));
+                 std::to_string(s[size_t(ax)]) + ")",
+             "value " + shape_str(v) + " into state " + shape_str(s));
   if (!is_float(c.dtype(1)) || !is_float(c.dtype(0)))
     c.fail("a float state and value", std::string(dtype_name(c.dtype(0))) + " and " + dtype_name(c.dtype(1)));
   const Shape& p = c.shape(2);
@@ -32,7 +34,8 @@ TypeInfo write_slice_shape(const ShapeCtx& c) {
 HostTensor write_slice_ref(const Node& node, const std::vector<const HostTensor*>& in) {
   const HostTensor &st = *in[0], &v = *in[1], &start = *in[2];
   const Shape& s = st.shape;
-  const size_t ax = size_t(node.attrs.axes[0] < 0 ? node.attrs.axes[0] + int64_t(s.size()) : node.attrs.axes[0]);
+  const size_t ax =
+      size_t(node.attrs.axes[0] < 0 ? node.attrs.axes[0] + int64_t(s.size()) : node.attrs.axes[0]);
   HostTensor y = st;
   const std::vector<int64_t> vst = strides_of(v.shape), sst = strides_of(s);
   for (int64_t i = 0; i < numel(v.shape); ++i) {

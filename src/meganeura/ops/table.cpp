@@ -12,7 +12,8 @@ void OpTable::add(OpDef d) {
     throw GraphError("[OpTable::add] expected a row with op and shape rule, got an incomplete row");
   d.name = op_name(d.op);
   OpDef& slot = rows_[size_t(d.op)];
-  if (slot.name) throw GraphError("[OpTable::add] expected one row per op, got a second row for " + std::string(d.name));
+  if (slot.name)
+    throw GraphError("[OpTable::add] expected one row per op, got a second row for " + std::string(d.name));
   slot = d;
 }
 
@@ -139,12 +140,14 @@ std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std:
     char c = p[1];
     if (c >= '0' && c <= '9') {
       size_t i = size_t(c - '0');
-      if (i >= operands.size()) throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing operand");
+      if (i >= operands.size())
+        throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing operand");
       out += "(" + operands[i] + ")";
       ++p;
     } else if (c == 'r' && p[2] >= '0' && p[2] <= '9') {
       size_t i = size_t(p[2] - '0');
-      if (i >= node.attrs.reals.size()) throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing real");
+      if (i >= node.attrs.reals.size())
+        throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing real");
       out += float_lit(node.attrs.reals[i]);
       p += 2;
     } else if (c == 'f' && p[2] == 'a') {

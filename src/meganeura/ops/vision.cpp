@@ -32,7 +32,9 @@ struct ConvGeom {
 // Output length of a sliding window; 0 when the window does not fit (integer division would round a
 // negative span up to a spurious single window).
 int64_t window_out(int64_t span, int64_t s) { return span < 0 ? 0 : span / s + 1; }
-int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return window_out(in + 2 * p - d * (k - 1) - 1, s); }
+int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return window_out(in + 2 * p - d * (k - 1) - 1, s);
+}
 
 void check_conv_params(const ShapeCtx& c, size_t count) {
   const auto& a = c.attrs.ints;
@@ -54,8 +56,9 @@ ConvGeom conv_geom(const ShapeCtx& c, const Shape& x, const Shape& wt) {
   g.oh = conv_out(g.h, g.kh, g.sh, g.ph, g.dh);
   g.ow = conv_out(g.w, g.kw, g.sw, g.pw, g.dw);
   if (g.oh < 1 || g.ow < 1)
-    c.fail("a kernel (with dilation) that fits the padded input", "x " + shape_str(x) + ", weight " +
-           shape_str(wt) + ", padding " + std::to_string(g.ph) + "," + std::to_string(g.pw));
+    c.fail("a kernel (with dilation) that fits the padded input",
+           "x " + shape_str(x) + ", weight " + shape_str(wt) + ", padding " + std::to_string(g.ph) + "," +
+               std::to_string(g.pw));
   return g;
 }
 
@@ -70,7 +73,8 @@ TypeInfo conv2d_grad_input_shape(const ShapeCtx& c) {
   const Shape& dy = c.shape(0);
   const Shape& wt = c.shape(1);
   const auto& a = c.attrs.ints;
-  if (dy.size() != 4 || wt.size() != 4) c.fail("dy and weight of rank 4", shape_str(dy) + ", " + shape_str(wt));
+  if (dy.size() != 4 || wt.size() != 4)
+    c.fail("dy and weight of rank 4", shape_str(dy) + ", " + shape_str(wt));
   Shape x{dy[0], wt[1] * a[6], a[7], a[8]};
   ConvGeom g = conv_geom(c, x, wt);
   if (dy[1] != g.cout || dy[2] != g.oh || dy[3] != g.ow)
@@ -152,7 +156,9 @@ HostTensor conv2d_grad_weight_ref(const Node& node, const std::vector<const Host
   return dw;
 }
 
-std::vector<int64_t> head(const std::vector<int64_t>& v, size_t n) { return {v.begin(), v.begin() + long(n)}; }
+std::vector<int64_t> head(const std::vector<int64_t>& v, size_t n) {
+  return {v.begin(), v.begin() + long(n)};
+}
 
 Attrs with_ints(std::vector<int64_t> ints) {
   Attrs a;
@@ -246,11 +252,11 @@ PoolGeom check_pool(const ShapeCtx& c, const Shape& x, size_t count) {
     c.fail("kernel >= 1, stride >= 1, padding >= 0", "attrs " + ints_str(a));
   // A window must always hold at least one real element (torch's rule): padding at most half the kernel.
   if (2 * a[4] > a[0] || 2 * a[5] > a[1])
-    c.fail("padding at most half the kernel", "kernel " + ints_str(head(a, 2)) + ", padding " +
-           ints_str({a[4], a[5]}));
+    c.fail("padding at most half the kernel",
+           "kernel " + ints_str(head(a, 2)) + ", padding " + ints_str({a[4], a[5]}));
   PoolGeom g = pool_geom(a, x);
-  if (g.oh < 1 || g.ow < 1) c.fail("a window that fits the padded input", "x " + shape_str(x) + ", attrs " +
-                                   ints_str(a));
+  if (g.oh < 1 || g.ow < 1)
+    c.fail("a window that fits the padded input", "x " + shape_str(x) + ", attrs " + ints_str(a));
   return g;
 }
 
@@ -270,10 +276,12 @@ TypeInfo max_pool_grad_shape(const ShapeCtx& c) {
 TypeInfo avg_pool_grad_shape(const ShapeCtx& c) {
   const Shape& dy = c.shape(0);
   const auto& a = c.attrs.ints;
-  if (a.size() != 8 || dy.size() != 4) c.fail("8 integer attributes and dy of rank 4", ints_str(a) + ", dy " + shape_str(dy));
+  if (a.size() != 8 || dy.size() != 4)
+    c.fail("8 integer attributes and dy of rank 4", ints_str(a) + ", dy " + shape_str(dy));
   Shape x{dy[0], dy[1], a[6], a[7]};
   PoolGeom g = check_pool(c, x, 8);
-  if (dy[2] != g.oh || dy[3] != g.ow) c.fail("dy " + shape_str({x[0], x[1], g.oh, g.ow}), "dy " + shape_str(dy));
+  if (dy[2] != g.oh || dy[3] != g.ow)
+    c.fail("dy " + shape_str({x[0], x[1], g.oh, g.ow}), "dy " + shape_str(dy));
   return {x, c.dtype(0)};
 }
 
@@ -350,8 +358,10 @@ std::vector<NodeId> max_pool_vjp(VjpCtx& c) {
 // that the IR does not have, so asking for it is an error rather than a silent zero.
 std::vector<NodeId> max_pool_grad_vjp(VjpCtx& c) {
   if (c.needs(1))
-    throw GraphError("[max_pool2d_grad] expected no second-order gradient through max_pool2d, got a request for "
-                     "one at " + where(c.fwd.prov.loc));
+    throw GraphError(
+        "[max_pool2d_grad] expected no second-order gradient through max_pool2d, got a request for "
+        "one at " +
+        where(c.fwd.prov.loc));
   return {NodeId{}, NodeId{}};
 }
 
@@ -402,18 +412,15 @@ std::vector<NodeId> upsample_vjp(VjpCtx& c) {
 
 void register_vision(OpTable& t) {
   t.add({Op::Conv2d, 2, conv2d_shape, conv2d_vjp, conv2d_ref, nullptr});
-  t.add({Op::Conv2dGradInput, 2, conv2d_grad_input_shape,
-         conv2d_grad_input_vjp, conv2d_grad_input_ref, nullptr});
-  t.add({Op::Conv2dGradWeight, 2, conv2d_grad_weight_shape,
-         conv2d_grad_weight_vjp, conv2d_grad_weight_ref, nullptr});
+  t.add({Op::Conv2dGradInput, 2, conv2d_grad_input_shape, conv2d_grad_input_vjp, conv2d_grad_input_ref,
+         nullptr});
+  t.add({Op::Conv2dGradWeight, 2, conv2d_grad_weight_shape, conv2d_grad_weight_vjp, conv2d_grad_weight_ref,
+         nullptr});
   t.add({Op::MaxPool2d, 1, pool_shape, max_pool_vjp, max_pool_ref, nullptr});
-  t.add({Op::MaxPool2dGrad, 2, max_pool_grad_shape, max_pool_grad_vjp,
-         max_pool_grad_ref, nullptr});
+  t.add({Op::MaxPool2dGrad, 2, max_pool_grad_shape, max_pool_grad_vjp, max_pool_grad_ref, nullptr});
   t.add({Op::AvgPool2d, 1, pool_shape, avg_pool_vjp, avg_pool_ref, nullptr});
-  t.add({Op::AvgPool2dGrad, 1, avg_pool_grad_shape, avg_pool_grad_vjp,
-         avg_pool_grad_ref, nullptr});
-  t.add({Op::UpsampleNearest, 1, upsample_shape, upsample_vjp,
-         upsample_ref, nullptr});
+  t.add({Op::AvgPool2dGrad, 1, avg_pool_grad_shape, avg_pool_grad_vjp, avg_pool_grad_ref, nullptr});
+  t.add({Op::UpsampleNearest, 1, upsample_shape, upsample_vjp, upsample_ref, nullptr});
 }
 
 }  // namespace meganeura::ops

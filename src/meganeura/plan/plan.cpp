@@ -35,7 +35,8 @@ uint64_t storage_bytes(const Node& n) {
 size_t MemoryPlan::slot(const KernelGraph& kg, NodeId n) const {
   auto it = slot_of.find(kg.storage_of(n));
   if (it == slot_of.end())
-    throw SessionError("[plan] expected a planned value, got node #" + std::to_string(n.v) + " without storage");
+    throw SessionError("[plan] expected a planned value, got node #" + std::to_string(n.v) +
+                       " without storage");
   return it->second;
 }
 
@@ -45,12 +46,16 @@ MemorySummary MemoryPlan::summary() const {
     switch (sl.kind) {
       case StorageKind::Parameter: s.parameters += sl.bytes; break;
       case StorageKind::State: s.state += sl.bytes; break;
-      case StorageKind::Gradient: case StorageKind::Accumulator: s.gradients += sl.bytes; break;
+      case StorageKind::Gradient:
+      case StorageKind::Accumulator: s.gradients += sl.bytes; break;
       case StorageKind::OptimizerState: s.optimizer_state += sl.bytes; break;
-      case StorageKind::Activation: case StorageKind::Scratch: break;  // counted once, as the arena
+      case StorageKind::Activation:
+      case StorageKind::Scratch: break;  // counted once, as the arena
       case StorageKind::Output: s.outputs += sl.bytes; break;
       // Constants and the hyper-parameter block are host-provided data of the step, like inputs.
-      case StorageKind::Input: case StorageKind::Constant: case StorageKind::Hyper: s.inputs += sl.bytes; break;
+      case StorageKind::Input:
+      case StorageKind::Constant:
+      case StorageKind::Hyper: s.inputs += sl.bytes; break;
     }
   }
   s.activations = arena_bytes;
@@ -61,8 +66,10 @@ std::string MemoryPlan::to_text(const Graph& g) const {
   std::ostringstream os;
   for (const Slot& s : slots) {
     os << storage_kind_name(s.kind) << " ";
-    if (s.kind == StorageKind::Hyper) os << "lr,step,clip";
-    else os << node_label(g, s.node);
+    if (s.kind == StorageKind::Hyper)
+      os << "lr,step,clip";
+    else
+      os << node_label(g, s.node);
     if (s.kind == StorageKind::OptimizerState) os << ".m" << s.moment;
     os << " " << s.bytes << " B";
     if (in_arena(s.kind)) os << " @" << s.offset << " levels " << s.first << ".." << s.last;
@@ -87,8 +94,8 @@ uint64_t within_part(uint64_t offset, uint64_t size, uint64_t part) {
 
 // First fit: the lowest aligned offset that overlaps no already placed value with an intersecting range and
 // crosses no part boundary.
-void place(std::vector<Slot>& slots, const std::vector<size_t>& order, uint64_t alignment, bool alias, uint64_t part,
-           uint64_t& arena) {
+void place(std::vector<Slot>& slots, const std::vector<size_t>& order, uint64_t alignment, bool alias,
+           uint64_t part, uint64_t& arena) {
   std::vector<size_t> placed;
   arena = 0;
   for (size_t i : order) {
@@ -135,12 +142,18 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
     Slot s;
     s.node = n;
     s.bytes = storage_bytes(nd);
-    if (nd.op == Op::Parameter) s.kind = nd.attrs.flag_a ? StorageKind::State : StorageKind::Parameter;
-    else if (nd.op == Op::Input) s.kind = StorageKind::Input;
-    else if (nd.op == Op::Constant) s.kind = StorageKind::Constant;
-    else if (grads.count(n)) s.kind = StorageKind::Gradient;
-    else if (outputs.count(n)) s.kind = StorageKind::Output;
-    else s.kind = StorageKind::Activation;
+    if (nd.op == Op::Parameter)
+      s.kind = nd.attrs.flag_a ? StorageKind::State : StorageKind::Parameter;
+    else if (nd.op == Op::Input)
+      s.kind = StorageKind::Input;
+    else if (nd.op == Op::Constant)
+      s.kind = StorageKind::Constant;
+    else if (grads.count(n))
+      s.kind = StorageKind::Gradient;
+    else if (outputs.count(n))
+      s.kind = StorageKind::Output;
+    else
+      s.kind = StorageKind::Activation;
     size_t idx = add(s);
     plan.slot_of[n] = idx;
     if (s.kind == StorageKind::Activation) activations.push_back(idx);
@@ -167,14 +180,15 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
     s.bytes = std::max<uint64_t>(r.bytes, 4);
     auto it = kg.producer.find(kg.storage_of(r.root));
     if (it == kg.producer.end())
-      throw SessionError("[plan] expected scratch for a kernel's root, got node #" + std::to_string(r.root.v));
+      throw SessionError("[plan] expected scratch for a kernel's root, got node #" +
+                         std::to_string(r.root.v));
     s.first = s.last = kg.kernels[it->second].level;
     const size_t idx = add(s);
     plan.scratch[r.root] = idx;
     activations.push_back(idx);
   }
-  // Larger values first packs tighter; ties by kind (scratch after the value of the same node) then node id keep
-  // the plan deterministic.
+  // Larger values first packs tighter; ties by kind (scratch after the value of the same node) then node id
+  // keep the plan deterministic.
   std::stable_sort(activations.begin(), activations.end(), [&](size_t a, size_t b) {
     const Slot& x = plan.slots[a];
     const Slot& y = plan.slots[b];
@@ -185,8 +199,9 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
   if (options.max_buffer_bytes) {
     plan.part_bytes = options.max_buffer_bytes / alignment * alignment;
     if (plan.part_bytes == 0)
-      throw SessionError("[plan] expected a maximum buffer size of at least the alignment " + std::to_string(alignment) +
-                         " bytes, got " + std::to_string(options.max_buffer_bytes));
+      throw SessionError("[plan] expected a maximum buffer size of at least the alignment " +
+                         std::to_string(alignment) + " bytes, got " +
+                         std::to_string(options.max_buffer_bytes));
   }
   place(plan.slots, activations, alignment, options.alias, plan.part_bytes, plan.arena_bytes);
 
@@ -225,10 +240,11 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
   if (plan.part_bytes)
     for (const Slot& s : plan.slots)
       if (s.bytes > plan.part_bytes)
-        throw SessionError("[plan] expected every value to fit one storage buffer of " + std::to_string(plan.part_bytes) +
-                           " bytes (the device's maxStorageBufferRange), got " + storage_kind_name(s.kind) + " '" +
-                           (s.kind == StorageKind::Hyper ? std::string("hyper") : node_label(g, s.node)) + "' of " +
-                           std::to_string(s.bytes) + " bytes");
+        throw SessionError(
+            "[plan] expected every value to fit one storage buffer of " + std::to_string(plan.part_bytes) +
+            " bytes (the device's maxStorageBufferRange), got " + storage_kind_name(s.kind) + " '" +
+            (s.kind == StorageKind::Hyper ? std::string("hyper") : node_label(g, s.node)) + "' of " +
+            std::to_string(s.bytes) + " bytes");
   return plan;
 }
 

@@ -17,7 +17,15 @@
 namespace meganeura {
 
 enum class StorageKind : uint8_t {
-  Parameter, Gradient, Accumulator, OptimizerState, Activation, Input, Output, Constant, Hyper,
+  Parameter,
+  Gradient,
+  Accumulator,
+  OptimizerState,
+  Activation,
+  Input,
+  Output,
+  Constant,
+  Hyper,
   State,   // Graph::state values (KV caches): persistent, updated in place by the step
   Scratch  // bytes one kernel's dispatches pass between them (split-K's partial products); in the arena
 };
@@ -27,23 +35,23 @@ inline bool in_arena(StorageKind k) { return k == StorageKind::Activation || k =
 
 struct Slot {
   StorageKind kind = StorageKind::Activation;
-  NodeId node;            // the value (the parameter, for optimizer state and accumulators; the kernel's root for
-                          // scratch)
-  uint32_t moment = 0;    // optimizer state: which moment
-  uint64_t bytes = 0;     // logical size
-  uint64_t offset = 0;    // offset in its arena (persistent, or activation for activations and scratch)
+  NodeId node;  // the value (the parameter, for optimizer state and accumulators; the kernel's root for
+                // scratch)
+  uint32_t moment = 0;      // optimizer state: which moment
+  uint64_t bytes = 0;       // logical size
+  uint64_t offset = 0;      // offset in its arena (persistent, or activation for activations and scratch)
   int first = 0, last = 0;  // activations and scratch: live kernel levels, inclusive
 };
 
 struct PlanOptions {
-  bool alias = true;                  // reuse activation bytes between values that are never live together
-  uint64_t alignment = 256;           // offsets in the arena (the device's storage-buffer offset alignment)
-  uint64_t max_buffer_bytes = 0;      // the most one buffer binding may span (maxStorageBufferRange); 0: no limit
-  std::vector<NodeId> outputs;        // user outputs: persistent and readable
+  bool alias = true;              // reuse activation bytes between values that are never live together
+  uint64_t alignment = 256;       // offsets in the arena (the device's storage-buffer offset alignment)
+  uint64_t max_buffer_bytes = 0;  // the most one buffer binding may span (maxStorageBufferRange); 0: no limit
+  std::vector<NodeId> outputs;    // user outputs: persistent and readable
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // gradients: persistent, next to their parameters
-  uint32_t moments_per_parameter = 0; // 0 for plain SGD, 1 momentum, 2 Adam-family
-  bool accumulators = false;          // a gradient-sized buffer per parameter (gradient accumulation)
-  uint64_t hyper_bytes = 0;           // the hyper-parameter block (codegen::hyper_bytes); 0: none
+  uint32_t moments_per_parameter = 0;                  // 0 for plain SGD, 1 momentum, 2 Adam-family
+  bool accumulators = false;  // a gradient-sized buffer per parameter (gradient accumulation)
+  uint64_t hyper_bytes = 0;   // the hyper-parameter block (codegen::hyper_bytes); 0: none
   // Scratch of a kernel (codegen's Binding::Scratch): live only at that kernel's level.
   struct ScratchRequest {
     NodeId root;  // of the kernel
@@ -64,10 +72,12 @@ struct MemoryPlan {
   // Both arenas are buffers of part_bytes (the last one shorter); 0: one buffer each. A slot lies in part
   // offset / part_bytes at offset % part_bytes.
   uint64_t part_bytes = 0;
-  static size_t parts(uint64_t arena, uint64_t part) { return part && arena ? size_t((arena + part - 1) / part) : 1; }
+  static size_t parts(uint64_t arena, uint64_t part) {
+    return part && arena ? size_t((arena + part - 1) / part) : 1;
+  }
 
   size_t slot(const KernelGraph& kg, NodeId n) const;  // through Reshape aliases; throws if unplanned
-  MemorySummary summary() const;  // accumulators count as gradients
+  MemorySummary summary() const;                       // accumulators count as gradients
   std::string to_text(const Graph& g) const;
 };
 

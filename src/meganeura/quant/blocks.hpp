@@ -18,8 +18,8 @@
 //         y = (d * float(sc(j))) * float(q) - dmin * float(mn(j))        (sc, mn: k_scale_min below)
 //   Q5_K  as Q4_K with q |= ((qh[l] >> j) & 1) << 4
 //   Q6_K  h = i / 128, t = (i % 128) / 32, l = i % 32;
-//         q = ((ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15) | (((qh[32 * h + l] >> (2 * t)) & 3) << 4);
-//         y = (d * float(scales[i / 16])) * float(q - 32)                (scales signed)
+//         q = ((ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15) | (((qh[32 * h + l] >> (2 * t)) & 3) <<
+//         4); y = (d * float(scales[i / 16])) * float(q - 32)                (scales signed)
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +27,8 @@
 
 namespace meganeura::quant {
 
-static_assert(std::endian::native == std::endian::little, "GGUF blocks are read in place on little-endian hosts");
+static_assert(std::endian::native == std::endian::little,
+              "GGUF blocks are read in place on little-endian hosts");
 
 // The ggml type ids as they appear in GGUF tensor infos.
 enum class Type : uint32_t {
@@ -59,7 +60,7 @@ inline constexpr TypeInfo kTypes[] = {
     {Type::Q6_K, "Q6_K", 256, 210}, {Type::BF16, "BF16", 1, 2},
 };
 
-inline constexpr uint32_t kQK = 32;    // elements of a Q4_0 .. Q8_0 block
+inline constexpr uint32_t kQK = 32;     // elements of a Q4_0 .. Q8_0 block
 inline constexpr uint32_t kQK_K = 256;  // elements of a K-quant super-block
 
 struct BlockQ4_0 {
@@ -86,20 +87,20 @@ struct BlockQ8_0 {
 };
 // Eight sub-blocks of 32 with 6-bit scales and minima packed into 12 bytes (k_scale_min).
 struct BlockQ4_K {
-  uint16_t d, dmin;    // f16 super-block scales of the sub-block scales and minima
+  uint16_t d, dmin;  // f16 super-block scales of the sub-block scales and minima
   uint8_t scales[12];
-  uint8_t qs[128];     // sub-blocks 2k and 2k+1: low and high nibbles of qs[32k .. 32k+31]
+  uint8_t qs[128];  // sub-blocks 2k and 2k+1: low and high nibbles of qs[32k .. 32k+31]
 };
 struct BlockQ5_K {
   uint16_t d, dmin;
   uint8_t scales[12];
-  uint8_t qh[32];      // bit j of qh[l]: the fifth bit of element l of sub-block j
+  uint8_t qh[32];  // bit j of qh[l]: the fifth bit of element l of sub-block j
   uint8_t qs[128];
 };
 // Sixteen sub-blocks of 16 with signed 8-bit scales; 6-bit values offset by 32.
 struct BlockQ6_K {
-  uint8_t ql[128];     // low four bits
-  uint8_t qh[64];      // high two bits
+  uint8_t ql[128];  // low four bits
+  uint8_t qh[64];   // high two bits
   int8_t scales[16];
   uint16_t d;
 };
@@ -110,8 +111,9 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(Blo
 static_assert(offsetof(BlockQ6_K, d) == 208 && offsetof(BlockQ5_K, qs) == 48 && offsetof(BlockQ5_0, qs) == 6);
 
 // Sub-block j (0..7) of a Q4_K / Q5_K block: its 6-bit scale and minimum. Bytes 0..3 hold scales 0..3 in
-// their low six bits, bytes 4..7 minima 0..3; sub-blocks 4..7 take their low four bits from bytes 8..11 (scale
-// low nibble, minimum high nibble) and their top two bits from the top of bytes 0..3 (scales) and 4..7 (minima).
+// their low six bits, bytes 4..7 minima 0..3; sub-blocks 4..7 take their low four bits from bytes 8..11
+// (scale low nibble, minimum high nibble) and their top two bits from the top of bytes 0..3 (scales) and 4..7
+// (minima).
 inline void k_scale_min(const uint8_t* s, int j, uint8_t& sc, uint8_t& mn) {
   if (j < 4) {
     sc = s[j] & 63;

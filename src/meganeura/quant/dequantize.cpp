@@ -1,6 +1,6 @@
-// Dequantizers: one function per block type, each the one-line formula of blocks.hpp written out. The order of
-// f32 operations is the formula's (no fma: the build is ISO C++, where GCC does not contract), so the results
-// are bit-exact against gguf-py's numpy code.
+// Dequantizers: one function per block type, each the one-line formula of blocks.hpp written out. The order
+// of f32 operations is the formula's (no fma: the build is ISO C++, where GCC does not contract), so the
+// results are bit-exact against gguf-py's numpy code.
 #include <cstring>
 
 #include "meganeura/core/error.hpp"
@@ -83,7 +83,8 @@ void q6_k(const uint8_t* p, float* y) {
   const float d = f16_to_f32(b.d);
   for (int i = 0; i < 256; ++i) {
     const int h = i / 128, t = (i % 128) / 32, l = i % 32;
-    const int q = ((b.ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15) | (((b.qh[32 * h + l] >> (2 * t)) & 3) << 4);
+    const int q = ((b.ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15) |
+                  (((b.qh[32 * h + l] >> (2 * t)) & 3) << 4);
     y[i] = (d * static_cast<float>(b.scales[i / 16])) * static_cast<float>(q - 32);
   }
 }
@@ -124,8 +125,9 @@ BlockFn block_fn(Type t) {
 size_t bytes_for(Type t, size_t elements) {
   const TypeInfo& ti = info(t);
   if (elements % ti.block_elems != 0)
-    throw ShapeError(std::string("[quant::bytes_for] expected a multiple of ") + std::to_string(ti.block_elems) +
-                     " elements for " + ti.name + ", got " + std::to_string(elements));
+    throw ShapeError(std::string("[quant::bytes_for] expected a multiple of ") +
+                     std::to_string(ti.block_elems) + " elements for " + ti.name + ", got " +
+                     std::to_string(elements));
   return elements / ti.block_elems * ti.block_bytes;
 }
 
@@ -134,7 +136,8 @@ void dequantize(Type t, std::span<const uint8_t> bytes, std::span<float> out) {
   const size_t want = bytes_for(t, out.size());
   if (bytes.size() != want)
     throw FormatError(std::string("[quant::dequantize] expected ") + std::to_string(want) + " bytes for " +
-                      std::to_string(out.size()) + " " + ti.name + " values, got " + std::to_string(bytes.size()));
+                      std::to_string(out.size()) + " " + ti.name + " values, got " +
+                      std::to_string(bytes.size()));
   const BlockFn fn = block_fn(t);
   const size_t blocks = out.size() / ti.block_elems;
   for (size_t b = 0; b < blocks; ++b) fn(bytes.data() + b * ti.block_bytes, out.data() + b * ti.block_elems);
@@ -144,7 +147,8 @@ std::vector<float> dequantize(Type t, std::span<const uint8_t> bytes) {
   const TypeInfo& ti = info(t);
   if (bytes.size() % ti.block_bytes != 0)
     throw FormatError(std::string("[quant::dequantize] expected whole ") + ti.name + " blocks of " +
-                      std::to_string(ti.block_bytes) + " bytes, got " + std::to_string(bytes.size()) + " bytes");
+                      std::to_string(ti.block_bytes) + " bytes, got " + std::to_string(bytes.size()) +
+                      " bytes");
   std::vector<float> out(bytes.size() / ti.block_bytes * ti.block_elems);
   dequantize(t, bytes, out);
   return out;

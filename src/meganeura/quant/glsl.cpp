@@ -10,9 +10,12 @@ namespace {
 std::string fill(const char* text, const std::string& fn, const std::string& words) {
   std::string out;
   for (const char* c = text; *c; ++c) {
-    if (*c == '@') out += fn;
-    else if (*c == '$') out += words;
-    else out += *c;
+    if (*c == '@')
+      out += fn;
+    else if (*c == '$')
+      out += words;
+    else
+      out += *c;
   }
   return out;
 }
@@ -134,11 +137,18 @@ std::string glsl_dequantize(Type t, const std::string& words, const std::string&
     case Type::Q4_1: body = kQ4_1; break;
     case Type::Q5_0: body = kQ5_0; break;
     case Type::Q5_1: body = kQ5_1; break;
-    case Type::Q4_K: body = kQ4_K; k = true; break;
-    case Type::Q5_K: body = kQ5_K; k = true; break;
+    case Type::Q4_K:
+      body = kQ4_K;
+      k = true;
+      break;
+    case Type::Q5_K:
+      body = kQ5_K;
+      k = true;
+      break;
     case Type::Q6_K: body = kQ6_K; break;
     default:
-      throw ConfigError(std::string("[quant::glsl_dequantize] expected a block-quantized type, got ") + name(t));
+      throw ConfigError(std::string("[quant::glsl_dequantize] expected a block-quantized type, got ") +
+                        name(t));
   }
   std::string s = fill(kHelpers, fn, words);
   if (k) s += fill(kScaleMin, fn, words);

@@ -1,8 +1,8 @@
 #pragma once
 // GLSL ports of the block dequantizers (the formulas of blocks.hpp, in the same order, `precise` so that no
-// multiply-add is fused: each value is the CPU reference's bit for bit), for kernels that keep weights in block
-// form and dequantize as they load. Blocks are read from a buffer of 32-bit words (any block size, no 16-bit
-// storage needed); element i is the i-th value of the flat tensor, whose rows are whole blocks.
+// multiply-add is fused: each value is the CPU reference's bit for bit), for kernels that keep weights in
+// block form and dequantize as they load. Blocks are read from a buffer of 32-bit words (any block size, no
+// 16-bit storage needed); element i is the i-th value of the flat tensor, whose rows are whole blocks.
 #include <string>
 
 #include "meganeura/quant/blocks.hpp"

@@ -44,8 +44,8 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t a = b & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a & 0x7fffffu) >> 13));
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
-  if (a < 0x38800000u) {                                                // below 2^-14: subnormal or zero
-    if (a <= 0x33000000u) return sign;                                  // <= 2^-25 rounds to zero
+  if (a < 0x38800000u) {                                               // below 2^-14: subnormal or zero
+    if (a <= 0x33000000u) return sign;                                 // <= 2^-25 rounds to zero
     const uint32_t m = (a & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - (a >> 23);  // 14..24
     uint32_t r = m >> shift;

@@ -15,7 +15,8 @@ namespace meganeura::quant {
 // Bytes of `elements` values of type t. Throws ShapeError when elements is not a whole number of blocks.
 size_t bytes_for(Type t, size_t elements);
 
-// out.size() values from `bytes`, which must hold exactly bytes_for(t, out.size()) bytes (FormatError if not).
+// out.size() values from `bytes`, which must hold exactly bytes_for(t, out.size()) bytes (FormatError if
+// not).
 void dequantize(Type t, std::span<const uint8_t> bytes, std::span<float> out);
 // Every value in `bytes` (a whole number of blocks, FormatError if not).
 std::vector<float> dequantize(Type t, std::span<const uint8_t> bytes);

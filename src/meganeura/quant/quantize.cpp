@@ -163,7 +163,8 @@ void qk_4_5(const float* x, uint8_t* p) {
   for (int j = 0; j < 8; ++j) {
     const float D = d * static_cast<float>(sc[j]);
     for (int l = 0; l < 32; ++l) {
-      const int q = D > 0.0f ? clampi(static_cast<int>(std::floor((x[32 * j + l] + M[j]) / D + 0.5f)), 0, kLevels) : 0;
+      const int q =
+          D > 0.0f ? clampi(static_cast<int>(std::floor((x[32 * j + l] + M[j]) / D + 0.5f)), 0, kLevels) : 0;
       b.qs[32 * (j / 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (j % 2)));
       if constexpr (kBits == 5) b.qh[l] |= static_cast<uint8_t>(((q >> 4) & 1) << j);
     }

@@ -14,18 +14,20 @@ HostTensor leaf_value(const Graph& g, NodeId id, const Feeds& feeds) {
     return HostTensor(n.shape, std::vector<double>(d.begin(), d.end()));
   }
   auto it = feeds.find(n.prov.name);
-  std::string what = std::string(op_name(n.op)) + " '" + n.prov.name + "' " + dtype_name(n.dtype) + shape_str(n.shape);
+  std::string what =
+      std::string(op_name(n.op)) + " '" + n.prov.name + "' " + dtype_name(n.dtype) + shape_str(n.shape);
   if (it == feeds.end())
     throw GraphError("[reference::evaluate] expected a value for " + what + ", got none");
   const HostTensor& t = it->second;
   if (t.shape != n.shape || t.data.size() != size_t(numel(n.shape)))
-    throw ShapeError("[reference::evaluate] expected a value of shape " + shape_str(n.shape) + " for " + what +
-                     ", got shape " + shape_str(t.shape) + " with " + std::to_string(t.data.size()) + " values");
+    throw ShapeError("[reference::evaluate] expected a value of shape " + shape_str(n.shape) + " for " +
+                     what + ", got shape " + shape_str(t.shape) + " with " + std::to_string(t.data.size()) +
+                     " values");
   return t;
 }
 
-// A value of a 16-bit float dtype holds numbers of that dtype, whatever its op computed in f64 (the GPU rounds
-// the same values, stored or fused).
+// A value of a 16-bit float dtype holds numbers of that dtype, whatever its op computed in f64 (the GPU
+// rounds the same values, stored or fused).
 void round_to_storage(const Node& n, HostTensor& t) {
   if (n.dtype != DType::F16 && n.dtype != DType::BF16) return;
   for (double& v : t.data) v = dtype_round(v, n.dtype);
@@ -71,10 +73,13 @@ std::vector<HostTensor> evaluate(const Graph& g, const Feeds& feeds, const std::
   return out;
 }
 
-HostTensor evaluate(const Graph& g, const Feeds& feeds, NodeId node) { return evaluate(g, feeds, std::vector<NodeId>{node})[0]; }
+HostTensor evaluate(const Graph& g, const Feeds& feeds, NodeId node) {
+  return evaluate(g, feeds, std::vector<NodeId>{node})[0];
+}
 
 std::vector<HostTensor> evaluate_outputs(const Graph& g, const Feeds& feeds) {
-  if (g.outputs().empty()) throw GraphError("[reference::evaluate_outputs] expected a graph with outputs, got none");
+  if (g.outputs().empty())
+    throw GraphError("[reference::evaluate_outputs] expected a graph with outputs, got none");
   return evaluate(g, feeds, g.outputs());
 }
 

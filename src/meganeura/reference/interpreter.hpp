@@ -12,8 +12,8 @@
 namespace meganeura::reference {
 
 // Values of inputs and parameters, by node name. A block-quantized parameter (Q4_0 .. Q6_K) is fed the values
-// its blocks mean (quant::dequantize of them, or Session::read_parameter), taken as they are: matmul and gather
-// read it like any f32 value, as the GPU's dequantizing loads do.
+// its blocks mean (quant::dequantize of them, or Session::read_parameter), taken as they are: matmul and
+// gather read it like any f32 value, as the GPU's dequantizing loads do.
 using Feeds = std::map<std::string, HostTensor>;
 
 // Evaluates `nodes` (and only what they depend on). Throws GraphError when a needed input or parameter has

@@ -12,19 +12,19 @@ double bytes(const Shape& s, DType t) {
 
 }  // namespace
 
-double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out, DType out_dtype) {
+double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out,
+                 DType out_dtype) {
   switch (op_class(op)) {
-    case OpClass::Leaf: case OpClass::Fill:
-      return 0;
-    case OpClass::Alias:
-      return 1;  // a view: no data moves
-    default:
-      break;
+    case OpClass::Leaf:
+    case OpClass::Fill: return 0;
+    case OpClass::Alias: return 1;  // a view: no data moves
+    default: break;
   }
   double read = 0;
   double in_elems = 0;
   for (const auto& in : inputs) {
-    // a Fill is a uniform, not a buffer: cheap, but not free, so x * 1 costs more than x and -x less than x * -1
+    // a Fill is a uniform, not a buffer: cheap, but not free, so x * 1 costs more than x and -x less than x *
+    // -1
     read += in.is_fill ? 4.0 : bytes(*in.shape, in.dtype);
     in_elems = std::max(in_elems, static_cast<double>(numel(*in.shape)));
   }

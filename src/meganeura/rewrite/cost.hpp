@@ -15,7 +15,8 @@ struct CostInput {
 };
 
 // Leaves cost 0; every other node costs at least 1, so a cheapest choice never forms a cycle.
-double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out, DType out_dtype);
+double node_cost(Op op, const Attrs& attrs, const std::vector<CostInput>& inputs, const Shape& out,
+                 DType out_dtype);
 double node_cost(const Graph& g, NodeId id);
 
 }  // namespace meganeura::rewrite

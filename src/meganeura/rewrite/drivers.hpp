@@ -9,9 +9,9 @@ namespace meganeura::rewrite {
 
 struct DriverResult {
   Graph graph;
-  std::vector<NodeId> map;   // input node id -> result node id; invalid where the value is gone
-  std::vector<int> fired;    // per rule of the table given
-  size_t cse = 0;            // rebuilt nodes that turned out equal to an existing one
+  std::vector<NodeId> map;  // input node id -> result node id; invalid where the value is gone
+  std::vector<int> fired;   // per rule of the table given
+  size_t cse = 0;           // rebuilt nodes that turned out equal to an existing one
   std::string stop;
 };
 

@@ -181,7 +181,8 @@ Handle EGraph::constant(std::vector<float> data, const Shape& shape) {
   std::memcpy(bits.data(), data.data(), data.size() * sizeof(float));
   bits.push_back(static_cast<uint32_t>(shape.size()));
   for (int64_t d : shape) bits.push_back(static_cast<uint32_t>(d));
-  auto [it, inserted] = rule_constants_.emplace(std::move(bits), static_cast<uint32_t>(rule_constants_.size()));
+  auto [it, inserted] =
+      rule_constants_.emplace(std::move(bits), static_cast<uint32_t>(rule_constants_.size()));
   NodeId p = scratch_.constant(std::move(data), shape, ctx_prov.loc);
   return add(p, {}, 0x80000000u | it->second);
 }

@@ -14,14 +14,14 @@ class EGraph final : public TermBuilder {
  public:
   struct ENode {
     Op op;
-    uint32_t attrs;             // index into the attrs table
-    std::vector<Handle> kids;   // e-classes (canonical after rebuild())
-    uint32_t leaf;              // identity of Input/Parameter/Constant leaves, else kNoLeaf
+    uint32_t attrs;            // index into the attrs table
+    std::vector<Handle> kids;  // e-classes (canonical after rebuild())
+    uint32_t leaf;             // identity of Input/Parameter/Constant leaves, else kNoLeaf
     DType dtype;
     Shape shape;
-    NodeId proto;               // a node of scratch() with this op, attrs, shape and dtype
-    int rule = -1;              // the rule that made it; -1 for nodes of the input graph
-    NodeId origin;              // the input-graph node it stands for or was derived from
+    NodeId proto;   // a node of scratch() with this op, attrs, shape and dtype
+    int rule = -1;  // the rule that made it; -1 for nodes of the input graph
+    NodeId origin;  // the input-graph node it stands for or was derived from
   };
   static constexpr uint32_t kNoLeaf = UINT32_MAX;
 
@@ -82,11 +82,11 @@ class EGraph final : public TermBuilder {
   std::vector<Handle> enode_class_;
   std::vector<EClass> classes_;
   mutable std::vector<Handle> parent_;
-  std::map<Key, uint32_t> memo_;   // key -> e-node
+  std::map<Key, uint32_t> memo_;  // key -> e-node
   std::vector<Attrs> attrs_;
-  std::map<std::string, uint32_t> attrs_index_;  // exact serialisation -> attrs table index
+  std::map<std::string, uint32_t> attrs_index_;               // exact serialisation -> attrs table index
   std::map<std::vector<uint32_t>, uint32_t> rule_constants_;  // constant bits -> leaf identity
-  std::vector<Handle> input_class_;  // input-graph node -> class
+  std::vector<Handle> input_class_;                           // input-graph node -> class
 };
 
 }  // namespace meganeura::rewrite

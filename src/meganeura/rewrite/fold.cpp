@@ -6,7 +6,8 @@ namespace meganeura::rewrite {
 
 bool is_elementwise(Op op) {
   auto v = static_cast<uint16_t>(op);
-  return (v >= static_cast<uint16_t>(Op::Neg) && v <= static_cast<uint16_t>(Op::StopGradient) && op != Op::Cast) ||
+  return (v >= static_cast<uint16_t>(Op::Neg) && v <= static_cast<uint16_t>(Op::StopGradient) &&
+          op != Op::Cast) ||
          (v >= static_cast<uint16_t>(Op::Add) && v <= static_cast<uint16_t>(Op::Where));
 }
 

@@ -11,8 +11,8 @@ namespace meganeura::rewrite {
 struct FoldInput {
   Shape shape;
   DType dtype;
-  std::optional<double> uniform;         // every element equals this (a Fill)
-  const std::vector<float>* data;        // a Constant's data, else nullptr
+  std::optional<double> uniform;   // every element equals this (a Fill)
+  const std::vector<float>* data;  // a Constant's data, else nullptr
 };
 
 bool is_elementwise(Op op);  // unary, binary and Where: a uniform input gives a uniform output

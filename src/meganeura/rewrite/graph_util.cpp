@@ -44,7 +44,8 @@ NodeId make_fill(Graph& g, double value, const Shape& shape, DType dtype, const 
   return g.make(Op::Fill, {}, std::move(a), prov);
 }
 
-NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<NodeId>& kids, const Provenance& prov) {
+NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<NodeId>& kids,
+                 const Provenance& prov) {
   const Node& n = from.node(id);
   if (n.op == Op::Constant) {
     NodeId c = to.constant(from.constant_data(id), n.shape, n.prov.loc);

@@ -22,7 +22,8 @@ NodeId make_fill(Graph& g, double value, const Shape& shape, DType dtype, const 
 
 // Copies node `id` of `from` into `to` with its inputs replaced by `kids` (ids in `to`) and provenance
 // `prov`. Leaves are recreated through their builder so that `to` registers inputs and parameters.
-NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<NodeId>& kids, const Provenance& prov);
+NodeId copy_node(Graph& to, const Graph& from, NodeId id, const std::vector<NodeId>& kids,
+                 const Provenance& prov);
 
 // Makes every name of `from` (node names and aliases) find the mapped value in `to`: the value is the same,
 // so its names follow it. map: `from` ids -> `to` ids, invalid where the value is gone.

@@ -76,8 +76,8 @@ struct State {
 
 // One bottom-up rebuild of g into d. origin: g's ids -> ids of the graph given to rewrite(), for
 // provenance; d_origin receives the same for d.
-void pass(const Graph& g, const std::vector<NodeId>& origin, State& st, std::vector<int>& pass_fired, Graph& d,
-          std::vector<NodeId>& map, std::vector<NodeId>& d_origin) {
+void pass(const Graph& g, const std::vector<NodeId>& origin, State& st, std::vector<int>& pass_fired,
+          Graph& d, std::vector<NodeId>& map, std::vector<NodeId>& d_origin) {
   std::vector<bool> live = live_nodes(g);
   map.assign(g.size(), NodeId{});
   GraphTerms terms(d);

@@ -52,10 +52,13 @@ bool Match::has(const std::string& name) const {
 
 bool is_commutative(Op op) {
   switch (op) {
-    case Op::Add: case Op::Mul: case Op::Maximum: case Op::Minimum: case Op::Eq: case Op::Ne:
-      return true;
-    default:
-      return false;
+    case Op::Add:
+    case Op::Mul:
+    case Op::Maximum:
+    case Op::Minimum:
+    case Op::Eq:
+    case Op::Ne: return true;
+    default: return false;
   }
 }
 

@@ -51,15 +51,23 @@ class TermBuilder : public TermView {
 struct Pat {
   enum class Kind : uint8_t { Any, Value, Node };
   Kind kind = Kind::Any;
-  std::string cap;                 // capture name; an Any captured twice must bind the same value
-  double value = 0.0;              // Kind::Value
-  std::vector<Op> ops;             // Kind::Node
-  std::vector<Pat> kids;           // Kind::Node; ignored when any_kids
-  bool any_kids = false;           // match the op whatever its inputs are
+  std::string cap;                             // capture name; an Any captured twice must bind the same value
+  double value = 0.0;                          // Kind::Value
+  std::vector<Op> ops;                         // Kind::Node
+  std::vector<Pat> kids;                       // Kind::Node; ignored when any_kids
+  bool any_kids = false;                       // match the op whatever its inputs are
   std::function<bool(const Attrs&)> attrs_ok;  // Kind::Node guard on the node's attributes
 
-  Pat as(std::string name) const { Pat p = *this; p.cap = std::move(name); return p; }
-  Pat where(std::function<bool(const Attrs&)> f) const { Pat p = *this; p.attrs_ok = std::move(f); return p; }
+  Pat as(std::string name) const {
+    Pat p = *this;
+    p.cap = std::move(name);
+    return p;
+  }
+  Pat where(std::function<bool(const Attrs&)> f) const {
+    Pat p = *this;
+    p.attrs_ok = std::move(f);
+    return p;
+  }
 };
 
 Pat any(std::string cap);

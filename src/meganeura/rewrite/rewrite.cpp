@@ -27,8 +27,8 @@ RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::ve
     report.stop_reason = "off";
     return res;
   }
-  DriverResult d = mode == RewriteMode::Greedy ? run_greedy(g, rules, budgets)
-                                                        : run_saturate(g, rules, budgets);
+  DriverResult d =
+      mode == RewriteMode::Greedy ? run_greedy(g, rules, budgets) : run_saturate(g, rules, budgets);
   for (size_t r = 0; r < rules.size(); ++r)
     if (d.fired[r] > 0) report.rules_fired.emplace_back(rules[r].name, d.fired[r]);
   if (d.cse > 0) report.rules_fired.emplace_back(rewrite::kRuleCse, static_cast<int>(d.cse));
@@ -46,7 +46,8 @@ RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::ve
   return res;
 }
 
-RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report, const RewriteBudgets& budgets) {
+RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report,
+                      const RewriteBudgets& budgets) {
   RuleOptions opt;
   opt.fold_max_elements = budgets.fold_max_elements;
   return rewrite_with_rules(g, mode, rewrite::default_rules(opt), report, budgets);

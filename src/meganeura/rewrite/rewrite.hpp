@@ -49,14 +49,14 @@ namespace meganeura::rewrite {
 
 struct RewriteBudgets {
   // greedy
-  size_t max_steps = 100000;   // rule firings in total; beyond it the stop reason names the busiest rules
-  size_t max_passes = 64;      // whole-graph rebuilds
+  size_t max_steps = 100000;  // rule firings in total; beyond it the stop reason names the busiest rules
+  size_t max_passes = 64;     // whole-graph rebuilds
   // saturation
   size_t max_iterations = 12;
   size_t max_enodes = 20000;
   size_t max_matches_per_rule = 4000;  // per iteration; further matches of that rule wait for the next one
   // both
-  int64_t fold_max_elements = 4096;    // constant folding never materialises a bigger tensor
+  int64_t fold_max_elements = 4096;  // constant folding never materialises a bigger tensor
 };
 
 struct RewriteResult {
@@ -71,7 +71,8 @@ struct RewriteResult {
 // "cse" and "dead_code"), nodes_before (g.size()), nodes_after (result size) and stop_reason:
 // "fixed point" | "saturated" | "off" | "budget: steps (cycling: a, b)" | "budget: passes (cycling: ...)" |
 // "budget: iterations" | "budget: e-nodes". Throws GraphError for a graph with no outputs.
-RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report, const RewriteBudgets& budgets = {});
+RewriteResult rewrite(const Graph& g, RewriteMode mode, OptimizeReport& report,
+                      const RewriteBudgets& budgets = {});
 
 // The same with an explicit rule table (tests use it for cycling rules and for one rule at a time).
 RewriteResult rewrite_with_rules(const Graph& g, RewriteMode mode, const std::vector<Rule>& rules,
@@ -89,7 +90,8 @@ std::optional<MatMulEpilogue> find_matmul_epilogue(const Graph& g, NodeId mm);
 }  // namespace meganeura::rewrite
 
 namespace meganeura {
-// The stage's types by their short names (the entry points are rewrite::rewrite and rewrite::rewrite_with_rules).
+// The stage's types by their short names (the entry points are rewrite::rewrite and
+// rewrite::rewrite_with_rules).
 using rewrite::find_matmul_epilogue;
 using rewrite::MatMulEpilogue;
 using rewrite::RewriteBudgets;

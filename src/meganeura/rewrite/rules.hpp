@@ -12,7 +12,7 @@ namespace meganeura::rewrite {
 
 struct Rule {
   std::string name;
-  Pat pattern;  // its root must be an op-node pattern
+  Pat pattern;                                               // its root must be an op-node pattern
   std::function<bool(const TermView&, const Match&)> guard;  // optional
   // returns the value that replaces m.root (possibly an existing one), or nullopt to decline
   std::function<std::optional<Handle>(TermBuilder&, const Match&)> build;

@@ -180,7 +180,8 @@ DriverResult run_saturate(const Graph& g, const std::vector<Rule>& rules, const 
       c = eg.find(c);
       if (built[c].valid()) continue;
       if (choice[c] == UINT32_MAX)
-        throw GraphError("[rewrite] expected every e-class to have a finite-cost node, got none (a driver bug)");
+        throw GraphError(
+            "[rewrite] expected every e-class to have a finite-cost node, got none (a driver bug)");
       const EGraph::ENode& n = en[choice[c]];
       if (!expanded) {
         stack.push_back({c, true});

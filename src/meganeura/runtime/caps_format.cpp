@@ -23,8 +23,14 @@ std::string mib(uint64_t bytes) {
 nlohmann::json shapes_json(const std::vector<CoopMatShape>& shapes) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& s : shapes) {
-    out.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"a", s.a_type}, {"b", s.b_type}, {"c", s.c_type},
-                   {"result", s.result_type}, {"scope", s.scope}});
+    out.push_back({{"m", s.m},
+                   {"n", s.n},
+                   {"k", s.k},
+                   {"a", s.a_type},
+                   {"b", s.b_type},
+                   {"c", s.c_type},
+                   {"result", s.result_type},
+                   {"scope", s.scope}});
     if (s.workgroup_invocations) out.back()["workgroup_invocations"] = s.workgroup_invocations;
   }
   return out;
@@ -82,7 +88,8 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
   if (with_heaps) {
     j["heaps"] = nlohmann::json::array();
     for (const auto& h : c.heaps) {
-      j["heaps"].push_back({{"size", h.size}, {"budget", h.budget}, {"usage", h.usage}, {"device_local", h.device_local}});
+      j["heaps"].push_back(
+          {{"size", h.size}, {"budget", h.budget}, {"usage", h.usage}, {"device_local", h.device_local}});
     }
   }
   return j;
@@ -91,9 +98,10 @@ nlohmann::json caps_json(const DeviceCaps& c, bool with_heaps) {
 std::string shapes_text(const std::vector<CoopMatShape>& shapes) {
   std::string out;
   for (const auto& s : shapes) {
-    out += "    " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "  " + s.a_type +
-           " x " + s.b_type + " + " + s.c_type + " -> " + s.result_type + "  (" + s.scope +
-           (s.workgroup_invocations ? ", " + std::to_string(s.workgroup_invocations) + " invocations" : "") + ")\n";
+    out += "    " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "  " +
+           s.a_type + " x " + s.b_type + " + " + s.c_type + " -> " + s.result_type + "  (" + s.scope +
+           (s.workgroup_invocations ? ", " + std::to_string(s.workgroup_invocations) + " invocations" : "") +
+           ")\n";
   }
   return out;
 }
@@ -128,8 +136,8 @@ std::string DeviceCaps::to_table() const {
   row("max storage buffer range", std::to_string(max_storage_buffer_range) + " bytes");
   row("min storage buffer offset alignment", std::to_string(min_storage_buffer_offset_alignment));
   row("max push constants", std::to_string(max_push_constants_size) + " bytes");
-  row("subgroup size (min..max)", std::to_string(subgroup_size) + " (" + std::to_string(min_subgroup_size) + ".." +
-                                      std::to_string(max_subgroup_size) + ")");
+  row("subgroup size (min..max)", std::to_string(subgroup_size) + " (" + std::to_string(min_subgroup_size) +
+                                      ".." + std::to_string(max_subgroup_size) + ")");
   row("compute units", compute_units ? std::to_string(compute_units) : std::string("unknown"));
   row("fp16 arithmetic", yes(fp16_arithmetic));
   row("16-bit storage", yes(storage_16bit));
@@ -143,11 +151,16 @@ std::string DeviceCaps::to_table() const {
   row("shader float atomic add", yes(shader_float_atomic_add));
   row("pipeline executable info", yes(pipeline_executable_info));
   row("f16 conversion RTE + denormals", yes(f16_rte_conversion));
-  row("cooperative matrix NV", yes(coopmat_nv) + (coopmat_nv ? " (" + std::to_string(coopmat_nv_shapes.size()) + " shapes)" : ""));
+  row("cooperative matrix NV",
+      yes(coopmat_nv) + (coopmat_nv ? " (" + std::to_string(coopmat_nv_shapes.size()) + " shapes)" : ""));
   out += shapes_text(coopmat_nv_shapes);
-  row("cooperative matrix KHR", yes(coopmat_khr) + (coopmat_khr ? " (" + std::to_string(coopmat_khr_shapes.size()) + " shapes)" : ""));
+  row("cooperative matrix KHR",
+      yes(coopmat_khr) + (coopmat_khr ? " (" + std::to_string(coopmat_khr_shapes.size()) + " shapes)" : ""));
   out += shapes_text(coopmat_khr_shapes);
-  row("cooperative matrix 2, workgroup scope", yes(coopmat2_workgroup) + (coopmat2_workgroup ? " (" + std::to_string(coopmat2_flexible_shapes.size()) + " flexible shapes)" : ""));
+  row("cooperative matrix 2, workgroup scope",
+      yes(coopmat2_workgroup) +
+          (coopmat2_workgroup ? " (" + std::to_string(coopmat2_flexible_shapes.size()) + " flexible shapes)"
+                              : ""));
   out += shapes_text(coopmat2_flexible_shapes);
   row("cooperative matrix 2, tensor addressing", yes(coopmat2_tensor_addressing));
   for (size_t i = 0; i < heaps.size(); ++i) {

@@ -18,8 +18,8 @@ struct CoopMatShape {
   uint32_t m = 0, n = 0, k = 0;
   std::string a_type, b_type, c_type, result_type;  // "f16", "f32", "bf16", "s8", "s32", ...
   std::string scope;                                // "subgroup", ...
-  uint32_t workgroup_invocations = 0;               // flexible shapes (VK_NV_cooperative_matrix2): m, n, k are
-                                                    // granularities for a workgroup of this many invocations
+  uint32_t workgroup_invocations = 0;  // flexible shapes (VK_NV_cooperative_matrix2): m, n, k are
+                                       // granularities for a workgroup of this many invocations
 };
 
 struct MemoryHeap {
@@ -64,7 +64,8 @@ struct DeviceCaps {
   bool timestamps = false;
   double timestamp_period_ns = 0.0;
   bool shader_float_atomic_add = false;
-  bool pipeline_executable_info = false;  // VK_KHR_pipeline_executable_properties: Device::pipeline_executables
+  bool pipeline_executable_info =
+      false;  // VK_KHR_pipeline_executable_properties: Device::pipeline_executables
   // A shader may ask conversions to f16 to round to nearest even and keep f16 denormals
   // (VK_KHR_shader_float_controls: shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16).
   bool f16_rte_conversion = false;
@@ -90,9 +91,9 @@ struct DeviceOptions {
   // One process per GPU (distributed training: the local rank): the slot-th (mod count) of the devices that
   // device_id, or else the best device type, selects, in enumeration order.
   std::optional<uint32_t> slot;
-  bool validation = false;            // MEGANEURA_VALIDATION
-  bool host_visible = false;          // debugging: every buffer mappable
-  uint64_t block_bytes = 0;           // sub-allocation block size; 0: 256 MiB capped by the device's limits
+  bool validation = false;    // MEGANEURA_VALIDATION
+  bool host_visible = false;  // debugging: every buffer mappable
+  uint64_t block_bytes = 0;   // sub-allocation block size; 0: 256 MiB capped by the device's limits
 };
 
 // A region of a device memory block. Buffers are sub-allocated from large blocks.
@@ -104,19 +105,24 @@ struct Buffer {
 };
 
 // A view of bytes [offset, offset + size) of `b`, usable wherever a Buffer is (an arena carved up by a
-// memory plan). Bound in a dispatch, its offset must be a multiple of caps.min_storage_buffer_offset_alignment.
-// Only buffers returned by alloc() can be freed.
+// memory plan). Bound in a dispatch, its offset must be a multiple of
+// caps.min_storage_buffer_offset_alignment. Only buffers returned by alloc() can be freed.
 inline Buffer slice(const Buffer& b, uint64_t offset, uint64_t size) {
   if (offset > b.size || size > b.size - offset) {
     throw DeviceError("[runtime::slice] expected a range inside the buffer's " + std::to_string(b.size) +
-                      " bytes, got offset " + std::to_string(offset) + " + " + std::to_string(size) + " bytes");
+                      " bytes, got offset " + std::to_string(offset) + " + " + std::to_string(size) +
+                      " bytes");
   }
   return Buffer{b.block, b.offset + offset, size};
 }
 
 // What the driver says about a compiled kernel (VK_KHR_pipeline_executable_properties). Capturing costs
 // pipeline-creation time, internal representations much more: only profiling tools ask for them.
-enum class PipelineCapture : uint8_t { None, Statistics, Representations };  // Representations: statistics too
+enum class PipelineCapture : uint8_t {
+  None,
+  Statistics,
+  Representations
+};  // Representations: statistics too
 
 struct PipelineStatistic {
   std::string name, description;
@@ -139,13 +145,13 @@ struct PipelineExecutable {
   uint32_t subgroup_size = 0;
   std::vector<PipelineStatistic> statistics;
   std::vector<PipelineRepresentation> representations;  // only with PipelineCapture::Representations
-  uint32_t representations_offered = 0;  // how many the driver has (NVIDIA's 580 driver: none)
+  uint32_t representations_offered = 0;                 // how many the driver has (NVIDIA's 580 driver: none)
 };
 
 struct KernelDesc {
-  std::string label;                     // provenance label, shown in errors, profiles and debug labels
+  std::string label;  // provenance label, shown in errors, profiles and debug labels
   std::vector<uint32_t> spirv;
-  uint32_t num_buffers = 0;              // storage buffers at set 0, bindings 0..n-1
+  uint32_t num_buffers = 0;  // storage buffers at set 0, bindings 0..n-1
   uint32_t push_constant_bytes = 0;
   std::vector<uint32_t> spec_constants;  // constant_id i = spec_constants[i] (32-bit each)
   uint32_t required_subgroup_size = 0;   // 0: the driver's choice; else needs caps.subgroup_size_control
@@ -158,8 +164,8 @@ using KernelId = uint32_t;
 class CommandList {
  public:
   virtual ~CommandList() = default;
-  // buffers bind to set 0, bindings 0..n-1; push may be shorter than the kernel's push_constant_bytes (the rest
-  // reads as zero). Arguments are checked before anything is recorded.
+  // buffers bind to set 0, bindings 0..n-1; push may be shorter than the kernel's push_constant_bytes (the
+  // rest reads as zero). Arguments are checked before anything is recorded.
   virtual void dispatch(KernelId kernel, std::span<const Buffer> buffers, std::span<const std::byte> push,
                         uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
   // Writes of every earlier dispatch and copy become visible to every later one. Nothing is implied
@@ -199,8 +205,9 @@ class Device {
   // capture or where the device lacks VK_KHR_pipeline_executable_properties.
   virtual std::vector<PipelineExecutable> pipeline_executables(KernelId) { return {}; }
   // The driver's pipeline cache after every kernel created so far (vkGetPipelineCacheData): the Vulkan header
-  // (length, version, vendor and device IDs, cache UUID), then the driver's own format. For tools that look for
-  // the compiled machine code in it (pipeline_stats --cache, runtime/elf_scan.hpp); empty where there is none.
+  // (length, version, vendor and device IDs, cache UUID), then the driver's own format. For tools that look
+  // for the compiled machine code in it (pipeline_stats --cache, runtime/elf_scan.hpp); empty where there is
+  // none.
   virtual std::vector<std::byte> pipeline_cache_data() { return {}; }
 
   virtual std::unique_ptr<CommandList> record(uint32_t timestamp_capacity = 0) = 0;
@@ -208,12 +215,12 @@ class Device {
   // submitting it again first waits for its previous submission, so work in flight uses one list per frame.
   // Uploads and downloads wait for everything submitted before they start.
   virtual uint64_t submit(CommandList& list) = 0;
-  virtual void wait() = 0;                     // blocks until everything submitted finished
+  virtual void wait() = 0;  // blocks until everything submitted finished
   // Blocks until submission `id` (and every earlier one) finished; 0 returns at once. DeviceError for an id
   // not yet handed out.
   virtual void wait(uint64_t id) = 0;
-  // Whether submission `id` (and every earlier one) finished, without blocking (a host loop that overlaps other
-  // work with the GPU's, such as the distributed step's all-reduces). DeviceError as wait(id).
+  // Whether submission `id` (and every earlier one) finished, without blocking (a host loop that overlaps
+  // other work with the GPU's, such as the distributed step's all-reduces). DeviceError as wait(id).
   virtual bool finished(uint64_t id) = 0;
   // Timestamps of the last completed submission of `list`, in nanoseconds, one per query of the list's
   // timestamp_capacity; queries the list never wrote are NaN. Waits for the submission to finish.
@@ -223,8 +230,8 @@ class Device {
   // validation).
   // GPU tests fail when any appear.
   virtual std::vector<std::string> validation_messages() const { return {}; }
-  // Messages set apart instead: a validation layer older than VK_KHR_cooperative_matrix flags every module that
-  // uses it (three known messages, only for such modules); counted so a run can report them.
+  // Messages set apart instead: a validation layer older than VK_KHR_cooperative_matrix flags every module
+  // that uses it (three known messages, only for such modules); counted so a run can report them.
   virtual size_t validation_known_limits() const { return 0; }
   // The heaps with their budget and usage now (caps().heaps is the picture at open time).
   virtual std::vector<MemoryHeap> memory_heaps() const { return caps().heaps; }

@@ -2,7 +2,8 @@
 // ELF images inside an opaque blob (a driver's pipeline cache, Device::pipeline_cache_data): where NVIDIA's
 // driver keeps the compiled kernels as cubins, nvdisasm reads them (experiments/scripts/isa_mix.py). Only the
 // 64-bit little-endian header is read; an image's extent is the furthest of its section and program header
-// tables, clipped to the blob. Nothing here trusts the blob: a bad header is skipped, never read past the end.
+// tables, clipped to the blob. Nothing here trusts the blob: a bad header is skipped, never read past the
+// end.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +18,21 @@ struct ElfImage {
 };
 
 inline std::vector<ElfImage> elf_images(std::span<const std::byte> blob) {
-  auto u16 = [&](size_t at) { uint16_t v; std::memcpy(&v, blob.data() + at, 2); return uint64_t(v); };
-  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, blob.data() + at, 4); return v; };
-  auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, blob.data() + at, 8); return v; };
+  auto u16 = [&](size_t at) {
+    uint16_t v;
+    std::memcpy(&v, blob.data() + at, 2);
+    return uint64_t(v);
+  };
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, blob.data() + at, 4);
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, blob.data() + at, 8);
+    return v;
+  };
   std::vector<ElfImage> out;
   constexpr size_t kHeader = 64;  // ELF64 header
   for (size_t at = 0; at + kHeader <= blob.size();) {
@@ -30,7 +43,8 @@ inline std::vector<ElfImage> elf_images(std::span<const std::byte> blob) {
       continue;
     }
     const uint64_t phoff = u64(at + 0x20), shoff = u64(at + 0x28);
-    const uint64_t phentsize = u16(at + 0x36), phnum = u16(at + 0x38), shentsize = u16(at + 0x3a), shnum = u16(at + 0x3c);
+    const uint64_t phentsize = u16(at + 0x36), phnum = u16(at + 0x38), shentsize = u16(at + 0x3a),
+                   shnum = u16(at + 0x3c);
     const uint64_t room = blob.size() - at;
     uint64_t end = kHeader;
     bool ok = shnum == 0 || (shentsize == 64 && shoff <= room && shnum * 64 <= room - shoff);

@@ -27,8 +27,10 @@ int type_rank(const std::string& type) {
 std::vector<vk::PhysicalInfo> devices_or_throw(vk::Instance& inst, const char* where) {
   std::vector<vk::PhysicalInfo> devices = vk::query_physical_devices(inst);
   if (devices.empty()) {
-    throw DeviceError(std::string("[") + where + "] expected at least one Vulkan 1.1 device with a compute queue, "
-                      "got none: " + kInstallDriver);
+    throw DeviceError(std::string("[") + where +
+                      "] expected at least one Vulkan 1.1 device with a compute queue, "
+                      "got none: " +
+                      kInstallDriver);
   }
   return devices;
 }
@@ -45,10 +47,12 @@ std::vector<DeviceCaps> enumerate_devices(bool validation) {
 size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint32_t> device_id,
                      std::optional<uint32_t> slot) {
   if (devices.empty()) {
-    throw DeviceError(std::string("[open_device] expected at least one Vulkan device, got none: ") + kInstallDriver);
+    throw DeviceError(std::string("[open_device] expected at least one Vulkan device, got none: ") +
+                      kInstallDriver);
   }
-  // The candidates: every device with the ID asked for, else every device of the best type. One process per GPU
-  // (distributed training) takes the slot-th of them, so identical GPUs (same ID) are told apart by order.
+  // The candidates: every device with the ID asked for, else every device of the best type. One process per
+  // GPU (distributed training) takes the slot-th of them, so identical GPUs (same ID) are told apart by
+  // order.
   std::vector<size_t> candidates;
   if (device_id) {
     for (size_t i = 0; i < devices.size(); ++i) {
@@ -57,7 +61,8 @@ size_t choose_device(const std::vector<DeviceCaps>& devices, std::optional<uint3
     if (candidates.empty()) {
       std::string present;
       for (const auto& d : devices) {
-        present += "\n  " + hex(d.device_id) + "  " + d.name + " (" + d.device_type + ", vendor " + hex(d.vendor_id) + ")";
+        present += "\n  " + hex(d.device_id) + "  " + d.name + " (" + d.device_type + ", vendor " +
+                   hex(d.vendor_id) + ")";
       }
       throw DeviceError("[open_device] expected a device with ID " + hex(*device_id) +
                         " (MEGANEURA_DEVICE_ID), got only these devices:" + present);

@@ -1,6 +1,6 @@
 #pragma once
-// A driver statistic's value as JSON, for the tools and reports that print them (profile rows, pipeline_stats,
-// bench_matmul): one place that reads PipelineStatistic::format.
+// A driver statistic's value as JSON, for the tools and reports that print them (profile rows,
+// pipeline_stats, bench_matmul): one place that reads PipelineStatistic::format.
 #include <nlohmann/json.hpp>
 
 #include "meganeura/runtime/device.hpp"

@@ -11,22 +11,26 @@ Fns load_global(const char* library) {
   void* lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    throw DeviceError(std::string("[runtime] expected the Vulkan loader ") + library + ", got none (" +
-                      (why ? why : "dlopen failed") +
-                      "): install a Vulkan driver and loader (Debian: apt-get install libvulkan1 mesa-vulkan-drivers)");
+    throw DeviceError(
+        std::string("[runtime] expected the Vulkan loader ") + library + ", got none (" +
+        (why ? why : "dlopen failed") +
+        "): install a Vulkan driver and loader (Debian: apt-get install libvulkan1 mesa-vulkan-drivers)");
   }
   Fns f;
   f.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (f.vkGetInstanceProcAddr == nullptr) {
-    throw DeviceError("[runtime] expected libvulkan.so.1 to export vkGetInstanceProcAddr, got a library without it: "
-                      "reinstall libvulkan1 and mesa-vulkan-drivers");
+    throw DeviceError(
+        "[runtime] expected libvulkan.so.1 to export vkGetInstanceProcAddr, got a library without it: "
+        "reinstall libvulkan1 and mesa-vulkan-drivers");
   }
-#define MN_VK_LOAD(name) f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
+#define MN_VK_LOAD(name) \
+  f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
   MN_VK_GLOBAL_FNS(MN_VK_LOAD)
 #undef MN_VK_LOAD
   if (f.vkCreateInstance == nullptr) {
-    throw DeviceError("[runtime] expected a working Vulkan loader, got one without vkCreateInstance: reinstall "
-                      "libvulkan1 and mesa-vulkan-drivers");
+    throw DeviceError(
+        "[runtime] expected a working Vulkan loader, got one without vkCreateInstance: reinstall "
+        "libvulkan1 and mesa-vulkan-drivers");
   }
   return f;
 }
@@ -36,16 +40,18 @@ void load_instance(Fns& f, VkInstance instance) {
   MN_VK_INSTANCE_FNS(MN_VK_LOAD)
   MN_VK_DEVICE_FNS(MN_VK_LOAD)
 #undef MN_VK_LOAD
-  f.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = reinterpret_cast<PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
-      f.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  f.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR =
+      reinterpret_cast<PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+          f.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
   f.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
       reinterpret_cast<PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
-          f.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+          f.vkGetInstanceProcAddr(instance,
+                                  "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
 }
 
 void load_device(Fns& f, VkDevice device) {
   // Device-level entry points straight from the driver skip the loader's trampoline.
-#define MN_VK_LOAD(name)                                                         \
+#define MN_VK_LOAD(name) \
   if (auto p = reinterpret_cast<PFN_##name>(f.vkGetDeviceProcAddr(device, #name))) f.name = p;
   MN_VK_DEVICE_FNS(MN_VK_LOAD)
 #undef MN_VK_LOAD
@@ -53,7 +59,8 @@ void load_device(Fns& f, VkDevice device) {
 
 std::string result_name(VkResult r) {
   switch (r) {
-#define MN_CASE(x) case x: return #x;
+#define MN_CASE(x) \
+  case x: return #x;
     MN_CASE(VK_SUCCESS)
     MN_CASE(VK_NOT_READY)
     MN_CASE(VK_TIMEOUT)
@@ -80,7 +87,8 @@ std::string result_name(VkResult r) {
 
 void check(VkResult r, const char* where, const char* call) {
   if (r != VK_SUCCESS) {
-    throw DeviceError(std::string("[") + where + "] expected VK_SUCCESS from " + call + ", got " + result_name(r));
+    throw DeviceError(std::string("[") + where + "] expected VK_SUCCESS from " + call + ", got " +
+                      result_name(r));
   }
 }
 

@@ -68,91 +68,92 @@ struct CoopMatFlexiblePropertiesNV {
 using PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV =
     VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMatFlexiblePropertiesNV*);
 
-#define MN_VK_GLOBAL_FNS(X)                  \
-  X(vkCreateInstance)                        \
-  X(vkEnumerateInstanceExtensionProperties)  \
-  X(vkEnumerateInstanceLayerProperties)      \
+#define MN_VK_GLOBAL_FNS(X)                 \
+  X(vkCreateInstance)                       \
+  X(vkEnumerateInstanceExtensionProperties) \
+  X(vkEnumerateInstanceLayerProperties)     \
   X(vkEnumerateInstanceVersion)
 
-#define MN_VK_INSTANCE_FNS(X)                         \
-  X(vkDestroyInstance)                                \
-  X(vkEnumeratePhysicalDevices)                       \
-  X(vkGetPhysicalDeviceProperties)                    \
-  X(vkGetPhysicalDeviceProperties2)                   \
-  X(vkGetPhysicalDeviceFeatures2)                     \
-  X(vkGetPhysicalDeviceMemoryProperties)              \
-  X(vkGetPhysicalDeviceMemoryProperties2)             \
-  X(vkGetPhysicalDeviceQueueFamilyProperties)         \
-  X(vkEnumerateDeviceExtensionProperties)             \
-  X(vkCreateDevice)                                   \
-  X(vkGetDeviceProcAddr)                              \
-  X(vkCreateDebugUtilsMessengerEXT)                   \
-  X(vkDestroyDebugUtilsMessengerEXT)                  \
-  X(vkSetDebugUtilsObjectNameEXT)                     \
-  X(vkCmdBeginDebugUtilsLabelEXT)                     \
-  X(vkCmdEndDebugUtilsLabelEXT)                       \
+#define MN_VK_INSTANCE_FNS(X)                 \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties2)     \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
+  X(vkCreateDevice)                           \
+  X(vkGetDeviceProcAddr)                      \
+  X(vkCreateDebugUtilsMessengerEXT)           \
+  X(vkDestroyDebugUtilsMessengerEXT)          \
+  X(vkSetDebugUtilsObjectNameEXT)             \
+  X(vkCmdBeginDebugUtilsLabelEXT)             \
+  X(vkCmdEndDebugUtilsLabelEXT)               \
   X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
 
-#define MN_VK_DEVICE_FNS(X)          \
-  X(vkDestroyDevice)                 \
-  X(vkGetDeviceQueue)                \
-  X(vkQueueSubmit)                   \
-  X(vkQueueWaitIdle)                 \
-  X(vkDeviceWaitIdle)                \
-  X(vkAllocateMemory)                \
-  X(vkFreeMemory)                    \
-  X(vkMapMemory)                     \
-  X(vkUnmapMemory)                   \
-  X(vkCreateBuffer)                  \
-  X(vkDestroyBuffer)                 \
-  X(vkGetBufferMemoryRequirements)   \
-  X(vkBindBufferMemory)              \
-  X(vkCreateShaderModule)            \
-  X(vkDestroyShaderModule)           \
-  X(vkCreateDescriptorSetLayout)     \
-  X(vkDestroyDescriptorSetLayout)    \
-  X(vkCreatePipelineLayout)          \
-  X(vkDestroyPipelineLayout)         \
-  X(vkCreateComputePipelines)        \
-  X(vkCreatePipelineCache)           \
-  X(vkDestroyPipelineCache)          \
-  X(vkGetPipelineCacheData)          \
-  X(vkDestroyPipeline)               \
-  X(vkCreateDescriptorPool)          \
-  X(vkDestroyDescriptorPool)         \
-  X(vkAllocateDescriptorSets)        \
-  X(vkUpdateDescriptorSets)          \
-  X(vkCreateCommandPool)             \
-  X(vkDestroyCommandPool)            \
-  X(vkAllocateCommandBuffers)        \
-  X(vkFreeCommandBuffers)            \
-  X(vkBeginCommandBuffer)            \
-  X(vkEndCommandBuffer)              \
-  X(vkResetCommandBuffer)            \
-  X(vkCmdBindPipeline)               \
-  X(vkCmdBindDescriptorSets)         \
-  X(vkCmdPushConstants)              \
-  X(vkCmdDispatch)                   \
-  X(vkCmdPipelineBarrier)            \
-  X(vkCmdCopyBuffer)                 \
-  X(vkCmdFillBuffer)                 \
-  X(vkCmdWriteTimestamp)             \
-  X(vkCmdResetQueryPool)             \
-  X(vkCreateQueryPool)               \
-  X(vkDestroyQueryPool)              \
-  X(vkGetQueryPoolResults)           \
-  X(vkCreateFence)                   \
-  X(vkDestroyFence)                  \
-  X(vkWaitForFences)                 \
-  X(vkResetFences)                   \
-  X(vkGetFenceStatus)                \
+#define MN_VK_DEVICE_FNS(X)               \
+  X(vkDestroyDevice)                      \
+  X(vkGetDeviceQueue)                     \
+  X(vkQueueSubmit)                        \
+  X(vkQueueWaitIdle)                      \
+  X(vkDeviceWaitIdle)                     \
+  X(vkAllocateMemory)                     \
+  X(vkFreeMemory)                         \
+  X(vkMapMemory)                          \
+  X(vkUnmapMemory)                        \
+  X(vkCreateBuffer)                       \
+  X(vkDestroyBuffer)                      \
+  X(vkGetBufferMemoryRequirements)        \
+  X(vkBindBufferMemory)                   \
+  X(vkCreateShaderModule)                 \
+  X(vkDestroyShaderModule)                \
+  X(vkCreateDescriptorSetLayout)          \
+  X(vkDestroyDescriptorSetLayout)         \
+  X(vkCreatePipelineLayout)               \
+  X(vkDestroyPipelineLayout)              \
+  X(vkCreateComputePipelines)             \
+  X(vkCreatePipelineCache)                \
+  X(vkDestroyPipelineCache)               \
+  X(vkGetPipelineCacheData)               \
+  X(vkDestroyPipeline)                    \
+  X(vkCreateDescriptorPool)               \
+  X(vkDestroyDescriptorPool)              \
+  X(vkAllocateDescriptorSets)             \
+  X(vkUpdateDescriptorSets)               \
+  X(vkCreateCommandPool)                  \
+  X(vkDestroyCommandPool)                 \
+  X(vkAllocateCommandBuffers)             \
+  X(vkFreeCommandBuffers)                 \
+  X(vkBeginCommandBuffer)                 \
+  X(vkEndCommandBuffer)                   \
+  X(vkResetCommandBuffer)                 \
+  X(vkCmdBindPipeline)                    \
+  X(vkCmdBindDescriptorSets)              \
+  X(vkCmdPushConstants)                   \
+  X(vkCmdDispatch)                        \
+  X(vkCmdPipelineBarrier)                 \
+  X(vkCmdCopyBuffer)                      \
+  X(vkCmdFillBuffer)                      \
+  X(vkCmdWriteTimestamp)                  \
+  X(vkCmdResetQueryPool)                  \
+  X(vkCreateQueryPool)                    \
+  X(vkDestroyQueryPool)                   \
+  X(vkGetQueryPoolResults)                \
+  X(vkCreateFence)                        \
+  X(vkDestroyFence)                       \
+  X(vkWaitForFences)                      \
+  X(vkResetFences)                        \
+  X(vkGetFenceStatus)                     \
   X(vkGetPipelineExecutablePropertiesKHR) \
   X(vkGetPipelineExecutableStatisticsKHR) \
   X(vkGetPipelineExecutableInternalRepresentationsKHR)
 
 struct Fns {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
-  PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = nullptr;
+  PFN_GetPhysicalDeviceCooperativeMatrixPropertiesKHR vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR =
+      nullptr;
   PFN_GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
       vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV = nullptr;
 #define MN_VK_MEMBER(name) PFN_##name name = nullptr;

@@ -80,12 +80,14 @@ void query_features(Instance& inst, PhysicalInfo& p) {
   if (p.has(kKhrCooperativeMatrixExtension)) link(p.coopmat_khr, kStructCoopMatFeaturesKHR);
   if (p.has(kNvCooperativeMatrix2Extension)) link(p.coopmat2, kStructCoopMat2FeaturesNV);
   if (p.has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
-    link(p.pipeline_executable, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+    link(p.pipeline_executable,
+         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
   inst.fns.vkGetPhysicalDeviceFeatures2(p.handle, &f2);
   p.f10 = f2.features;
   // The chain pointed into this PhysicalInfo, which is about to be copied: keep no stale pointers.
   p.f11.pNext = p.f12.pNext = p.f13.pNext = nullptr;
-  p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext = p.coopmat2.pNext = nullptr;
+  p.subgroup_size_control.pNext = p.atomic_float.pNext = p.coopmat_nv.pNext = p.coopmat_khr.pNext =
+      p.coopmat2.pNext = nullptr;
   p.pipeline_executable.pNext = nullptr;
   if (p.api_version >= VK_API_VERSION_1_3) {
     p.subgroup_size_control.subgroupSizeControl = p.f13.subgroupSizeControl;
@@ -96,8 +98,8 @@ void query_features(Instance& inst, PhysicalInfo& p) {
 void query_properties(Instance& inst, PhysicalInfo& p) {
   DeviceCaps& c = p.caps;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, nullptr, {}};
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, nullptr, 0, 0, 0,
-                                              VK_FALSE};
+  VkPhysicalDeviceSubgroupProperties subgroup{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, nullptr, 0, 0, 0, VK_FALSE};
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
   VkPhysicalDeviceSubgroupSizeControlProperties size_control{};
@@ -164,7 +166,8 @@ void query_properties(Instance& inst, PhysicalInfo& p) {
   c.subgroup_size = subgroup.subgroupSize;
   const bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   c.subgroup_basic = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
-  c.subgroup_arithmetic = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  c.subgroup_arithmetic =
+      compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   c.subgroup_shuffle = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.subgroup_ballot = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
   c.subgroup_size_control = p.subgroup_size_control.subgroupSizeControl == VK_TRUE;
@@ -193,8 +196,9 @@ void query_coopmat(Instance& inst, PhysicalInfo& p) {
     for (const auto& s : two_call(init, [&](uint32_t* n, auto* out) {
            inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(p.handle, n, out);
          })) {
-      c.coopmat_nv_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType), component_name(s.BType),
-                                     component_name(s.CType), component_name(s.DType), scope_name(s.scope)});
+      c.coopmat_nv_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType),
+                                     component_name(s.BType), component_name(s.CType),
+                                     component_name(s.DType), scope_name(s.scope)});
     }
   }
   c.coopmat_khr = p.coopmat_khr.cooperativeMatrix == VK_TRUE;
@@ -202,19 +206,26 @@ void query_coopmat(Instance& inst, PhysicalInfo& p) {
     for (const auto& s : two_call(CoopMatPropertiesKHR{}, [&](uint32_t* n, auto* out) {
            inst.fns.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(p.handle, n, out);
          })) {
-      c.coopmat_khr_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType), component_name(s.BType),
-                                      component_name(s.CType), component_name(s.ResultType), scope_name(s.scope)});
+      c.coopmat_khr_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType),
+                                      component_name(s.BType), component_name(s.CType),
+                                      component_name(s.ResultType), scope_name(s.scope)});
     }
   }
   c.coopmat2_workgroup = c.coopmat_khr && p.coopmat2.cooperativeMatrixWorkgroupScope == VK_TRUE &&
                          p.coopmat2.cooperativeMatrixFlexibleDimensions == VK_TRUE;
-  c.coopmat2_tensor_addressing = c.coopmat2_workgroup && p.coopmat2.cooperativeMatrixTensorAddressing == VK_TRUE;
+  c.coopmat2_tensor_addressing =
+      c.coopmat2_workgroup && p.coopmat2.cooperativeMatrixTensorAddressing == VK_TRUE;
   if (c.coopmat2_workgroup && inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
     for (const auto& s : two_call(CoopMatFlexiblePropertiesNV{}, [&](uint32_t* n, auto* out) {
            inst.fns.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(p.handle, n, out);
          })) {
-      CoopMatShape shape{s.MGranularity, s.NGranularity, s.KGranularity, component_name(s.AType),
-                         component_name(s.BType), component_name(s.CType), component_name(s.ResultType),
+      CoopMatShape shape{s.MGranularity,
+                         s.NGranularity,
+                         s.KGranularity,
+                         component_name(s.AType),
+                         component_name(s.BType),
+                         component_name(s.CType),
+                         component_name(s.ResultType),
                          scope_name(s.scope)};
       shape.workgroup_invocations = s.workgroupInvocations;
       c.coopmat2_flexible_shapes.push_back(shape);
@@ -227,10 +238,12 @@ void query_queue(Instance& inst, PhysicalInfo& p) {
   inst.fns.vkGetPhysicalDeviceQueueFamilyProperties(p.handle, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
   inst.fns.vkGetPhysicalDeviceQueueFamilyProperties(p.handle, &n, families.data());
-  // Prefer a compute queue with timestamps; a compute-only family is no faster for one queue, so the first wins.
+  // Prefer a compute queue with timestamps; a compute-only family is no faster for one queue, so the first
+  // wins.
   for (uint32_t i = 0; i < n; ++i) {
     if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-    if (p.compute_family == UINT32_MAX || (p.timestamp_valid_bits == 0 && families[i].timestampValidBits > 0)) {
+    if (p.compute_family == UINT32_MAX ||
+        (p.timestamp_valid_bits == 0 && families[i].timestampValidBits > 0)) {
       p.compute_family = i;
       p.timestamp_valid_bits = families[i].timestampValidBits;
     }

@@ -18,8 +18,8 @@ void full_barrier(const Fns& f, VkCommandBuffer cb, VkPipelineStageFlags src, Vk
 
 constexpr VkPipelineStageFlags kWork = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
 constexpr VkAccessFlags kWrites = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-constexpr VkAccessFlags kAll =
-    VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+constexpr VkAccessFlags kAll = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
 
 }  // namespace
 
@@ -74,11 +74,13 @@ void VulkanCommandList::release() {
 
 VulkanDevice& VulkanCommandList::device(const char* where) {
   if (dev == nullptr) {
-    throw DeviceError(std::string("[") + where + "] expected a command list whose Device is alive, got one that "
+    throw DeviceError(std::string("[") + where +
+                      "] expected a command list whose Device is alive, got one that "
                       "outlived its Device");
   }
   if (finished) {
-    throw DeviceError(std::string("[") + where + "] expected a list still being recorded, got one after finish()");
+    throw DeviceError(std::string("[") + where +
+                      "] expected a list still being recorded, got one after finish()");
   }
   return *dev;
 }
@@ -89,7 +91,8 @@ VkDescriptorSet VulkanCommandList::allocate_set(const Kernel& k) {
   if (sets_left_ == 0 || descriptors_left_ < k.num_buffers) {
     const uint32_t descriptors = std::max(kDescriptorsPerPool, k.num_buffers);
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors};
-    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, nullptr, 0, kSetsPerPool, 1, &size};
+    VkDescriptorPoolCreateInfo pi{
+        VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, nullptr, 0, kSetsPerPool, 1, &size};
     VkDescriptorPool pool;
     check(f.vkCreateDescriptorPool(d.handle(), &pi, nullptr, &pool), "CommandList::dispatch",
           "vkCreateDescriptorPool");
@@ -100,30 +103,33 @@ VkDescriptorSet VulkanCommandList::allocate_set(const Kernel& k) {
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, nullptr, pools_.back(), 1,
                                  &k.set_layout};
   VkDescriptorSet set;
-  check(f.vkAllocateDescriptorSets(d.handle(), &ai, &set), "CommandList::dispatch", "vkAllocateDescriptorSets");
+  check(f.vkAllocateDescriptorSets(d.handle(), &ai, &set), "CommandList::dispatch",
+        "vkAllocateDescriptorSets");
   --sets_left_;
   descriptors_left_ -= k.num_buffers;
   return set;
 }
 
-void VulkanCommandList::dispatch(KernelId id, std::span<const Buffer> buffers, std::span<const std::byte> push,
-                                 uint32_t gx, uint32_t gy, uint32_t gz) {
+void VulkanCommandList::dispatch(KernelId id, std::span<const Buffer> buffers,
+                                 std::span<const std::byte> push, uint32_t gx, uint32_t gy, uint32_t gz) {
   VulkanDevice& d = device("CommandList::dispatch");
   const Kernel& k = d.kernel(id, "CommandList::dispatch");
   const Fns& f = d.fns();
   if (buffers.size() != k.num_buffers) {
-    throw DeviceError("[CommandList::dispatch] expected " + std::to_string(k.num_buffers) + " buffers for kernel '" +
-                      k.label + "', got " + std::to_string(buffers.size()));
+    throw DeviceError("[CommandList::dispatch] expected " + std::to_string(k.num_buffers) +
+                      " buffers for kernel '" + k.label + "', got " + std::to_string(buffers.size()));
   }
   if (push.size() > k.push_bytes) {
     throw DeviceError("[CommandList::dispatch] expected at most " + std::to_string(k.push_bytes) +
-                      " push-constant bytes for kernel '" + k.label + "', got " + std::to_string(push.size()));
+                      " push-constant bytes for kernel '" + k.label + "', got " +
+                      std::to_string(push.size()));
   }
   const uint32_t groups[3] = {gx, gy, gz};
   for (int i = 0; i < 3; ++i) {
     if (groups[i] > d.caps().max_workgroup_count[i]) {
-      throw DeviceError("[CommandList::dispatch] expected at most " + std::to_string(d.caps().max_workgroup_count[i]) +
-                        " workgroups in dimension " + std::to_string(i) + " for kernel '" + k.label + "', got " +
+      throw DeviceError("[CommandList::dispatch] expected at most " +
+                        std::to_string(d.caps().max_workgroup_count[i]) + " workgroups in dimension " +
+                        std::to_string(i) + " for kernel '" + k.label + "', got " +
                         std::to_string(groups[i]));
     }
   }
@@ -134,16 +140,16 @@ void VulkanCommandList::dispatch(KernelId id, std::span<const Buffer> buffers, s
     const Buffer& b = buffers[i];
     d.memory().check_range(b, 0, b.size, "CommandList::dispatch");
     if (b.offset % align != 0) {
-      throw DeviceError("[CommandList::dispatch] expected buffer " + std::to_string(i) + " of kernel '" + k.label +
-                        "' at an offset that is a multiple of " + std::to_string(align) + ", got " +
+      throw DeviceError("[CommandList::dispatch] expected buffer " + std::to_string(i) + " of kernel '" +
+                        k.label + "' at an offset that is a multiple of " + std::to_string(align) + ", got " +
                         std::to_string(b.offset));
     }
     // A zero-byte buffer still needs a non-empty range; it borrows bytes of its reservation.
     uint64_t range = b.size;
     if (range == 0) range = std::min<uint64_t>(4, d.memory().block_size(b) - b.offset);
     if (range == 0) {
-      throw DeviceError("[CommandList::dispatch] expected a bindable buffer " + std::to_string(i) + " for kernel '" +
-                        k.label + "', got an empty slice at the end of its block");
+      throw DeviceError("[CommandList::dispatch] expected a bindable buffer " + std::to_string(i) +
+                        " for kernel '" + k.label + "', got an empty slice at the end of its block");
     }
     infos[i] = {d.memory().vk_buffer(b), b.offset, range};
   }
@@ -155,8 +161,8 @@ void VulkanCommandList::dispatch(KernelId id, std::span<const Buffer> buffers, s
     VkDescriptorSet set = allocate_set(k);
     std::vector<VkWriteDescriptorSet> writes(k.num_buffers);
     for (uint32_t i = 0; i < k.num_buffers; ++i) {
-      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, nullptr, set, i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                   nullptr, &infos[i], nullptr};
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, nullptr, set,       i,      0, 1,
+                   VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,      nullptr, &infos[i], nullptr};
     }
     f.vkUpdateDescriptorSets(d.handle(), k.num_buffers, writes.data(), 0, nullptr);
     f.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);

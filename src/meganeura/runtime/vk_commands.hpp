@@ -12,8 +12,8 @@ class VulkanCommandList final : public CommandList {
   VulkanCommandList(VulkanDevice& dev, uint32_t timestamp_capacity);
   ~VulkanCommandList() override;
 
-  void dispatch(KernelId kernel, std::span<const Buffer> buffers, std::span<const std::byte> push, uint32_t gx,
-                uint32_t gy, uint32_t gz) override;
+  void dispatch(KernelId kernel, std::span<const Buffer> buffers, std::span<const std::byte> push,
+                uint32_t gx, uint32_t gy, uint32_t gz) override;
   void barrier() override;
   void copy(const Buffer& src, const Buffer& dst, uint64_t bytes) override;
   void timestamp(uint32_t query) override;

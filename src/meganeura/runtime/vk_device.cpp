@@ -104,7 +104,8 @@ struct EnabledFeatures {
     }
     // Costs nothing until a kernel asks for a capture (KernelDesc::capture).
     if (p.caps.pipeline_executable_info && ext(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-      link(pipeline_executable, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+      link(pipeline_executable,
+           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
       pipeline_executable.pipelineExecutableInfo = VK_TRUE;
     }
     ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
@@ -118,7 +119,8 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> inst, PhysicalInfo info, co
     : inst_(std::move(inst)), info_(std::move(info)), f_(inst_->fns) {
   EnabledFeatures enabled(info_);
   const float priority = 1.0f;
-  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, nullptr, 0, info_.compute_family, 1, &priority};
+  VkDeviceQueueCreateInfo qi{
+      VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, nullptr, 0, info_.compute_family, 1, &priority};
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.pNext = &enabled.f2;
@@ -138,12 +140,14 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> inst, PhysicalInfo info, co
     check(f_.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "open_device", "vkCreateCommandPool");
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, nullptr, pool_,
                                    VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
-    check(f_.vkAllocateCommandBuffers(device_, &ai, &transfer_cb_), "open_device", "vkAllocateCommandBuffers");
+    check(f_.vkAllocateCommandBuffers(device_, &ai, &transfer_cb_), "open_device",
+          "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, 0};
     check(f_.vkCreateFence(device_, &fi, nullptr, &transfer_fence_), "open_device", "vkCreateFence");
     VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, nullptr, 0, 0, nullptr};
     check(f_.vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "open_device", "vkCreatePipelineCache");
-    memory_ = std::make_unique<BlockAllocator>(*inst_, f_, device_, info_, options.host_visible, options.block_bytes);
+    memory_ = std::make_unique<BlockAllocator>(*inst_, f_, device_, info_, options.host_visible,
+                                               options.block_bytes);
   } catch (...) {
     if (cache_) f_.vkDestroyPipelineCache(device_, cache_, nullptr);
     if (transfer_fence_) f_.vkDestroyFence(device_, transfer_fence_, nullptr);
@@ -196,7 +200,8 @@ void VulkanDevice::wait_fences(const std::vector<VkFence>& fences, const char* w
   if (fences.empty()) return;
   VkResult r = f_.vkWaitForFences(device_, uint32_t(fences.size()), fences.data(), VK_TRUE, kFenceTimeoutNs);
   if (r == VK_TIMEOUT) {
-    throw DeviceError(std::string("[") + where + "] expected submitted work to finish within 600 s, got a timeout on " +
+    throw DeviceError(std::string("[") + where +
+                      "] expected submitted work to finish within 600 s, got a timeout on " +
                       info_.caps.name + " (a kernel that never ends?)");
   }
   check(r, where, "vkWaitForFences");
@@ -209,7 +214,8 @@ Buffer VulkanDevice::alloc_host(uint64_t bytes) { return memory_->alloc(bytes, t
 std::byte* VulkanDevice::host_pointer(const Buffer& b) {
   memory_->check_range(b, 0, b.size, "Device::host_pointer");
   if (!memory_->is_host(b))
-    throw DeviceError("[Device::host_pointer] expected a buffer from Device::alloc_host, got one of device memory");
+    throw DeviceError(
+        "[Device::host_pointer] expected a buffer from Device::alloc_host, got one of device memory");
   return reinterpret_cast<std::byte*>(memory_->mapped(b));
 }
 
@@ -223,13 +229,13 @@ void VulkanDevice::one_shot(F&& record, const char* where) {
   check(f_.vkBeginCommandBuffer(transfer_cb_, &bi), where, "vkBeginCommandBuffer");
   VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, VK_ACCESS_MEMORY_WRITE_BIT,
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-  f_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                          &before, 0, nullptr, 0, nullptr);
+  f_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                          1, &before, 0, nullptr, 0, nullptr);
   record(transfer_cb_);
   VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, VK_ACCESS_TRANSFER_WRITE_BIT,
                         VK_ACCESS_HOST_READ_BIT};
-  f_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0,
-                          nullptr, 0, nullptr);
+  f_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                          &after, 0, nullptr, 0, nullptr);
   check(f_.vkEndCommandBuffer(transfer_cb_), where, "vkEndCommandBuffer");
   check(f_.vkResetFences(device_, 1, &transfer_fence_), where, "vkResetFences");
   VkSubmitInfo si{};
@@ -257,7 +263,8 @@ void VulkanDevice::ensure_staging(uint64_t bytes) {
   f_.vkGetBufferMemoryRequirements(device_, staging_, &req);
   VkPhysicalDeviceMemoryProperties mem;
   inst_->fns.vkGetPhysicalDeviceMemoryProperties(info_.handle, &mem);
-  const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags need =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   uint32_t type = UINT32_MAX;
   // Cached memory makes downloads fast; uncached still works.
   for (int pass = 0; pass < 2 && type == UINT32_MAX; ++pass) {
@@ -270,17 +277,19 @@ void VulkanDevice::ensure_staging(uint64_t bytes) {
     }
   }
   if (type == UINT32_MAX) {
-    throw DeviceError("[Device::upload] expected a host-visible coherent memory type for staging, got none on " +
-                      info_.caps.name);
+    throw DeviceError(
+        "[Device::upload] expected a host-visible coherent memory type for staging, got none on " +
+        info_.caps.name);
   }
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, nullptr, req.size, type};
   VkResult r = f_.vkAllocateMemory(device_, &ai, nullptr, &staging_memory_);
   if (r != VK_SUCCESS) {
-    throw DeviceError("[Device::upload] expected " + std::to_string(req.size) + " bytes of host memory for staging, got " +
-                      result_name(r));
+    throw DeviceError("[Device::upload] expected " + std::to_string(req.size) +
+                      " bytes of host memory for staging, got " + result_name(r));
   }
   check(f_.vkBindBufferMemory(device_, staging_, staging_memory_, 0), "Device::upload", "vkBindBufferMemory");
-  check(f_.vkMapMemory(device_, staging_memory_, 0, VK_WHOLE_SIZE, 0, &staging_map_), "Device::upload", "vkMapMemory");
+  check(f_.vkMapMemory(device_, staging_memory_, 0, VK_WHOLE_SIZE, 0, &staging_map_), "Device::upload",
+        "vkMapMemory");
   staging_bytes_ = bytes;
 }
 
@@ -299,7 +308,8 @@ void VulkanDevice::upload(const Buffer& dst, const void* data, uint64_t bytes, u
     std::memcpy(staging_map_, src + done, n);
     VkBufferCopy region{0, dst.offset + offset + done, n};
     VkBuffer target = memory_->vk_buffer(dst);
-    one_shot([&](VkCommandBuffer cb) { f_.vkCmdCopyBuffer(cb, staging_, target, 1, &region); }, "Device::upload");
+    one_shot([&](VkCommandBuffer cb) { f_.vkCmdCopyBuffer(cb, staging_, target, 1, &region); },
+             "Device::upload");
     done += n;
   }
 }
@@ -318,7 +328,8 @@ void VulkanDevice::download(const Buffer& src, void* data, uint64_t bytes, uint6
     const uint64_t n = std::min(staging_bytes_, bytes - done);
     VkBufferCopy region{src.offset + offset + done, 0, n};
     VkBuffer source = memory_->vk_buffer(src);
-    one_shot([&](VkCommandBuffer cb) { f_.vkCmdCopyBuffer(cb, source, staging_, 1, &region); }, "Device::download");
+    one_shot([&](VkCommandBuffer cb) { f_.vkCmdCopyBuffer(cb, source, staging_, 1, &region); },
+             "Device::download");
     std::memcpy(out + done, staging_map_, n);
     done += n;
   }
@@ -338,7 +349,8 @@ void VulkanDevice::fill_zero(const Buffer& b) {
   if (words > 0) {
     VkBuffer target = memory_->vk_buffer(b);
     const uint64_t offset = b.offset + head;
-    one_shot([&](VkCommandBuffer cb) { f_.vkCmdFillBuffer(cb, target, offset, words, 0); }, "Device::fill_zero");
+    one_shot([&](VkCommandBuffer cb) { f_.vkCmdFillBuffer(cb, target, offset, words, 0); },
+             "Device::fill_zero");
   }
   if (tail > 0) upload(b, zeros.data(), tail, head + words);
 }
@@ -354,7 +366,8 @@ const Kernel& VulkanDevice::kernel(KernelId id, const char* where) const {
 KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   const DeviceCaps& c = info_.caps;
   auto fail = [&](const std::string& expected, const std::string& got) {
-    return DeviceError("[Device::create_kernel] expected " + expected + " for kernel '" + desc.label + "', got " + got);
+    return DeviceError("[Device::create_kernel] expected " + expected + " for kernel '" + desc.label +
+                       "', got " + got);
   };
   if (desc.spirv.empty() || desc.spirv[0] != 0x07230203u) {
     throw fail("a SPIR-V module (magic 0x07230203)", desc.spirv.empty() ? "no words" : "another first word");
@@ -369,11 +382,12 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   }
   const uint32_t sg = desc.required_subgroup_size;
   if (sg != 0) {
-    const bool ok = c.subgroup_size_control && (info_.required_subgroup_size_stages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+    const bool ok = c.subgroup_size_control &&
+                    (info_.required_subgroup_size_stages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                     sg >= c.min_subgroup_size && sg <= c.max_subgroup_size && (sg & (sg - 1)) == 0;
     if (!ok) {
-      throw fail("a required subgroup size the device supports (" + std::to_string(c.min_subgroup_size) + ".." +
-                     std::to_string(c.max_subgroup_size) + ", subgroup size control " +
+      throw fail("a required subgroup size the device supports (" + std::to_string(c.min_subgroup_size) +
+                     ".." + std::to_string(c.max_subgroup_size) + ", subgroup size control " +
                      (c.subgroup_size_control ? "on" : "off") + ")",
                  std::to_string(sg));
     }
@@ -397,7 +411,8 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
     }
   };
 
-  // An old validation layer's messages about KHR cooperative-matrix modules are counted apart (vk_instance.hpp).
+  // An old validation layer's messages about KHR cooperative-matrix modules are counted apart
+  // (vk_instance.hpp).
   const KhrCoopMatScope known_layer_limits(inst_->layer_predates_coopmat_khr, desc.spirv);
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, nullptr, 0, desc.spirv.size() * 4,
                               desc.spirv.data()};
@@ -409,17 +424,23 @@ KernelId VulkanDevice::create_kernel(const KernelDesc& desc) {
   }
   VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, nullptr, 0,
                                      desc.num_buffers, bindings.data()};
-  vk_check(f_.vkCreateDescriptorSetLayout(device_, &li, nullptr, &k.set_layout), "vkCreateDescriptorSetLayout");
+  vk_check(f_.vkCreateDescriptorSetLayout(device_, &li, nullptr, &k.set_layout),
+           "vkCreateDescriptorSetLayout");
 
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, desc.push_constant_bytes};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, nullptr, 0, 1, &k.set_layout,
-                                 desc.push_constant_bytes ? 1u : 0u, &range};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                 nullptr,
+                                 0,
+                                 1,
+                                 &k.set_layout,
+                                 desc.push_constant_bytes ? 1u : 0u,
+                                 &range};
   vk_check(f_.vkCreatePipelineLayout(device_, &pli, nullptr, &k.layout), "vkCreatePipelineLayout");
 
   std::vector<VkSpecializationMapEntry> entries(desc.spec_constants.size());
   for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4, 4};
-  VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(), desc.spec_constants.size() * 4,
-                            desc.spec_constants.data()};
+  VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
+                            desc.spec_constants.size() * 4, desc.spec_constants.data()};
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{};
   required.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
   required.requiredSubgroupSize = sg;
@@ -453,14 +474,16 @@ std::unique_ptr<CommandList> VulkanDevice::record(uint32_t timestamp_capacity) {
 VulkanCommandList& VulkanDevice::as_vulkan(CommandList& list, const char* where) {
   auto* vl = dynamic_cast<VulkanCommandList*>(&list);
   if (vl == nullptr || vl->dev != this) {
-    throw DeviceError(std::string("[") + where + "] expected a command list recorded by this device, got another");
+    throw DeviceError(std::string("[") + where +
+                      "] expected a command list recorded by this device, got another");
   }
   return *vl;
 }
 
 uint64_t VulkanDevice::submit(CommandList& list) {
   VulkanCommandList& vl = as_vulkan(list, "Device::submit");
-  if (!vl.finished) throw DeviceError("[Device::submit] expected a finished command list, got one still recording");
+  if (!vl.finished)
+    throw DeviceError("[Device::submit] expected a finished command list, got one still recording");
   wait_until(vl.last, "Device::submit");  // a command buffer without simultaneous use is pending at most once
   VkFence fence = VK_NULL_HANDLE;
   if (spare_fences_.empty()) {
@@ -523,10 +546,10 @@ bool VulkanDevice::finished(uint64_t id) {
 
 std::vector<double> VulkanDevice::timestamps(CommandList& list) {
   VulkanCommandList& vl = as_vulkan(list, "Device::timestamps");
-  if (vl.last == 0) throw DeviceError("[Device::timestamps] expected a list submitted at least once, got none");
+  if (vl.last == 0)
+    throw DeviceError("[Device::timestamps] expected a list submitted at least once, got none");
   wait_until(vl.last, "Device::timestamps");
-  const uint64_t mask =
-      info_.timestamp_valid_bits >= 64 ? ~0ull : ((1ull << info_.timestamp_valid_bits) - 1);
+  const uint64_t mask = info_.timestamp_valid_bits >= 64 ? ~0ull : ((1ull << info_.timestamp_valid_bits) - 1);
   std::vector<double> out(vl.capacity, std::numeric_limits<double>::quiet_NaN());
   for (uint32_t q = 0; q < vl.capacity; ++q) {
     if (!vl.written[q]) continue;  // never written: asking would wait forever

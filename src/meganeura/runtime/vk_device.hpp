@@ -40,7 +40,7 @@ class VulkanDevice final : public Device {
   uint64_t allocated_bytes() const override { return memory_->allocated_bytes(); }
   KernelId create_kernel(const KernelDesc& desc) override;
   std::vector<PipelineExecutable> pipeline_executables(KernelId id) override;  // vk_pipeline_info.cpp
-  std::vector<std::byte> pipeline_cache_data() override;                      // vk_pipeline_info.cpp
+  std::vector<std::byte> pipeline_cache_data() override;                       // vk_pipeline_info.cpp
   std::unique_ptr<CommandList> record(uint32_t timestamp_capacity) override;
   uint64_t submit(CommandList& list) override;
   void wait() override;
@@ -87,7 +87,8 @@ class VulkanDevice final : public Device {
   void* staging_map_ = nullptr;
   uint64_t staging_bytes_ = 0;
   std::vector<Kernel> kernels_;
-  // Submissions in flight, oldest first, each with the fence it signals; finished fences are reset and reused.
+  // Submissions in flight, oldest first, each with the fence it signals; finished fences are reset and
+  // reused.
   struct InFlight {
     uint64_t id;
     VkFence fence;

@@ -26,8 +26,9 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
     return VK_FALSE;
   }
   const char* level = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning";
-  std::string text = std::string("[vulkan ") + level + "] " + (data->pMessageIdName ? data->pMessageIdName : "") +
-                     ": " + (data->pMessage ? data->pMessage : "");
+  std::string text = std::string("[vulkan ") + level + "] " +
+                     (data->pMessageIdName ? data->pMessageIdName : "") + ": " +
+                     (data->pMessage ? data->pMessage : "");
   log->add(std::move(text));
   return VK_FALSE;
 }
@@ -38,7 +39,8 @@ uint32_t layer_version(const Fns& f, const char* name) {
   f.vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> layers(n);
   f.vkEnumerateInstanceLayerProperties(&n, layers.data());
-  for (const auto& l : layers) if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
+  for (const auto& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
   return 0;
 }
 
@@ -47,7 +49,8 @@ bool has_instance_extension(const Fns& f, const char* name) {
   f.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
   std::vector<VkExtensionProperties> exts(n);
   f.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
-  for (const auto& e : exts) if (std::strcmp(e.extensionName, name) == 0) return true;
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
   return false;
 }
 
@@ -105,8 +108,9 @@ Instance::Instance(bool want_validation) : fns(load_global()), validation(want_v
 
   VkResult r = fns.vkCreateInstance(&info, nullptr, &handle);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
-    throw DeviceError(std::string("[runtime] expected a Vulkan driver, got none (VK_ERROR_INCOMPATIBLE_DRIVER): ") +
-                      kNoDriver);
+    throw DeviceError(
+        std::string("[runtime] expected a Vulkan driver, got none (VK_ERROR_INCOMPATIBLE_DRIVER): ") +
+        kNoDriver);
   }
   check(r, "runtime", "vkCreateInstance");
   load_instance(fns, handle);
@@ -126,7 +130,8 @@ bool declares_coopmat_khr(const std::vector<uint32_t>& spirv) {
     const uint32_t count = spirv[i] >> 16, opcode = spirv[i] & 0xffff;
     if (count == 0) break;
     if (opcode == kOpCapability && i + 1 < spirv.size() && spirv[i + 1] == kCooperativeMatrixKHR) return true;
-    if (opcode != kOpCapability && opcode != 10 /* OpExtension */ && opcode != 11 /* OpExtInstImport */) break;
+    if (opcode != kOpCapability && opcode != 10 /* OpExtension */ && opcode != 11 /* OpExtInstImport */)
+      break;
     i += count;
   }
   return false;
@@ -134,7 +139,8 @@ bool declares_coopmat_khr(const std::vector<uint32_t>& spirv) {
 
 bool is_coopmat_khr_layer_limit(const char* id, const char* message) {
   const std::string i = id ? id : "", m = message ? message : "";
-  return i == "VUID-VkShaderModuleCreateInfo-pCode-01090" || i == "VUID-VkShaderModuleCreateInfo-pCode-04146" ||
+  return i == "VUID-VkShaderModuleCreateInfo-pCode-01090" ||
+         i == "VUID-VkShaderModuleCreateInfo-pCode-04146" ||
          m.find("Invalid capability operand: 6022") != std::string::npos;
 }
 
@@ -147,10 +153,14 @@ KhrCoopMatScope::~KhrCoopMatScope() { t_khr_coopmat_module = prev_; }
 bool is_coopmat_device_layer_limit(const char* id, const char* message) {
   const std::string i = id ? id : "", m = message ? message : "";
   if (i == "VUID-VkDeviceCreateInfo-pNext-pNext")
-    return m.find("unknown VkStructureType (1000506000)") != std::string::npos ||  // CooperativeMatrixFeaturesKHR
-           m.find("unknown VkStructureType (1000593000)") != std::string::npos;    // CooperativeMatrix2FeaturesNV
+    return m.find("unknown VkStructureType (1000506000)") !=
+               std::string::npos ||  // CooperativeMatrixFeaturesKHR
+           m.find("unknown VkStructureType (1000593000)") !=
+               std::string::npos;  // CooperativeMatrix2FeaturesNV
   for (const char* ext : {"VK_KHR_cooperative_matrix ", "VK_NV_cooperative_matrix2 "})
-    if (m.find(std::string("Device Extension ") + ext + "is not supported by this layer") != std::string::npos) return true;
+    if (m.find(std::string("Device Extension ") + ext + "is not supported by this layer") !=
+        std::string::npos)
+      return true;
   return false;
 }
 

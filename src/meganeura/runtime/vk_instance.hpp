@@ -43,10 +43,10 @@ bool declares_coopmat_khr(const std::vector<uint32_t>& spirv);
 bool is_coopmat_khr_layer_limit(const char* message_id, const char* message);
 
 // While alive on a thread (around vkCreateDevice): a layer that does not know VK_KHR_cooperative_matrix or
-// VK_NV_cooperative_matrix2 says so when the device enables them, in two messages each, and those four are set
-// apart too: "Device Extension <it> is not supported by this layer" and VUID-VkDeviceCreateInfo-pNext-pNext for
-// its features structure (VkStructureType 1000506000 or 1000593000) as "unknown". The message itself is the
-// proof that the layer predates the extension.
+// VK_NV_cooperative_matrix2 says so when the device enables them, in two messages each, and those four are
+// set apart too: "Device Extension <it> is not supported by this layer" and
+// VUID-VkDeviceCreateInfo-pNext-pNext for its features structure (VkStructureType 1000506000 or 1000593000)
+// as "unknown". The message itself is the proof that the layer predates the extension.
 class CoopMatDeviceScope {
  public:
   CoopMatDeviceScope();

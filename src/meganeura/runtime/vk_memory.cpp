@@ -28,10 +28,12 @@ BlockAllocator::BlockAllocator(Instance& inst, const Fns& fns, VkDevice device, 
 
   VkPhysicalDeviceMemoryProperties mem;
   inst.fns.vkGetPhysicalDeviceMemoryProperties(info.handle, &mem);
-  const VkMemoryPropertyFlags host_flags = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags host_flags =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   for (int host = 0; host < 2; ++host) {
     const bool mapped = host || host_visible;
-    const VkMemoryPropertyFlags required = mapped ? host_flags : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    const VkMemoryPropertyFlags required =
+        mapped ? host_flags : VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     // Host-visible device buffers (debug mode) prefer memory that is also device-local (ReBAR, integrated,
     // lavapipe); host buffers prefer cached memory, which the host reads back fast.
     int best_score = -1;
@@ -48,8 +50,9 @@ BlockAllocator::BlockAllocator(Instance& inst, const Fns& fns, VkDevice device, 
       }
     }
     if (memory_type_[host] == UINT32_MAX) {
-      throw DeviceError(std::string("[open_device] expected a ") + (mapped ? "host-visible coherent" : "device-local") +
-                        " memory type on " + info.caps.name + ", got none");
+      throw DeviceError(std::string("[open_device] expected a ") +
+                        (mapped ? "host-visible coherent" : "device-local") + " memory type on " +
+                        info.caps.name + ", got none");
     }
   }
 }
@@ -83,15 +86,16 @@ uint32_t BlockAllocator::new_block(uint64_t bytes, uint64_t request, bool host) 
   VkBufferCreateInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = bytes;
-  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(f_.vkCreateBuffer(device_, &bi, nullptr, &b.buffer), "Device::alloc", "vkCreateBuffer");
   VkMemoryRequirements req;
   f_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
   if (!(req.memoryTypeBits & (1u << type))) {
     f_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    throw DeviceError("[Device::alloc] expected storage buffers to accept memory type " + std::to_string(type) +
-                      ", got type bits " + std::to_string(req.memoryTypeBits));
+    throw DeviceError("[Device::alloc] expected storage buffers to accept memory type " +
+                      std::to_string(type) + ", got type bits " + std::to_string(req.memoryTypeBits));
   }
   VkMemoryAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
@@ -103,7 +107,8 @@ uint32_t BlockAllocator::new_block(uint64_t bytes, uint64_t request, bool host) 
     throw oom(result_name(r) + " allocating a block of " + bytes_text(req.size));
   }
   r = f_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
-  if (r == VK_SUCCESS && (host || host_visible_)) r = f_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped);
+  if (r == VK_SUCCESS && (host || host_visible_))
+    r = f_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped);
   if (r != VK_SUCCESS) {
     f_.vkDestroyBuffer(device_, b.buffer, nullptr);
     f_.vkFreeMemory(device_, b.memory, nullptr);
@@ -135,7 +140,8 @@ Buffer BlockAllocator::alloc(uint64_t bytes, bool host) {
   if (reserved > range) {
     // A request beyond the whole heap is out of memory first: say so with the budget.
     const MemoryHeap heap = query_heaps(inst_, info_)[heap_[host]];
-    if (reserved > heap.budget) throw out_of_memory(heap, heap_[host], bytes, "a request larger than the whole budget");
+    if (reserved > heap.budget)
+      throw out_of_memory(heap, heap_[host], bytes, "a request larger than the whole budget");
     throw DeviceError("[Device::alloc] expected at most maxStorageBufferRange = " + bytes_text(range) +
                       " per buffer on " + info_.caps.name + ", got a request for " + bytes_text(bytes));
   }
@@ -143,23 +149,25 @@ Buffer BlockAllocator::alloc(uint64_t bytes, bool host) {
   for (uint32_t i = 0; i < blocks_.size(); ++i) {
     if (blocks_[i].host == host && take(blocks_[i], reserved, offset)) return Buffer{i, offset, bytes};
   }
-  const uint32_t idx = new_block(std::max(host ? std::min(kHostBlock, block_bytes_) : block_bytes_, reserved), bytes, host);
+  const uint32_t idx =
+      new_block(std::max(host ? std::min(kHostBlock, block_bytes_) : block_bytes_, reserved), bytes, host);
   if (!take(blocks_[idx], reserved, offset)) {
-    throw DeviceError("[Device::alloc] expected a fresh block to hold " + bytes_text(bytes) + ", got one of " +
-                      bytes_text(blocks_[idx].size));
+    throw DeviceError("[Device::alloc] expected a fresh block to hold " + bytes_text(bytes) +
+                      ", got one of " + bytes_text(blocks_[idx].size));
   }
   return Buffer{idx, offset, bytes};
 }
 
 void BlockAllocator::free(const Buffer& b) {
   if (!b.valid() || b.block >= blocks_.size()) {
-    throw DeviceError("[Device::free] expected a buffer from Device::alloc, got block " + std::to_string(b.block));
+    throw DeviceError("[Device::free] expected a buffer from Device::alloc, got block " +
+                      std::to_string(b.block));
   }
   Block& block = blocks_[b.block];
   auto it = block.used.find(b.offset);
   if (it == block.used.end()) {
-    throw DeviceError("[Device::free] expected a live buffer, got block " + std::to_string(b.block) + " offset " +
-                      std::to_string(b.offset) + " which is not allocated (freed twice?)");
+    throw DeviceError("[Device::free] expected a live buffer, got block " + std::to_string(b.block) +
+                      " offset " + std::to_string(b.offset) + " which is not allocated (freed twice?)");
   }
   uint64_t offset = it->first, size = it->second;
   block.used.erase(it);
@@ -192,13 +200,16 @@ void BlockAllocator::check_range(const Buffer& b, uint64_t offset, uint64_t byte
     }
   }
   if (!live) {
-    throw DeviceError(std::string("[") + where + "] expected a live buffer from Device::alloc (or a slice of one), "
-                      "got block " + std::to_string(b.block) + " offset " + std::to_string(b.offset) + " size " +
+    throw DeviceError(std::string("[") + where +
+                      "] expected a live buffer from Device::alloc (or a slice of one), "
+                      "got block " +
+                      std::to_string(b.block) + " offset " + std::to_string(b.offset) + " size " +
                       std::to_string(b.size));
   }
   if (offset > b.size || bytes > b.size - offset) {
-    throw DeviceError(std::string("[") + where + "] expected a range inside the buffer's " + std::to_string(b.size) +
-                      " bytes, got offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+    throw DeviceError(std::string("[") + where + "] expected a range inside the buffer's " +
+                      std::to_string(b.size) + " bytes, got offset " + std::to_string(offset) + " + " +
+                      std::to_string(bytes) + " bytes");
   }
 }
 

@@ -39,13 +39,14 @@ class BlockAllocator {
     VkBuffer buffer = VK_NULL_HANDLE;
     uint64_t size = 0;
     void* mapped = nullptr;
-    bool host = false;  // an alloc_host block
+    bool host = false;                  // an alloc_host block
     std::map<uint64_t, uint64_t> free;  // offset -> size, coalesced
     std::map<uint64_t, uint64_t> used;  // offset -> reserved size
   };
 
   uint32_t new_block(uint64_t bytes, uint64_t request, bool host);
-  DeviceError out_of_memory(const MemoryHeap& heap, uint32_t heap_index, uint64_t request, const std::string& got) const;
+  DeviceError out_of_memory(const MemoryHeap& heap, uint32_t heap_index, uint64_t request,
+                            const std::string& got) const;
   bool take(Block& block, uint64_t bytes, uint64_t& offset);
 
   Instance& inst_;

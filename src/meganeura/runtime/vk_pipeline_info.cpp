@@ -96,7 +96,8 @@ std::vector<PipelineExecutable> VulkanDevice::pipeline_executables(KernelId id) 
         rep.is_text = reps[i].isText == VK_TRUE;
         rep.data = std::move(data[i]);
         rep.data.resize(reps[i].dataSize);
-        if (rep.is_text) rep.data.resize(rep.data.find('\0') == std::string::npos ? rep.data.size() : rep.data.find('\0'));
+        if (rep.is_text)
+          rep.data.resize(rep.data.find('\0') == std::string::npos ? rep.data.size() : rep.data.find('\0'));
         x.representations.push_back(std::move(rep));
       }
     }
@@ -110,7 +111,8 @@ std::vector<std::byte> VulkanDevice::pipeline_cache_data() {
   size_t n = 0;
   check(f_.vkGetPipelineCacheData(device_, cache_, &n, nullptr), where, "vkGetPipelineCacheData");
   std::vector<std::byte> out(n);
-  // VK_INCOMPLETE if the cache grew in between (another thread creating a pipeline): what was written is whole.
+  // VK_INCOMPLETE if the cache grew in between (another thread creating a pipeline): what was written is
+  // whole.
   const VkResult r = f_.vkGetPipelineCacheData(device_, cache_, &n, out.data());
   if (r != VK_INCOMPLETE) check(r, where, "vkGetPipelineCacheData");
   out.resize(n);

@@ -53,7 +53,10 @@ const char* phase_name(Phase p) {
 
 Phase kernel_phase(const Graph& g, const Kernel& k) {
   switch (k.arch) {
-    case Archetype::Optimizer: case Archetype::Counter: case Archetype::Accumulate: case Archetype::GradNorm:
+    case Archetype::Optimizer:
+    case Archetype::Counter:
+    case Archetype::Accumulate:
+    case Archetype::GradNorm:
     case Archetype::ClipScale: return Phase::Update;
     default: break;
   }
@@ -88,8 +91,9 @@ void sort_by_level(KernelGraph& kg) {
 
 [[noreturn]] void unsupported(const Graph& g, NodeId n, const std::string& why) {
   const Node& nd = g.node(n);
-  throw GraphError("[schedule] expected an op the GPU archetypes can run, got " + std::string(op_name(nd.op)) +
-                   " at node '" + node_label(g, n) + "' (built at " + where(nd.prov.loc) + "): " + why);
+  throw GraphError("[schedule] expected an op the GPU archetypes can run, got " +
+                   std::string(op_name(nd.op)) + " at node '" + node_label(g, n) + "' (built at " +
+                   where(nd.prov.loc) + "): " + why);
 }
 
 // Operands of a reduction that may take a fused prologue: float operands shaped like operand 0 (the
@@ -109,7 +113,7 @@ struct Builder {
   std::vector<std::vector<NodeId>> consumers;  // distinct, needed consumers
   std::vector<int> owner;                      // kernel index computing the node, -1 if none
   enum Region : char { None, Epi, Pro };
-  std::vector<char> region;                    // region inside its owner kernel
+  std::vector<char> region;  // region inside its owner kernel
   KernelGraph kg;
 
   Builder(const Graph& graph, const ScheduleOptions& o) : g(graph), opt(o) {
@@ -150,9 +154,10 @@ struct Builder {
       for (NodeId c : consumers[nd.inputs[0].v]) {
         const Node& cn = g.node(c);
         if (cn.op != Op::WriteSlice || cn.inputs[1] == nd.inputs[0] || cn.inputs[2] == nd.inputs[0])
-          unsupported(g, n, "its state '" + node_label(g, nd.inputs[0]) + "' is also read directly by " +
-                                std::string(op_name(cn.op)) + " '" + node_label(g, c) +
-                                "'; read the state through the write's result");
+          unsupported(g, n,
+                      "its state '" + node_label(g, nd.inputs[0]) + "' is also read directly by " +
+                          std::string(op_name(cn.op)) + " '" + node_label(g, c) +
+                          "'; read the state through the write's result");
       }
     }
   }
@@ -196,7 +201,8 @@ struct Builder {
       const Node& pn = g.node(p);
       OpClass c = op_class(pn.op);
       if (c == OpClass::Fill || c == OpClass::Leaf || c == OpClass::Alias) continue;  // inlined or stored
-      if (pn.op == Op::WriteSlice) continue;  // always its own kernel's root: it writes the state, not a new value
+      if (pn.op == Op::WriteSlice)
+        continue;  // always its own kernel's root: it writes the state, not a new value
       if (owner[p.v] >= 0) continue;
       if (!opt.fuse || opt.keep_intermediates || is_root[p.v] || forced[p.v]) continue;
       check_supported(p);
@@ -400,7 +406,8 @@ struct Builder {
 KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const ScheduleOptions& options) {
   Builder b(g, options);
   for (NodeId r : roots) {
-    if (!r.valid() || r.v >= g.size()) throw GraphError("[schedule] expected a node of the graph, got id " + std::to_string(r.v));
+    if (!r.valid() || r.v >= g.size())
+      throw GraphError("[schedule] expected a node of the graph, got id " + std::to_string(r.v));
     b.is_root[r.v] = 1;
   }
   b.kg.roots = roots;
@@ -436,13 +443,14 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
       if (params.count(kg.storage_of(r))) return true;
     return false;
   };
-  // The gradient may be a Reshape of the kernel's root (a bias gradient summed with keepdim): same elements in
-  // the same order.
+  // The gradient may be a Reshape of the kernel's root (a bias gradient summed with keepdim): same elements
+  // in the same order.
   auto fusable = [&](NodeId p, NodeId gr) -> Kernel* {
     const NodeId gs = kg.storage_of(gr);
     auto it = kg.producer.find(gs);
-    if (it == kg.producer.end() || grad_uses[gr] != 1 || readers.count(gs) || outputs.count(gr) || outputs.count(gs) ||
-        g.node(p).dtype != DType::F32 || g.node(gs).dtype != DType::F32 || numel(g.node(gs).shape) != numel(g.node(p).shape))
+    if (it == kg.producer.end() || grad_uses[gr] != 1 || readers.count(gs) || outputs.count(gr) ||
+        outputs.count(gs) || g.node(p).dtype != DType::F32 || g.node(gs).dtype != DType::F32 ||
+        numel(g.node(gs).shape) != numel(g.node(p).shape))
       return nullptr;
     for (const auto& [alias, storage] : kg.storage)  // no other view of the gradient is read or returned
       if (storage == gs && alias != gr && (readers.count(alias) || outputs.count(alias))) return nullptr;
@@ -450,7 +458,8 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
     if (k.root != gs || !k.siblings.empty() || k.update.valid() || reads_parameter(k)) return nullptr;
     const Op core = k.core.valid() ? g.node(k.core).op : Op::Count_;
     // one thread writes each element once, after everything the kernel reads
-    if (k.arch == Archetype::MatMul || (k.arch == Archetype::RowReduce && (core == Op::Sum || core == Op::Mean)))
+    if (k.arch == Archetype::MatMul ||
+        (k.arch == Archetype::RowReduce && (core == Op::Sum || core == Op::Mean)))
       return &k;
     return nullptr;
   };
@@ -472,7 +481,8 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
     k->level = level;
     k->update = p;
     k->label += ",update " + node_label(g, p);
-    kg.materialised.erase(std::remove(kg.materialised.begin(), kg.materialised.end(), k->root), kg.materialised.end());
+    kg.materialised.erase(std::remove(kg.materialised.begin(), kg.materialised.end(), k->root),
+                          kg.materialised.end());
   }
   if (moved) {
     sort_by_level(kg);
@@ -482,8 +492,8 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
 
 }  // namespace
 
-void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& all_param_grads,
-                      const UpdatePlan& plan) {
+void append_optimizer(KernelGraph& kg, const Graph& g,
+                      const std::vector<std::pair<NodeId, NodeId>>& all_param_grads, const UpdatePlan& plan) {
   if (all_param_grads.empty()) return;
   const std::vector<std::pair<NodeId, NodeId>> param_grads =
       plan.fuse && !plan.clip && !plan.accumulate ? fuse_updates(kg, g, all_param_grads, plan.needs_step)
@@ -502,7 +512,8 @@ void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pa
   };
   if (plan.accumulate) {
     for (auto [p, gr] : param_grads) {
-      Kernel& k = add(Archetype::Accumulate, StepPart::AccumulateOnly, top + 1, "accumulate " + node_label(g, p));
+      Kernel& k =
+          add(Archetype::Accumulate, StepPart::AccumulateOnly, top + 1, "accumulate " + node_label(g, p));
       k.root = p;
       k.grad = gr;
       k.reads = {gr};

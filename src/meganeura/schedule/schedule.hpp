@@ -23,12 +23,11 @@ enum class Archetype : uint8_t {
   Attention,  // flash attention: forward (+ log-sum-exp), dQ, and dK with dV; K/V or Q tiles streamed
   Optimizer,  // the fused parameter update over the persistent arena
   Counter,    // bumps the step counter and bias corrections of the hyper-parameter block, first in the step
-  Accumulate, // adds a gradient into its accumulation buffer (gradient accumulation)
-  GradNorm,   // partial sums of squares of every gradient, one per workgroup (clipping)
-  ClipScale,  // sums the partials and writes the clipping factor into the hyper-parameter block
+  Accumulate,  // adds a gradient into its accumulation buffer (gradient accumulation)
+  GradNorm,    // partial sums of squares of every gradient, one per workgroup (clipping)
+  ClipScale,   // sums the partials and writes the clipping factor into the hyper-parameter block
 };
 const char* archetype_name(Archetype a);
-
 
 // Which recorded command list runs a kernel. With gradient accumulation a session records two: one that
 // only accumulates and one that updates; without it, only the update list exists.
@@ -45,15 +44,15 @@ struct Kernel {
   // Further values the kernel writes, computed from the same inputs as the core: an Attention kernel's
   // AttentionLse, a dK kernel's dV. Never fused into by other nodes; empty for every other archetype.
   std::vector<NodeId> siblings;
-  NodeId grad;                   // Optimizer, Accumulate: the gradient read
+  NodeId grad;  // Optimizer, Accumulate: the gradient read
   // MatMul / RowReduce: the parameter this kernel updates with its root as the gradient (append_optimizer's
   // fused updates). The root is then not stored: each output element goes straight into the update.
   NodeId update;
   std::vector<std::pair<NodeId, NodeId>> param_grads;  // GradNorm: every (parameter, gradient)
-  int level = 0;                 // dependency depth; kernels of one level are mutually independent
-  std::string label;             // names of the nodes it computes, for plans, errors and profiles
+  int level = 0;      // dependency depth; kernels of one level are mutually independent
+  std::string label;  // names of the nodes it computes, for plans, errors and profiles
 
-  bool fused(NodeId n) const;    // n is computed inside this kernel (root, core, sibling, prologue or epilogue)
+  bool fused(NodeId n) const;  // n is computed inside this kernel (root, core, sibling, prologue or epilogue)
 };
 
 struct KernelGraph {
@@ -69,8 +68,8 @@ struct KernelGraph {
 };
 
 struct ScheduleOptions {
-  bool fuse = true;                // off: every non-leaf node is its own kernel (parity tests)
-  bool keep_intermediates = false; // debug: every node materialised and readable
+  bool fuse = true;                 // off: every non-leaf node is its own kernel (parity tests)
+  bool keep_intermediates = false;  // debug: every node materialised and readable
 };
 
 // Partitions the nodes that `roots` depend on. Throws GraphError naming the op, node and builder line
@@ -91,14 +90,15 @@ struct UpdatePlan {
 // writes each element once from one thread (a matmul; a Sum / Mean row reduction) and that nothing else reads
 // gets no Optimizer kernel: that kernel updates it (Kernel::update), moved after every kernel reading the
 // parameter, and the gradient is not stored.
-void append_optimizer(KernelGraph& kg, const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& param_grads,
-                      const UpdatePlan& plan);
+void append_optimizer(KernelGraph& kg, const Graph& g,
+                      const std::vector<std::pair<NodeId, NodeId>>& param_grads, const UpdatePlan& plan);
 
 // "name" of a node for labels: its user name, else op#id.
 std::string node_label(const Graph& g, NodeId n);
 
 // The user-visible provenance of a value for dispatch labels and profiles: its name; else, for a node derived
-// by autodiff or a rewrite, the name of the value it came from ("grad/<name>" when autodiff made it); else "".
+// by autodiff or a rewrite, the name of the value it came from ("grad/<name>" when autodiff made it); else
+// "".
 std::string provenance_label(const Graph& g, NodeId n);
 
 // Which part of a training step a kernel belongs to: the forward pass, autodiff's backward pass, or the

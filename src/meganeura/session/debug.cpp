@@ -20,7 +20,8 @@ const char* read_failure_name(ReadFailure r) {
 
 namespace {
 
-[[noreturn]] void fail(ReadFailure r, const std::string& name, const std::string& kernel, const std::string& why) {
+[[noreturn]] void fail(ReadFailure r, const std::string& name, const std::string& kernel,
+                       const std::string& why) {
   throw NodeReadError("[Session::read_node_by_name] expected a value the step stored, got '" + name + "' (" +
                           read_failure_name(r) + "): " + why,
                       r, name, kernel);
@@ -61,7 +62,8 @@ std::vector<float> Session::read_node_by_name(const std::string& name) {
     size_t k = reused_by(s, slot->second);
     if (k != SIZE_MAX)
       fail(ReadFailure::MemoryReused, name, s.kernels.kernels[k].label,
-           "dispatch #" + std::to_string(k) + " [" + s.kernels.kernels[k].label + "] reuses its bytes" + kDebugHint);
+           "dispatch #" + std::to_string(k) + " [" + s.kernels.kernels[k].label + "] reuses its bytes" +
+               kDebugHint);
     return impl_->download_value(*n);
   }
   const Node& nd = g.node(*n);
@@ -71,7 +73,8 @@ std::vector<float> Session::read_node_by_name(const std::string& name) {
     const Kernel& K = s.kernels.kernels[k];
     if (K.fused(*n))
       fail(ReadFailure::FusedAway, name, K.label,
-           "computed inside dispatch #" + std::to_string(k) + " [" + K.label + "] and never stored" + kDebugHint);
+           "computed inside dispatch #" + std::to_string(k) + " [" + K.label + "] and never stored" +
+               kDebugHint);
   }
   fail(ReadFailure::NotComputed, name, "", "the step does not need it (dead code or rewritten away)");
 }
@@ -93,8 +96,8 @@ NanReport Session::step_debug() {
   std::set<NodeId> wanted(s.outputs.begin(), s.outputs.end());
   for (auto [p, gr] : s.param_grads) wanted.insert(gr);
   NanReport r;
-  auto check = [&](const std::vector<float>& v, const std::string& label, const Node& nd, const std::string& op,
-                   const std::string& kernel, size_t dispatch, const char* stage) {
+  auto check = [&](const std::vector<float>& v, const std::string& label, const Node& nd,
+                   const std::string& op, const std::string& kernel, size_t dispatch, const char* stage) {
     ++r.values_scanned;
     if (r.found) return;
     for (size_t i = 0; i < v.size(); ++i) {
@@ -123,7 +126,8 @@ NanReport Session::step_debug() {
     for (const OptimizerStateInfo& m : optimizer_state()) {
       // "optim.m/w1": the builder line is the parameter's
       const auto p = g.find(m.name.substr(m.name.find('/') + 1));
-      check(read_optimizer_state(m.name), m.name, g.node(p ? *p : g.parameters().at(0)), "optimizer state", "", 0, stage);
+      check(read_optimizer_state(m.name), m.name, g.node(p ? *p : g.parameters().at(0)), "optimizer state",
+            "", 0, stage);
     }
   };
   impl_->device->wait();
@@ -134,7 +138,8 @@ NanReport Session::step_debug() {
     if (g.node(in).dtype == DType::F32 && !r.found) scan(in, "", 0, "");
   for (size_t k = 0; k < s.kernels.kernels.size() && !r.found; ++k) {
     const Kernel& K = s.kernels.kernels[k];
-    // Values only: the step counter, clipping and accumulation kernels write the hyper block or private buffers.
+    // Values only: the step counter, clipping and accumulation kernels write the hyper block or private
+    // buffers.
     if (!K.root.valid() || (kernel_phase(g, K) == Phase::Update && K.arch != Archetype::Optimizer)) continue;
     if (K.update.valid()) continue;  // a gradient that went straight into its update has no storage
     if (!all && !wanted.count(K.root)) continue;

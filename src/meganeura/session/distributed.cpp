@@ -1,8 +1,8 @@
 // The distributed step (SessionConfig::distributed, docs/distributed.md): the recorded updating step cut into
 // segments at gradient-bucket boundaries. Backward produces gradients in reverse layer order; as soon as the
-// GPU finishes the segment that completes a bucket, the host starts that bucket's all-reduce while the GPU runs
-// the next segments. The last segment copies the averaged gradients back and runs the updates, so an update
-// waits only for the reductions, never for a host round trip per parameter.
+// GPU finishes the segment that completes a bucket, the host starts that bucket's all-reduce while the GPU
+// runs the next segments. The last segment copies the averaged gradients back and runs the updates, so an
+// update waits only for the reductions, never for a host round trip per parameter.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,11 +42,12 @@ uint64_t layout_hash(const SessionImpl& s) {
 std::string DistributedStats::to_text() const {
   char line[512];
   const double n = double(std::max<uint64_t>(steps, 1));
-  std::snprintf(line, sizeof line,
-                "distributed: %llu steps, %zu buckets of %.2f MiB in all; per step %.2f ms in step(), backward %.2f "
-                "ms, all-reduce in flight %.2f ms, exposed %.2f ms (%.0f%% hidden behind backward)",
-                static_cast<unsigned long long>(steps), buckets, double(bytes) / (1 << 20), 1e3 * step_s / n,
-                1e3 * backward_s / n, 1e3 * reduce_s / n, 1e3 * exposed_s / n, 100.0 * hidden_fraction());
+  std::snprintf(
+      line, sizeof line,
+      "distributed: %llu steps, %zu buckets of %.2f MiB in all; per step %.2f ms in step(), backward %.2f "
+      "ms, all-reduce in flight %.2f ms, exposed %.2f ms (%.0f%% hidden behind backward)",
+      static_cast<unsigned long long>(steps), buckets, double(bytes) / (1 << 20), 1e3 * step_s / n,
+      1e3 * backward_s / n, 1e3 * reduce_s / n, 1e3 * exposed_s / n, 100.0 * hidden_fraction());
   return line;
 }
 
@@ -55,8 +56,9 @@ void setup_distributed(SessionImpl& s) {
   if (!d.enabled() || !s.step.plan.hyper || s.step.param_grads.empty()) return;
   const std::string fn = "[build] distributed training (" + std::to_string(d.size()) + " ranks): ";
   if (s.config.optimizer.grad_accumulation > 1)
-    throw ConfigError(fn + "expected grad_accumulation 1 (the ranks' batches already make the global batch), got " +
-                      std::to_string(s.config.optimizer.grad_accumulation));
+    throw ConfigError(
+        fn + "expected grad_accumulation 1 (the ranks' batches already make the global batch), got " +
+        std::to_string(s.config.optimizer.grad_accumulation));
   if (d.bucket_bytes < 4)
     throw ConfigError(fn + "expected bucket_bytes >= 4, got " + std::to_string(d.bucket_bytes));
   const CompiledStep& st = s.step;
@@ -74,7 +76,8 @@ void setup_distributed(SessionImpl& s) {
     const NodeId storage = st.kernels.storage_of(gr);
     if (!seen.insert(storage).second) continue;
     if (!st.plan.slot_of.count(storage))
-      throw SessionError(fn + "expected the gradient of '" + st.graph.node(p).prov.name + "' stored, got none");
+      throw SessionError(fn + "expected the gradient of '" + st.graph.node(p).prov.name +
+                         "' stored, got none");
     if (s.stored_dtype(gr) != DType::F32)
       throw SessionError(fn + "expected f32 gradients, got " + dtype_name(s.stored_dtype(gr)) + " for '" +
                          st.graph.node(p).prov.name + "'");
@@ -98,7 +101,8 @@ void setup_distributed(SessionImpl& s) {
     offset += bytes;
   }
   // Buckets complete in order; a later one cannot end before an earlier one.
-  for (size_t i = 1; i < s.buckets.size(); ++i) s.buckets[i].end = std::max(s.buckets[i].end, s.buckets[i - 1].end);
+  for (size_t i = 1; i < s.buckets.size(); ++i)
+    s.buckets[i].end = std::max(s.buckets[i].end, s.buckets[i - 1].end);
   s.bucket_host = s.device->alloc_host(std::max<uint64_t>(offset, 4));
   s.owned.push_back(s.bucket_host);
   s.bucket_map = reinterpret_cast<float*>(s.device->host_pointer(s.bucket_host));
@@ -110,9 +114,10 @@ void setup_distributed(SessionImpl& s) {
   d.comm->broadcast(&root, sizeof root, 0, "the gradient layout");
   const double mismatches = d.comm->sum(std::vector<double>{root != h ? 1.0 : 0.0}, "the layout check")[0];
   if (mismatches > 0)
-    throw DistributedError(fn + "expected every rank to compile the same model (gradient layout of rank 0), got " +
-                           std::to_string(int(mismatches)) + " rank(s) with another" +
-                           (root != h ? " (this one, rank " + std::to_string(d.rank()) + ")" : std::string()));
+    throw DistributedError(
+        fn + "expected every rank to compile the same model (gradient layout of rank 0), got " +
+        std::to_string(int(mismatches)) + " rank(s) with another" +
+        (root != h ? " (this one, rank " + std::to_string(d.rank()) + ")" : std::string()));
 }
 
 void record_segments(SessionImpl& s, SessionImpl::Frame& f) {
@@ -122,8 +127,10 @@ void record_segments(SessionImpl& s, SessionImpl::Frame& f) {
   size_t at = 0;
   for (size_t b = 0; b <= s.buckets.size(); ++b) {
     std::unique_ptr<runtime::CommandList> list = s.device->record(0);
-    if (b == 0) copy_in(s, f, *list);
-    else list->barrier();  // orders it after the previous segment (and the host's writes before submission)
+    if (b == 0)
+      copy_in(s, f, *list);
+    else
+      list->barrier();  // orders it after the previous segment (and the host's writes before submission)
     const bool last = b == s.buckets.size();
     if (last) {
       for (const SessionImpl::Bucket& bk : s.buckets)
@@ -137,7 +144,8 @@ void record_segments(SessionImpl& s, SessionImpl::Frame& f) {
       record_dispatch(s, *list, ks[at]);
     }
     list->barrier();
-    if (last) copy_out(s, f, *list);
+    if (last)
+      copy_out(s, f, *list);
     else
       for (const SessionImpl::GradientCopy& g : s.buckets[b].grads)
         list->copy(g.grad, runtime::slice(s.bucket_host, g.offset, g.bytes), g.bytes);
@@ -181,8 +189,9 @@ void SessionImpl::submit_distributed() {
       const bool busy = !all_done();
       account(now_s(), busy);
       if (now_s() > deadline)
-        throw DistributedError("[Session::step] expected the GPU to finish gradient bucket " + std::to_string(b) +
-                               " within " + std::to_string(int(comm.timeout_s())) + " s, got no completion");
+        throw DistributedError("[Session::step] expected the GPU to finish gradient bucket " +
+                               std::to_string(b) + " within " + std::to_string(int(comm.timeout_s())) +
+                               " s, got no completion");
       if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     account(now_s(), !all_done());
@@ -190,7 +199,8 @@ void SessionImpl::submit_distributed() {
     const size_t first = size_t(bk.offset / 4), count = size_t(bk.bytes / 4);
     std::span<float> scratch;
     if (order == dist::ReduceOrder::Ranked)
-      scratch = std::span<float>(gather_scratch).subspan(first * size_t(comm.size()), count * size_t(comm.size()));
+      scratch =
+          std::span<float>(gather_scratch).subspan(first * size_t(comm.size()), count * size_t(comm.size()));
     requests.push_back(comm.start_sum(std::span<float>(bucket_map + first, count), scratch, scale, order,
                                       "gradient bucket " + std::to_string(b) + " (" + bk.names + ")"));
   }

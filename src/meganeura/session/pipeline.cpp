@@ -3,9 +3,9 @@
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/trace.hpp"
 
-#include <map>
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -41,8 +41,9 @@ void pass_verify(const Graph& g, const SessionConfig& config) {
     }
   }
   if (config.training && g.parameters().empty() && config.optimizer.kind != OptimizerKind::None)
-    throw GraphError("[build_session] expected a graph with parameters to train, got none (use "
-                     "build_inference_session for a graph without parameters)");
+    throw GraphError(
+        "[build_session] expected a graph with parameters to train, got none (use "
+        "build_inference_session for a graph without parameters)");
 }
 
 // The update rule's settings that change the compiled step.
@@ -56,14 +57,13 @@ void pass_check_optimizer(const SessionConfig& config) {
     throw ConfigError("[build_session] expected OptimizerConfig.grad_accumulation >= 1, got " +
                       std::to_string(o.grad_accumulation));
   if (o.kind == OptimizerKind::None && (o.clip_grad_norm > 0 || o.grad_accumulation > 1))
-    throw ConfigError("[build_session] expected an optimizer with clip_grad_norm or grad_accumulation (both are "
-                      "part of the update), got OptimizerKind::None");
+    throw ConfigError(
+        "[build_session] expected an optimizer with clip_grad_norm or grad_accumulation (both are "
+        "part of the update), got OptimizerKind::None");
 }
 
 // autodiff: gradients of the first output (the loss) for every parameter, found later by handle.
-Graph pass_autodiff(const Graph& g) {
-  return differentiate(g, g.outputs().at(0));
-}
+Graph pass_autodiff(const Graph& g) { return differentiate(g, g.outputs().at(0)); }
 
 // rewrite: C2's rule set under the configured driver.
 Graph pass_rewrite(const Graph& g, const SessionConfig& config, OptimizeReport& report) {
@@ -75,7 +75,9 @@ std::vector<std::pair<NodeId, NodeId>> pass_collect_gradients(const Graph& g) {
   std::vector<std::pair<NodeId, NodeId>> out;
   for (NodeId p : g.parameters()) {
     auto gr = g.gradient(p);
-    if (!gr) throw GraphError("[build_session] expected a gradient for parameter '" + node_label(g, p) + "', got none");
+    if (!gr)
+      throw GraphError("[build_session] expected a gradient for parameter '" + node_label(g, p) +
+                       "', got none");
     out.push_back({p, *gr});
   }
   return out;
@@ -100,7 +102,9 @@ CodegenOptions codegen_options(const SessionConfig& config) {
   co.optimizer = config.optimizer;
   return co;
 }
-bool needs_step(const OptimizerConfig& o) { return o.kind != OptimizerKind::Sgd && o.kind != OptimizerKind::None; }
+bool needs_step(const OptimizerConfig& o) {
+  return o.kind != OptimizerKind::Sgd && o.kind != OptimizerKind::None;
+}
 
 // optimizer: fused update kernels over the persistent arena, after everything else (plus the gradient
 // norm for clipping, and the accumulate-only kernels for gradient accumulation).
@@ -109,10 +113,13 @@ bool needs_step(const OptimizerConfig& o) { return o.kind != OptimizerKind::Sgd 
 void pass_optimizer(CompiledStep& s, const SessionConfig& config, const CompileOptions& options) {
   if (!updates(config)) return;
   const OptimizerConfig& o = config.optimizer;
-  append_optimizer(s.kernels, s.graph, s.param_grads,
-                   {.needs_step = needs_step(o), .clip = o.clip_grad_norm > 0, .accumulate = o.grad_accumulation > 1,
-                    .fuse = options.fuse && !config.keep_gradients && !config.keep_intermediates &&
-                            !config.distributed.enabled()});  // distributed: gradients are averaged before updates
+  append_optimizer(
+      s.kernels, s.graph, s.param_grads,
+      {.needs_step = needs_step(o),
+       .clip = o.clip_grad_norm > 0,
+       .accumulate = o.grad_accumulation > 1,
+       .fuse = options.fuse && !config.keep_gradients && !config.keep_intermediates &&
+               !config.distributed.enabled()});  // distributed: gradients are averaged before updates
 }
 
 uint32_t norm_partials(const CompiledStep& s, const CodegenOptions& co) {
@@ -125,7 +132,8 @@ uint32_t norm_partials(const CompiledStep& s, const CodegenOptions& co) {
   return 0;
 }
 
-MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, const runtime::DeviceCaps& caps) {
+MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config,
+                            const runtime::DeviceCaps& caps) {
   PlanOptions po;
   po.alias = config.alias_memory && !config.keep_intermediates;
   po.alignment = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 16);
@@ -139,7 +147,8 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config, 
   std::map<NodeId, uint64_t> scratch;
   for (const GeneratedKernel& k : s.code)
     for (const Binding& b : k.bindings)
-      if (b.kind == Binding::Scratch && b.write) scratch[b.node] = std::max(scratch[b.node], b.offset + b.bytes);
+      if (b.kind == Binding::Scratch && b.write)
+        scratch[b.node] = std::max(scratch[b.node], b.offset + b.bytes);
   for (const auto& [root, bytes] : scratch) po.scratch.push_back({root, bytes});
   return plan_memory(s.graph, s.kernels, po);
 }
@@ -149,8 +158,10 @@ std::vector<GeneratedKernel> pass_codegen(CompiledStep& s, const SessionConfig& 
   CodegenOptions co = codegen_options(config);
   co.deterministic_scatter = options.deterministic_scatter;
   co.precision = config.precision;
-  if (options.matmul_best) co.matmul_best = *options.matmul_best;
-  else if (config.matmul_tier) co.matmul_best = *config.matmul_tier;
+  if (options.matmul_best)
+    co.matmul_best = *options.matmul_best;
+  else if (config.matmul_tier)
+    co.matmul_best = *config.matmul_tier;
   s.codegen = co;
   return generate(s.graph, s.kernels, caps, co);
 }
@@ -196,7 +207,8 @@ std::vector<size_t> step_kernels(const CompiledStep& s, bool update) {
   // Indices into s.code, which may hold more dispatches than s.kernels has kernels (a scatter's clear).
   for (size_t i = 0; i < s.code.size(); ++i) {
     StepPart part = s.kernels.kernels[s.code[i].kernel].part;
-    if (part == StepPart::Every || part == (update ? StepPart::UpdateOnly : StepPart::AccumulateOnly)) out.push_back(i);
+    if (part == StepPart::Every || part == (update ? StepPart::UpdateOnly : StepPart::AccumulateOnly))
+      out.push_back(i);
   }
   return out;
 }
@@ -257,7 +269,8 @@ std::vector<bool> plan_barriers(const CompiledStep& s, const std::vector<size_t>
 
 namespace {
 
-void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<size_t>& kernels, const char* title) {
+void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<size_t>& kernels,
+               const char* title) {
   const std::vector<bool> barrier_before = plan_barriers(s, kernels);
   std::set<uint64_t> unique;
   size_t barriers = 0;
@@ -265,8 +278,8 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
     unique.insert(s.code[kernels[i]].hash);
     barriers += barrier_before[i] ? 1 : 0;
   }
-  os << title << ": " << kernels.size() << " dispatches, " << unique.size() << " distinct kernels, " << barriers
-     << " barriers\n";
+  os << title << ": " << kernels.size() << " dispatches, " << unique.size() << " distinct kernels, "
+     << barriers << " barriers\n";
   auto value_name = [&](const Binding& b) -> std::string {
     switch (b.kind) {
       case Binding::Value: {
@@ -284,8 +297,8 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
     const GeneratedKernel& k = s.code[kernels[i]];
     if (barrier_before[i]) os << "  -- barrier --\n";
     const Kernel& kn = s.kernels.kernels[k.kernel];
-    os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0] << "x"
-       << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
+    os << "  #" << kernels[i] << " " << archetype_name(k.arch) << " [" << k.label << "] grid " << k.grid[0]
+       << "x" << k.grid[1] << "x" << k.grid[2] << " " << phase_name(kernel_phase(s.graph, kn));
     if (kn.root.valid()) os << " from " << where(s.graph.node(kn.root).prov.loc);
     if (!k.tuned.is_default()) os << " tuned " << k.tuned.to_string();
     os << "\n";
@@ -302,8 +315,8 @@ std::string plan_text(const CompiledStep& s) {
   if (accumulates(s)) list_text(os, s, step_kernels(s, false), "accumulate-only step");
   MemorySummary m = s.plan.summary();
   os << "memory: parameters " << m.parameters << " B, gradients " << m.gradients << " B, optimizer state "
-     << m.optimizer_state << " B, activations " << m.activations << " B, inputs " << m.inputs << " B, outputs "
-     << m.outputs << " B\n";
+     << m.optimizer_state << " B, activations " << m.activations << " B, inputs " << m.inputs
+     << " B, outputs " << m.outputs << " B\n";
   return os.str();
 }
 

@@ -18,17 +18,17 @@ namespace meganeura {
 class Trace;
 
 struct CompiledStep {
-  Graph graph;                                        // differentiated and rewritten
+  Graph graph;  // differentiated and rewritten
   OptimizeReport report;
-  std::vector<NodeId> outputs;                        // the user's outputs in `graph`
-  std::vector<std::pair<NodeId, NodeId>> param_grads; // (parameter, gradient) in `graph`, training only
+  std::vector<NodeId> outputs;                         // the user's outputs in `graph`
+  std::vector<std::pair<NodeId, NodeId>> param_grads;  // (parameter, gradient) in `graph`, training only
   KernelGraph kernels;
   MemoryPlan plan;
-  std::vector<GeneratedKernel> code;                  // one per kernel, same order, plus a clearing
-                                                      // dispatch before each scatter-add made with atomics
-                                                      // and a product pass before each split-K matmul
+  std::vector<GeneratedKernel> code;  // one per kernel, same order, plus a clearing
+                                      // dispatch before each scatter-add made with atomics
+                                      // and a product pass before each split-K matmul
   bool fuse = true;
-  CodegenOptions codegen;                             // what codegen ran with (the tuner regenerates kernels)
+  CodegenOptions codegen;  // what codegen ran with (the tuner regenerates kernels)
 };
 
 // Kernels already created on one device, by content hash. Sessions that share a device may share one
@@ -41,14 +41,15 @@ struct KernelCache {
 
 // Extra knobs for tests; sessions use the defaults.
 struct CompileOptions {
-  bool fuse = true;                // off: one kernel per node (fused vs unfused parity)
-  KernelCache* cache = nullptr;    // shared across sessions on the same device; null: per session
+  bool fuse = true;                    // off: one kernel per node (fused vs unfused parity)
+  KernelCache* cache = nullptr;        // shared across sessions on the same device; null: per session
   bool deterministic_scatter = false;  // scatter-add without float atomics even where the device has them
-  Trace* trace = nullptr;          // MEGANEURA_TRACE: a CPU span per pass
+  Trace* trace = nullptr;              // MEGANEURA_TRACE: a CPU span per pass
   // The best matmul tier that passed the device's self-test (the session probes). Unset: the tier
   // SessionConfig::matmul_tier names, else scalar.
   std::optional<kernels::MatmulTier> matmul_best = std::nullopt;
-  // Parameters and states of the same name bind this session's buffers (meganeura::build(g, config, share_with)).
+  // Parameters and states of the same name bind this session's buffers (meganeura::build(g, config,
+  // share_with)).
   const Session* share = nullptr;
 };
 

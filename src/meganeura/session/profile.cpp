@@ -64,9 +64,10 @@ std::string Session::profile(const ProfileOptions& options) {
   SessionImpl& s = *impl_;
   const runtime::DeviceCaps& caps = s.device->caps();
   if (!s.timed())
-    throw SessionError(std::string("[Session::profile] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
-                                   "on a device with timestamp queries, got ") +
-                       (s.config.gpu_timing ? caps.name + " without timestamps" : "gpu_timing off"));
+    throw SessionError(
+        std::string("[Session::profile] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
+                    "on a device with timestamp queries, got ") +
+        (s.config.gpu_timing ? caps.name + " without timestamps" : "gpu_timing off"));
   if (options.iterations < 1 || options.warmup < 0)
     throw SessionError("[Session::profile] expected iterations >= 1 and warmup >= 0, got " +
                        std::to_string(options.iterations) + " and " + std::to_string(options.warmup));
@@ -146,7 +147,9 @@ std::string Session::profile(const ProfileOptions& options) {
   auto aggregate = [&](const std::map<std::string, std::pair<size_t, double>>& m, const char* key) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& [name, v] : m)
-      out.push_back({{key, name}, {"dispatches", v.first}, {"median_ns_total", v.second},
+      out.push_back({{key, name},
+                     {"dispatches", v.first},
+                     {"median_ns_total", v.second},
                      {"share", total > 0 ? v.second / total : 0.0}});
     std::sort(out.begin(), out.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
       return a["median_ns_total"].get<double>() > b["median_ns_total"].get<double>();
@@ -156,33 +159,53 @@ std::string Session::profile(const ProfileOptions& options) {
 
   nlohmann::json heaps = nlohmann::json::array();
   for (const runtime::MemoryHeap& h : s.device->memory_heaps())
-    heaps.push_back({{"size", h.size}, {"budget", h.budget}, {"usage", h.usage}, {"device_local", h.device_local}});
+    heaps.push_back(
+        {{"size", h.size}, {"budget", h.budget}, {"usage", h.usage}, {"device_local", h.device_local}});
   const MemorySummary m = st.plan.summary();
   const double grouped = median(grouped_gpu), instrumented = median(timed_gpu);
 
   nlohmann::json doc = {
       {"schema", "meganeura.profile.v1"},
       {"device",
-       {{"name", caps.name}, {"backend", caps.backend}, {"device_type", caps.device_type},
-        {"vendor_id", caps.vendor_id}, {"device_id", caps.device_id}, {"driver_name", caps.driver_name},
-        {"driver_info", caps.driver_info}, {"api_version", caps.api_version},
-        {"timestamp_period_ns", caps.timestamp_period_ns}, {"subgroup_size", caps.subgroup_size},
+       {{"name", caps.name},
+        {"backend", caps.backend},
+        {"device_type", caps.device_type},
+        {"vendor_id", caps.vendor_id},
+        {"device_id", caps.device_id},
+        {"driver_name", caps.driver_name},
+        {"driver_info", caps.driver_info},
+        {"api_version", caps.api_version},
+        {"timestamp_period_ns", caps.timestamp_period_ns},
+        {"subgroup_size", caps.subgroup_size},
         {"pipeline_executable_info", caps.pipeline_executable_info}}},
       {"memory",
-       {{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer_state", m.optimizer_state},
-        {"activations", m.activations}, {"inputs", m.inputs}, {"outputs", m.outputs}, {"total", m.total()},
-        {"device_allocated_bytes", s.device->allocated_bytes()}, {"heaps", heaps}}},
+       {{"parameters", m.parameters},
+        {"gradients", m.gradients},
+        {"optimizer_state", m.optimizer_state},
+        {"activations", m.activations},
+        {"inputs", m.inputs},
+        {"outputs", m.outputs},
+        {"total", m.total()},
+        {"device_allocated_bytes", s.device->allocated_bytes()},
+        {"heaps", heaps}}},
       {"session",
-       {{"training", s.config.training}, {"rewrite", rewrite_name(s.config.rewrite)}, {"dispatches", n},
-        {"distinct_kernels", distinct.size()}, {"barriers", barriers}, {"warmup", options.warmup},
+       {{"training", s.config.training},
+        {"rewrite", rewrite_name(s.config.rewrite)},
+        {"dispatches", n},
+        {"distinct_kernels", distinct.size()},
+        {"barriers", barriers},
+        {"warmup", options.warmup},
         {"iterations", options.iterations}}},
       {"dispatches", dispatches},
       {"families", aggregate(families, "family")},
       {"phases", aggregate(phases, "phase")},
       {"overhead",
-       {{"grouped_gpu", stats(grouped_gpu)}, {"instrumented_gpu", stats(timed_gpu)},
-        {"grouped_wall", stats(grouped_wall)}, {"instrumented_wall", stats(timed_wall)},
-        {"sum_of_dispatch_medians_ns", total}, {"ratio", grouped > 0 ? instrumented / grouped : 0.0}}},
+       {{"grouped_gpu", stats(grouped_gpu)},
+        {"instrumented_gpu", stats(timed_gpu)},
+        {"grouped_wall", stats(grouped_wall)},
+        {"instrumented_wall", stats(timed_wall)},
+        {"sum_of_dispatch_medians_ns", total},
+        {"ratio", grouped > 0 ? instrumented / grouped : 0.0}}},
   };
   return doc.dump(1);
 }

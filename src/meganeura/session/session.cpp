@@ -18,8 +18,8 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/pipeline.hpp"
 #include "meganeura/session/session_impl.hpp"
-#include "meganeura/shader/shader.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
+#include "meganeura/shader/shader.hpp"
 
 namespace meganeura {
 
@@ -34,9 +34,9 @@ runtime::Buffer shared_buffer(SessionImpl& s, const Slot& sl, const SessionImpl*
   const SharedValue& v = it->second;
   if (v.shape != nd.shape || v.dtype != nd.dtype || v.state != (sl.kind == StorageKind::State))
     throw SessionError("[build] expected '" + nd.prov.name + "' to match the session it shares with (" +
-                       (v.state ? "state " : "parameter ") + dtype_name(v.dtype) + shape_str(v.shape) + "), got " +
-                       (sl.kind == StorageKind::State ? "state " : "parameter ") + dtype_name(nd.dtype) +
-                       shape_str(nd.shape));
+                       (v.state ? "state " : "parameter ") + dtype_name(v.dtype) + shape_str(v.shape) +
+                       "), got " + (sl.kind == StorageKind::State ? "state " : "parameter ") +
+                       dtype_name(nd.dtype) + shape_str(nd.shape));
   s.shared[nd.prov.name] = v;
   return v.buffer;
 }
@@ -45,10 +45,10 @@ void allocate(SessionImpl& s, const SessionImpl* share) {
   const MemoryPlan& plan = s.step.plan;
   runtime::Device& dev = *s.device;
   s.slot_buffer.resize(plan.slots.size());
-  // The activation arena that the plan aliases: one buffer, or parts of plan.part_bytes where the device binds
-  // less than the arena (no slot straddles two parts). Persistent values (zeroed once: parameters default to
-  // zero and optimizer moments must start there) are allocated one by one, unless bound to the buffer of a
-  // session this one shares with, and live as long as any session using them (PersistentArena).
+  // The activation arena that the plan aliases: one buffer, or parts of plan.part_bytes where the device
+  // binds less than the arena (no slot straddles two parts). Persistent values (zeroed once: parameters
+  // default to zero and optimizer moments must start there) are allocated one by one, unless bound to the
+  // buffer of a session this one shares with, and live as long as any session using them (PersistentArena).
   auto allocate_arena = [&](uint64_t bytes) {
     std::vector<runtime::Buffer> parts;
     const uint64_t part = plan.part_bytes ? plan.part_bytes : bytes;
@@ -79,7 +79,8 @@ void allocate(SessionImpl& s, const SessionImpl* share) {
     if (sl.kind != StorageKind::Parameter && sl.kind != StorageKind::State) continue;
     const Node& nd = s.step.graph.node(sl.node);
     if (!s.shared.count(nd.prov.name))
-      s.shared[nd.prov.name] = {s.slot_buffer[i], nd.shape, nd.dtype, sl.kind == StorageKind::State, s.persistent};
+      s.shared[nd.prov.name] = {s.slot_buffer[i], nd.shape, nd.dtype, sl.kind == StorageKind::State,
+                                s.persistent};
   }
   // Constants carry their data from the graph.
   for (size_t i = 0; i < plan.slots.size(); ++i) {
@@ -101,7 +102,8 @@ constexpr uint64_t kFrameValueBytes = 16ull << 20;
 void allocate_frames(SessionImpl& s) {
   const int frames = s.config.frames_in_flight;
   if (frames < 1 || frames > 16)
-    throw ConfigError("[build] expected SessionConfig::frames_in_flight in 1..16, got " + std::to_string(frames));
+    throw ConfigError("[build] expected SessionConfig::frames_in_flight in 1..16, got " +
+                      std::to_string(frames));
   const CompiledStep& st = s.step;
   auto align = [](uint64_t v) { return (v + 15) / 16 * 16; };
   uint64_t staging = 0, readback = 0;
@@ -155,7 +157,7 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
 
 // gpu_timing captures the driver's statistics of each pipeline (profile rows), pipeline_ir its code as well.
 static runtime::PipelineCapture pipeline_capture(const SessionConfig& c) {
-  return c.pipeline_ir ? runtime::PipelineCapture::Representations
+  return c.pipeline_ir  ? runtime::PipelineCapture::Representations
          : c.gpu_timing ? runtime::PipelineCapture::Statistics
                         : runtime::PipelineCapture::None;
 }
@@ -212,9 +214,11 @@ void compile_kernels(SessionImpl& s, KernelCache* shared) {
   KernelCache& cache = shared ? *shared : local;
   if (!cache.device) cache.device = s.device.get();
   if (cache.device != s.device.get())
-    throw SessionError("[build] expected a kernel cache made for this session's device, got one of another device");
+    throw SessionError(
+        "[build] expected a kernel cache made for this session's device, got one of another device");
   std::map<uint64_t, runtime::KernelId>& by_hash = cache.kernels;
-  const uint64_t salt = uint64_t(pipeline_capture(s.config)) * 0x9E3779B97F4A7C15ull;  // a capture is another pipeline
+  const uint64_t salt =
+      uint64_t(pipeline_capture(s.config)) * 0x9E3779B97F4A7C15ull;  // a capture is another pipeline
   for (const GeneratedKernel& k : s.step.code) {
     const uint64_t key = k.hash ^ salt;
     auto it = by_hash.find(key);
@@ -243,7 +247,8 @@ std::unique_ptr<runtime::CommandList> record_list(SessionImpl& s, const SessionI
     if (barrier_before[i]) list->barrier();
     record_dispatch(s, *list, kernels[i]);
   }
-  // The readback copies, host reads after wait() and the next step's first kernel see every write of this one.
+  // The readback copies, host reads after wait() and the next step's first kernel see every write of this
+  // one.
   list->barrier();
   copy_out(s, f, *list);
   if (timestamps) list->timestamp(1);
@@ -288,7 +293,9 @@ void dump_plan(const SessionImpl& s) {
     return;
   }
   std::ofstream f(s.config.dump_plan, std::ios::app);
-  if (!f) throw ConfigError("[build] expected MEGANEURA_DUMP_PLAN to name a writable file, got '" + s.config.dump_plan + "'");
+  if (!f)
+    throw ConfigError("[build] expected MEGANEURA_DUMP_PLAN to name a writable file, got '" +
+                      s.config.dump_plan + "'");
   f << text;
 }
 
@@ -302,8 +309,9 @@ kernels::MatmulTier matmul_best(SessionImpl& s) {
   const bool coop = !c.matmul_tier ? (caps.coopmat_nv || caps.coopmat_khr) : true;
   if (c.precision != Precision::Mixed16 || !coop) {
     if (c.matmul_tier)
-      throw ConfigError(std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) +
-                        " only with SessionConfig::precision Mixed16 (cooperative tiers take f16 inputs), got F32");
+      throw ConfigError(
+          std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) +
+          " only with SessionConfig::precision Mixed16 (cooperative tiers take f16 inputs), got F32");
     return kernels::MatmulTier::Scalar;
   }
   struct Entry {
@@ -323,8 +331,8 @@ kernels::MatmulTier matmul_best(SessionImpl& s) {
   }
   s.matmul_tiers = e.choice.to_text();
   if (c.matmul_tier && e.choice.best != *c.matmul_tier)
-    throw ConfigError(std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) + " to pass the start-up self-test, got:\n" +
-                      e.choice.to_text());
+    throw ConfigError(std::string("[build] expected MEGANEURA_MATMUL=") + tier_name(*c.matmul_tier) +
+                      " to pass the start-up self-test, got:\n" + e.choice.to_text());
   return e.choice.best;
 }
 
@@ -340,23 +348,25 @@ bool cache_dir_usable(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   std::string why = ec ? ec.message() : "";
   if (why.empty()) {
-    const std::filesystem::path probe =
-        std::filesystem::path(dir) / (".probe-" + std::to_string(::getpid()) + "-" + std::to_string(known.size()));
+    const std::filesystem::path probe = std::filesystem::path(dir) / (".probe-" + std::to_string(::getpid()) +
+                                                                      "-" + std::to_string(known.size()));
     std::ofstream f(probe);
     if (!f) why = "cannot create files in it";
     f.close();
     std::filesystem::remove(probe, ec);
   }
   if (!why.empty())
-    std::fprintf(stderr,
-                 "meganeura: warning: the cache directory '%s' (MEGANEURA_CACHE_DIR / SessionConfig::cache_dir) is "
-                 "unusable (%s); shaders and tuning results are not cached\n",
-                 dir.c_str(), why.c_str());
+    std::fprintf(
+        stderr,
+        "meganeura: warning: the cache directory '%s' (MEGANEURA_CACHE_DIR / SessionConfig::cache_dir) is "
+        "unusable (%s); shaders and tuning results are not cached\n",
+        dir.c_str(), why.c_str());
   return known[dir] = why.empty();
 }
 
-// SessionConfig::init: each parameter of the user's graph the step stores gets its layer's rule (Graph::init_of),
-// except those bound to the buffers of the session `share` (they hold that session's values already).
+// SessionConfig::init: each parameter of the user's graph the step stores gets its layer's rule
+// (Graph::init_of), except those bound to the buffers of the session `share` (they hold that session's values
+// already).
 void initialise_parameters(SessionImpl& s, const Graph& g, const SessionImpl* share) {
   if (s.config.init != ParameterInit::Seeded) return;
   std::unordered_map<std::string, NodeId> user;
@@ -384,7 +394,8 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   if (!device) {
     runtime::DeviceOptions o;
     o.device_id = config.device_id;
-    if (config.distributed.comm) o.slot = uint32_t(config.distributed.comm->local_rank());  // a GPU per local rank
+    if (config.distributed.comm)
+      o.slot = uint32_t(config.distributed.comm->local_rank());  // a GPU per local rank
     o.validation = config.validation;
     o.host_visible = config.host_visible;
     device = runtime::open_device(o);
@@ -467,7 +478,8 @@ void stage_input(SessionImpl& s, const std::string& name, const void* data, size
   const std::vector<std::byte> bytes = s.to_device(n, data, count, given);
   for (size_t i = 0; i < s.staged.size(); ++i)
     if (s.staged[i].node == n) return stage(s, i, bytes.data());
-  if (s.step.plan.slot_of.count(s.kernels_storage(n))) s.device->upload(s.buffer_of(n), bytes.data(), bytes.size());
+  if (s.step.plan.slot_of.count(s.kernels_storage(n)))
+    s.device->upload(s.buffer_of(n), bytes.data(), bytes.size());
 }
 
 }  // namespace
@@ -483,7 +495,7 @@ runtime::CommandList& SessionImpl::submit_frame(ListKind kind) {
     std::memcpy(f.staging_map + v.offset, frames[v.newest].staging_map + v.offset, v.bytes);
     f.versions[i] = v.version;
   }
-  runtime::CommandList& list = kind == ListKind::Timed ? *f.timed_list
+  runtime::CommandList& list = kind == ListKind::Timed    ? *f.timed_list
                                : kind == ListKind::Update ? *f.list
                                                           : *f.accumulate_list;
   if (kind == ListKind::Timed && trace) f.traced_us = Trace::now_us();
@@ -508,9 +520,9 @@ void Session::set_parameter_bytes(const std::string& name, std::span<const std::
   const NodeId n = s.leaf_id("set_parameter_bytes", name, Op::Parameter);
   const Node& nd = s.step.graph.node(n);
   if (data.size() != s.stored_bytes(n))
-    throw SessionError("[Session::set_parameter_bytes] expected " + std::to_string(s.stored_bytes(n)) + " bytes for '" +
-                       name + "' (" + dtype_name(nd.dtype) + shape_str(nd.shape) + "), got " +
-                       std::to_string(data.size()));
+    throw SessionError("[Session::set_parameter_bytes] expected " + std::to_string(s.stored_bytes(n)) +
+                       " bytes for '" + name + "' (" + dtype_name(nd.dtype) + shape_str(nd.shape) +
+                       "), got " + std::to_string(data.size()));
   s.device->wait();
   if (!data.empty()) s.device->upload(s.buffer_of(n), data.data(), data.size());
 }
@@ -525,7 +537,8 @@ void Session::reset_state(const std::string& name) {
   SessionImpl& s = *impl_;
   s.device->wait();
   for (NodeId n : s.step.graph.states())
-    if ((name.empty() || s.step.graph.node(n).prov.name == name) && s.step.plan.slot_of.count(s.kernels_storage(n)))
+    if ((name.empty() || s.step.graph.node(n).prov.name == name) &&
+        s.step.plan.slot_of.count(s.kernels_storage(n)))
       s.device->fill_zero(s.buffer_of(n));
   if (!name.empty()) s.leaf_id("reset_state", name, Op::WriteSlice);  // an unknown name is an error
 }
@@ -541,7 +554,8 @@ size_t output_index(const SessionImpl& s, const std::string& name) {
     if (g.node(s.step.outputs[i]).prov.name == name) return i;
     known += (known.empty() ? "" : ", ") + node_label(g, s.step.outputs[i]);
   }
-  throw SessionError("[Session::read_output] expected the name of an output (" + known + "), got '" + name + "'");
+  throw SessionError("[Session::read_output] expected the name of an output (" + known + "), got '" + name +
+                     "'");
 }
 
 size_t check_output_index(const SessionImpl& s, size_t index) {
@@ -554,8 +568,8 @@ size_t check_output_index(const SessionImpl& s, size_t index) {
 // Output `index` of step `step` from its frame's readback.
 std::vector<float> read_step_output(SessionImpl& s, size_t index, uint64_t step) {
   if (step == 0 || step > s.last_step)
-    throw SessionError("[Session::read_output] expected the id of a submitted step (1.." + std::to_string(s.last_step) +
-                       "), got step " + std::to_string(step));
+    throw SessionError("[Session::read_output] expected the id of a submitted step (1.." +
+                       std::to_string(s.last_step) + "), got step " + std::to_string(step));
   const size_t frame = size_t((step - 1) % s.frames.size());
   SessionImpl::Frame& f = s.frames[frame];
   if (f.step != step)
@@ -566,8 +580,8 @@ std::vector<float> read_step_output(SessionImpl& s, size_t index, uint64_t step)
   if (s.readback_offset[index] == UINT64_MAX) {  // a large output: on the device, the latest step's only
     if (step != s.last_step)
       throw SessionError("[Session::read_output] expected the latest step (" + std::to_string(s.last_step) +
-                         ") for output " + std::to_string(index) + ", larger than a frame's readback holds, got step " +
-                         std::to_string(step));
+                         ") for output " + std::to_string(index) +
+                         ", larger than a frame's readback holds, got step " + std::to_string(step));
     return s.download_value(s.step.outputs[index]);
   }
   s.device->wait(f.submission);
@@ -596,7 +610,8 @@ std::vector<float> Session::read_output(const std::string& name, uint64_t step) 
 }
 void Session::set_learning_rate(double lr) {
   if (!impl_->step.plan.hyper)
-    throw SessionError("[Session::set_learning_rate] expected a training session with an optimizer, got one without");
+    throw SessionError(
+        "[Session::set_learning_rate] expected a training session with an optimizer, got one without");
   impl_->learning_rate = float(lr);
   stage(*impl_, impl_->staged.size() - 1, &impl_->learning_rate);
 }
@@ -606,7 +621,8 @@ std::vector<float> Session::read_gradient(const std::string& parameter) {
   for (auto [param, grad] : impl_->step.param_grads) {
     if (param != p) continue;
     if (!impl_->step.plan.slot_of.count(impl_->step.kernels.storage_of(grad)))
-      throw SessionError("[Session::read_gradient] expected a session that keeps gradients, got '" + parameter +
+      throw SessionError("[Session::read_gradient] expected a session that keeps gradients, got '" +
+                         parameter +
                          "' updated inside the kernel computing its gradient, which is not stored (set "
                          "SessionConfig::keep_gradients, or use SessionConfig::debug())");
     return impl_->download_value(grad);
@@ -627,7 +643,8 @@ std::vector<OptimizerStateInfo> Session::optimizer_state() const {
   for (const auto& [key, slot] : s.plan.moments) {
     (void)slot;
     const Node& p = s.graph.node(key.first);
-    out.push_back({std::string("optim.") + moment_slot_name(impl_->config.optimizer.kind, key.second) + "/" + p.prov.name,
+    out.push_back({std::string("optim.") + moment_slot_name(impl_->config.optimizer.kind, key.second) + "/" +
+                       p.prov.name,
                    p.shape});
   }
   return out;
@@ -643,8 +660,8 @@ size_t moment_slot(const SessionImpl& impl, const std::string& fn, const std::st
     if (n == name) return slot;
     known += (known.empty() ? "" : ", ") + n;
   }
-  throw SessionError("[Session::" + fn + "] expected an optimizer state name (" + (known.empty() ? "none" : known) +
-                     "), got '" + name + "'");
+  throw SessionError("[Session::" + fn + "] expected an optimizer state name (" +
+                     (known.empty() ? "none" : known) + "), got '" + name + "'");
 }
 }  // namespace
 
@@ -661,8 +678,8 @@ void Session::set_optimizer_state(const std::string& name, std::span<const float
   size_t slot = moment_slot(*impl_, "set_optimizer_state", name);
   size_t count = impl_->step.plan.slots[slot].bytes / 4;
   if (data.size() != count)
-    throw SessionError("[Session::set_optimizer_state] expected " + std::to_string(count) + " values for '" + name +
-                       "', got " + std::to_string(data.size()));
+    throw SessionError("[Session::set_optimizer_state] expected " + std::to_string(count) + " values for '" +
+                       name + "', got " + std::to_string(data.size()));
   impl_->device->upload(impl_->slot_buffer[slot], data.data(), count * 4);
 }
 
@@ -670,7 +687,8 @@ uint64_t Session::optimizer_step() const { return impl_->steps; }
 
 void Session::set_optimizer_step(uint64_t step) {
   if (step > UINT32_MAX)
-    throw SessionError("[Session::set_optimizer_step] expected a step count below 2^32, got " + std::to_string(step));
+    throw SessionError("[Session::set_optimizer_step] expected a step count below 2^32, got " +
+                       std::to_string(step));
   impl_->steps = step;
   impl_->phase = 0;
   for (const auto& [param, slot] : impl_->step.plan.accumulators) {
@@ -683,7 +701,8 @@ void Session::set_optimizer_step(uint64_t step) {
   impl_->device->upload(hyper, &v, 4, 4);
   // The bias corrections 1 - beta^step that the update kernels continue by recurrence (codegen.hpp).
   const OptimizerConfig& o = impl_->config.optimizer;
-  const float c[2] = {float(1.0 - std::pow(o.beta1, double(step))), float(1.0 - std::pow(o.beta2, double(step)))};
+  const float c[2] = {float(1.0 - std::pow(o.beta1, double(step))),
+                      float(1.0 - std::pow(o.beta2, double(step)))};
   impl_->device->upload(hyper, c, sizeof c, 12);
 }
 
@@ -715,9 +734,10 @@ void Session::wait() {
 
 double Session::last_step_gpu_ms() {
   if (!impl_->config.gpu_timing || !impl_->device->caps().timestamps)
-    throw SessionError("[Session::last_step_gpu_ms] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
-                       "on a device with timestamp queries, got gpu_timing " +
-                       std::string(impl_->config.gpu_timing ? "on" : "off") + " on " + impl_->device->caps().name);
+    throw SessionError(
+        "[Session::last_step_gpu_ms] expected a session built with gpu_timing (MEGANEURA_GPU_TIMING=1) "
+        "on a device with timestamp queries, got gpu_timing " +
+        std::string(impl_->config.gpu_timing ? "on" : "off") + " on " + impl_->device->caps().name);
   const std::vector<double> t = impl_->device->timestamps(*impl_->frames[impl_->last_update_frame].list);
   return (t.at(1) - t.at(0)) * 1e-6;
 }

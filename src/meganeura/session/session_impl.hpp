@@ -2,8 +2,8 @@
 // Private to session/: the state behind a Session, shared by session.cpp (build, step, I/O), debug.cpp
 // (read_node_by_name, step_debug), profile.cpp (GPU timing profiles) and trace.cpp (timelines).
 #include <chrono>
-#include <map>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,8 +15,8 @@
 
 namespace meganeura {
 
-// A session's persistent arena (parameters, states, optimizer state, ...), freed when the last session using it
-// goes: sessions built with share_with hold the arenas whose values they bind.
+// A session's persistent arena (parameters, states, optimizer state, ...), freed when the last session using
+// it goes: sessions built with share_with hold the arenas whose values they bind.
 struct PersistentArena {
   std::shared_ptr<runtime::Device> device;
   std::vector<runtime::Buffer> buffers;
@@ -47,23 +47,23 @@ class SessionImpl {
   SessionConfig config;
   CompiledStep step;
   std::shared_ptr<runtime::Device> device;
-  std::vector<runtime::Buffer> owned;       // buffers to free
+  std::vector<runtime::Buffer> owned;  // buffers to free
   std::shared_ptr<PersistentArena> persistent;
   std::map<std::string, SharedValue> shared;  // every parameter and state by name, own or bound
-  std::vector<runtime::Buffer> slot_buffer; // per plan slot
-  std::vector<runtime::KernelId> kernel_of; // per dispatch
+  std::vector<runtime::Buffer> slot_buffer;   // per plan slot
+  std::vector<runtime::KernelId> kernel_of;   // per dispatch
   std::string matmul_tiers;  // the matmul self-test's report (Mixed16 sessions), for plan dumps
   std::string tune_report;   // SessionConfig::tune: what build's tuning changed, for plan dumps
   float learning_rate = 0.0f;
   uint64_t steps = 0;  // updates submitted; mirrors the GPU's step counter
   int phase = 0;       // micro-steps accumulated since the last update
 
-  // Frames in flight (SessionConfig::frames_in_flight): step t (1, 2, ...) runs in frame (t-1) % frames. A frame
-  // has host-visible staging for every input and the learning rate, a readback area for every output, and its
-  // own recorded lists, which copy the staging in first and the outputs out last: the host fills the next
-  // frame while earlier steps run, and waits only for a frame it reuses.
-  struct Staged {                    // an input, or the learning rate (the hyper block's first word)
-    NodeId node;                     // invalid for the learning rate
+  // Frames in flight (SessionConfig::frames_in_flight): step t (1, 2, ...) runs in frame (t-1) % frames. A
+  // frame has host-visible staging for every input and the learning rate, a readback area for every output,
+  // and its own recorded lists, which copy the staging in first and the outputs out last: the host fills the
+  // next frame while earlier steps run, and waits only for a frame it reuses.
+  struct Staged {  // an input, or the learning rate (the hyper block's first word)
+    NodeId node;   // invalid for the learning rate
     runtime::Buffer dst;
     uint64_t offset = 0, bytes = 0;  // in every frame's staging
     uint64_t version = 0;            // bumped by each set_input / set_learning_rate
@@ -78,10 +78,10 @@ class SessionImpl {
     // accumulates; with GPU timing the timed step (below).
     std::unique_ptr<runtime::CommandList> list, accumulate_list, timed_list;
     uint64_t step = 0, submission = 0;  // the frame's latest step and its device submission; 0: none
-    double traced_us = -1;              // trace clock at a traced submission whose GPU spans are not collected
-    // Distributed training: the updating step cut after each gradient bucket's last producer (each segment ends
-    // by copying its bucket to host memory), then the last segment (averaged gradients copied back, updates,
-    // outputs). distributed.cpp.
+    double traced_us = -1;  // trace clock at a traced submission whose GPU spans are not collected
+    // Distributed training: the updating step cut after each gradient bucket's last producer (each segment
+    // ends by copying its bucket to host memory), then the last segment (averaged gradients copied back,
+    // updates, outputs). distributed.cpp.
     std::vector<std::unique_ptr<runtime::CommandList>> segments;
   };
   std::vector<Staged> staged;
@@ -96,8 +96,8 @@ class SessionImpl {
 
   // Distributed training (SessionConfig::distributed with more than one rank; distributed.cpp).
   struct GradientCopy {
-    runtime::Buffer grad;      // the gradient's device buffer
-    uint64_t offset = 0;       // bytes into the host buckets
+    runtime::Buffer grad;  // the gradient's device buffer
+    uint64_t offset = 0;   // bytes into the host buckets
     uint64_t bytes = 0;
   };
   struct Bucket {
@@ -106,17 +106,17 @@ class SessionImpl {
     size_t end = 0;                  // dispatches of the step (timed_kernels) before its cut
     std::string names;               // the parameters, for errors
   };
-  std::vector<Bucket> buckets;       // in the order backward completes them
-  runtime::Buffer bucket_host;       // host-visible: every bucket, back to back (f32)
+  std::vector<Bucket> buckets;  // in the order backward completes them
+  runtime::Buffer bucket_host;  // host-visible: every bucket, back to back (f32)
   float* bucket_map = nullptr;
-  std::vector<float> gather_scratch; // ReduceOrder::Ranked: every rank's copy of the buckets
+  std::vector<float> gather_scratch;  // ReduceOrder::Ranked: every rank's copy of the buckets
   DistributedStats dist_stats;
   bool distributed() const { return !buckets.empty(); }
-  void submit_distributed();         // the updating step with its all-reduces; returns once the update is queued
+  void submit_distributed();  // the updating step with its all-reduces; returns once the update is queued
 
   // GPU timing (SessionConfig::gpu_timing, or a trace): a second recording of the step with a barrier and two
-  // timestamps around every dispatch (query 2i before dispatch i, 2i+1 after it); the normal list then carries
-  // two timestamps around the whole step (grouped execution, the baseline of the overhead figure).
+  // timestamps around every dispatch (query 2i before dispatch i, 2i+1 after it); the normal list then
+  // carries two timestamps around the whole step (grouped execution, the baseline of the overhead figure).
   std::vector<size_t> timed_kernels;  // kernel index of each dispatch of `list` and `timed_list`
   std::vector<bool> barrier_before;   // of `list`
   bool timed() const { return !frames.empty() && frames[0].timed_list != nullptr; }
@@ -150,8 +150,10 @@ class SessionImpl {
     std::string known;
     for (NodeId n : leaves) known += (known.empty() ? "" : ", ") + g.node(n).prov.name;
     throw SessionError("[Session::" + fn + "] expected the name of " +
-                       (op == Op::Input ? "an input" : op == Op::Parameter ? "a parameter" : "a state") + " (" +
-                       (known.empty() ? "none" : known) + "), got '" + name + "'");
+                       (op == Op::Input       ? "an input"
+                        : op == Op::Parameter ? "a parameter"
+                                              : "a state") +
+                       " (" + (known.empty() ? "none" : known) + "), got '" + name + "'");
   }
   // Op::Input, Op::Parameter, or Op::WriteSlice standing for the graph's states.
   const std::vector<NodeId>& leaves_of(Op op) const {
@@ -172,12 +174,13 @@ class SessionImpl {
     const Node& nd = step.graph.node(n);
     size_t want = size_t(numel(nd.shape));
     if (count != want)
-      throw SessionError("[Session::" + fn + "] expected " + std::to_string(want) + " values for '" + nd.prov.name +
-                         "' of shape " + shape_str(nd.shape) + ", got " + std::to_string(count));
+      throw SessionError("[Session::" + fn + "] expected " + std::to_string(want) + " values for '" +
+                         nd.prov.name + "' of shape " + shape_str(nd.shape) + ", got " +
+                         std::to_string(count));
     bool int_node = nd.dtype == DType::I32 || nd.dtype == DType::U32;
     if (int_node != (given == DType::I32))
-      throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" + nd.prov.name +
-                         "', got " + dtype_name(given));
+      throw SessionError("[Session::" + fn + "] expected " + dtype_name(nd.dtype) + " data for '" +
+                         nd.prov.name + "', got " + dtype_name(given));
   }
   DType stored_dtype(NodeId n) const { return step.graph.node(kernels_storage(n)).dtype; }
   uint64_t stored_bytes(NodeId n) const {
@@ -212,16 +215,17 @@ class SessionImpl {
   NodeId kernels_storage(NodeId n) const { return step.kernels.storage_of(n); }
 };
 
-
 // Device-half helpers of session.cpp that the tuner (tune.cpp) reuses.
 runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b);
-runtime::KernelDesc kernel_desc(const SessionImpl& s, const GeneratedKernel& k);  // compiled through the cache
+runtime::KernelDesc kernel_desc(const SessionImpl& s,
+                                const GeneratedKernel& k);  // compiled through the cache
 void record_dispatch(SessionImpl& s, runtime::CommandList& list, size_t kernel);
 // A frame's inputs and learning rate copied in from its staging, then a barrier (also ordering the list after
 // earlier submissions); the outputs copied to its readback.
 void copy_in(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list);
 void copy_out(const SessionImpl& s, const SessionImpl::Frame& f, runtime::CommandList& list);
-void setup_distributed(SessionImpl& s);   // distributed.cpp: buckets and host memory (nothing without distribution)
+void setup_distributed(
+    SessionImpl& s);  // distributed.cpp: buckets and host memory (nothing without distribution)
 void record_segments(SessionImpl& s, SessionImpl::Frame& f);  // distributed.cpp
 void record(SessionImpl& s);  // (re-)records every list of the step from s.step.code and s.kernel_of
 TuneReport tune(SessionImpl& s, const TuneOptions& options);  // Session::tune_with (tune.cpp)

@@ -20,8 +20,10 @@ constexpr int kCpuPid = 1, kGpuPid = 2;
 // Checked when the first session names the file, so a bad path is an error at build and not lost at exit.
 Trace::Trace(std::string path) : path_(std::move(path)) {
   std::ofstream f(path_, std::ios::app);
-  if (!f) throw ConfigError("[build] expected MEGANEURA_TRACE (SessionConfig::trace_path) to name a writable file, got '" +
-                            path_ + "'");
+  if (!f)
+    throw ConfigError(
+        "[build] expected MEGANEURA_TRACE (SessionConfig::trace_path) to name a writable file, got '" +
+        path_ + "'");
 }
 
 Trace& Trace::at(const std::string& path) {
@@ -47,31 +49,34 @@ void Trace::cpu_span(const std::string& name, const std::string& category, doubl
   add({name, category, kCpuPid, begin_us, end_us - begin_us, {}});
 }
 
-void Trace::gpu_span(const std::string& name, const std::string& category, double begin_us, double duration_us,
-                     const std::map<std::string, std::string>& args) {
+void Trace::gpu_span(const std::string& name, const std::string& category, double begin_us,
+                     double duration_us, const std::map<std::string, std::string>& args) {
   add({name, category, kGpuPid, begin_us, duration_us, args});
 }
 
 void Trace::flush() {
   nlohmann::json events = nlohmann::json::array();
   auto meta = [&](int pid, const char* name) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", name}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", name}}}});
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", name}}}});
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", name}}}});
   };
   meta(kCpuPid, "cpu");
   meta(kGpuPid, "gpu");
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events_) {
-      nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", e.pid}, {"tid", 1},
-                          {"ts", e.ts}, {"dur", e.dur}};
+      nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"ph", "X"},   {"pid", e.pid},
+                          {"tid", 1},       {"ts", e.ts},        {"dur", e.dur}};
       if (!e.args.empty()) j["args"] = e.args;
       events.push_back(std::move(j));
     }
   }
   nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   std::ofstream f(path_);
-  if (!f) throw ConfigError("[Trace::flush] expected MEGANEURA_TRACE to name a writable file, got '" + path_ + "'");
+  if (!f)
+    throw ConfigError("[Trace::flush] expected MEGANEURA_TRACE to name a writable file, got '" + path_ + "'");
   f << doc.dump() << "\n";
 }
 
@@ -103,9 +108,10 @@ void SessionImpl::collect_gpu_spans(Frame& f) {
     const GeneratedKernel& k = step.code[timed_kernels[i]];
     double b = ts[2 * i], e = ts[2 * i + 1];
     if (!(e >= b)) continue;  // NaN: never written
-    trace->gpu_span(k.label, phase_name(kernel_phase(step.graph, step.kernels.kernels[k.kernel])),
-                    submit_us + (b - t0) / 1000.0, (e - b) / 1000.0,
-                    {{"archetype", archetype_name(k.arch)}, {"variant", k.variant}, {"dispatch", std::to_string(i)}});
+    trace->gpu_span(
+        k.label, phase_name(kernel_phase(step.graph, step.kernels.kernels[k.kernel])),
+        submit_us + (b - t0) / 1000.0, (e - b) / 1000.0,
+        {{"archetype", archetype_name(k.arch)}, {"variant", k.variant}, {"dispatch", std::to_string(i)}});
   }
 }
 

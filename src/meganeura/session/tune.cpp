@@ -1,13 +1,14 @@
 // Session::tune_with: per-kernel variant search on the device, and the cached winners applied at build.
 //
 // For each kernel of the step whose archetype has candidates (codegen/variant.hpp), every candidate is
-// generated, compiled and run alone on the session's own buffers: `warmup` untimed runs, then `iterations` runs
-// each between two timestamps (a barrier before each dispatch, so runs do not overlap); the median is the
-// candidate's time. A run is all of the kernel's dispatches (split-K: product pass and summing pass), so a
-// split kernel can be replaced by an unsplit one and back, within the scratch the memory plan already holds. The current variant is always candidate 0, and a different one wins only
-// when it is at least kMinGain faster (timing noise must not churn variants). Kernels with equal tuning keys
-// (base_hash) are searched once. The step's persistent buffers are saved before and restored after, then the
-// step is re-recorded with the winners.
+// generated, compiled and run alone on the session's own buffers: `warmup` untimed runs, then `iterations`
+// runs each between two timestamps (a barrier before each dispatch, so runs do not overlap); the median is
+// the candidate's time. A run is all of the kernel's dispatches (split-K: product pass and summing pass), so
+// a split kernel can be replaced by an unsplit one and back, within the scratch the memory plan already
+// holds. The current variant is always candidate 0, and a different one wins only when it is at least
+// kMinGain faster (timing noise must not churn variants). Kernels with equal tuning keys (base_hash) are
+// searched once. The step's persistent buffers are saved before and restored after, then the step is
+// re-recorded with the winners.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,8 +88,8 @@ void restore_state(SessionImpl& s, const std::vector<Saved>& saved) {
 
 // Median nanoseconds of one kernel's dispatches (split-K: the product pass, a barrier, the summing pass) run
 // alone.
-double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks, const std::vector<runtime::KernelId>& ids,
-                  const TuneOptions& o) {
+double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks,
+                  const std::vector<runtime::KernelId>& ids, const TuneOptions& o) {
   std::vector<std::vector<runtime::Buffer>> bufs(ks.size());
   for (size_t j = 0; j < ks.size(); ++j)
     for (const Binding& b : ks[j].bindings) bufs[j].push_back(binding_buffer(s, b));
@@ -99,7 +100,8 @@ double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks, const 
   auto run = [&] {
     for (size_t j = 0; j < ks.size(); ++j) {
       list->barrier();
-      list->dispatch(ids[j], bufs[j], std::as_bytes(std::span(ks[j].push)), ks[j].grid[0], ks[j].grid[1], ks[j].grid[2]);
+      list->dispatch(ids[j], bufs[j], std::as_bytes(std::span(ks[j].push)), ks[j].grid[0], ks[j].grid[1],
+                     ks[j].grid[2]);
     }
   };
   for (int w = 0; ts && w < o.warmup; ++w) run();
@@ -130,8 +132,8 @@ double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks, const 
   return median(samples);
 }
 
-// The number of dispatches from `first` on that belong to the same kernel (consecutive: split-K's product pass
-// comes right before its summing pass).
+// The number of dispatches from `first` on that belong to the same kernel (consecutive: split-K's product
+// pass comes right before its summing pass).
 size_t group_size(const std::vector<GeneratedKernel>& code, size_t first) {
   size_t n = 1;
   while (first + n < code.size() && code[first + n].kernel == code[first].kernel) ++n;
@@ -173,8 +175,8 @@ std::string TuneReport::to_text() const {
     }
     before += k.old_us;
     after += k.new_us;
-    os << k.old_variant << " " << fixed(k.old_us, 2) << " us -> " << k.new_variant << " " << fixed(k.new_us, 2)
-       << " us (" << k.candidates << " candidates)\n";
+    os << k.old_variant << " " << fixed(k.old_us, 2) << " us -> " << k.new_variant << " "
+       << fixed(k.new_us, 2) << " us (" << k.candidates << " candidates)\n";
   }
   os << "  timed dispatches alone: " << fixed(before, 2) << " us -> " << fixed(after, 2) << " us\n";
   return os.str();
@@ -193,13 +195,15 @@ void apply_tune_cache(CompiledStep& step, const std::string& cache_dir, const ru
     bool replaced = false;
     if (it != cache.end() && it->second.variant != k.tuned && tunable(k.arch)) {
       try {
-        for (GeneratedKernel& g : generate_kernel(step.graph, step.kernels, k.kernel, caps, step.codegen, it->second.variant))
+        for (GeneratedKernel& g :
+             generate_kernel(step.graph, step.kernels, k.kernel, caps, step.codegen, it->second.variant))
           code.push_back(std::move(g));
         replaced = true;
       } catch (const Error& e) {
-        std::fprintf(stderr, "meganeura: warning: the tuning cache '%s' names variant '%s' for kernel [%s], which no "
-                     "longer generates (%s); using the default\n", path.c_str(), it->second.variant.to_string().c_str(),
-                     k.label.c_str(), e.what());
+        std::fprintf(stderr,
+                     "meganeura: warning: the tuning cache '%s' names variant '%s' for kernel [%s], which no "
+                     "longer generates (%s); using the default\n",
+                     path.c_str(), it->second.variant.to_string().c_str(), k.label.c_str(), e.what());
       }
     }
     if (!replaced)
@@ -248,25 +252,29 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
   // A variant's dispatches. Scratch (split-K's partial products) must fit what the plan already holds for the
   // kernel: the plan is not redone during the search.
   auto regenerate = [&](const GeneratedKernel& cur, const KernelVariant& v) {
-    std::vector<GeneratedKernel> out = generate_kernel(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen, v);
+    std::vector<GeneratedKernel> out =
+        generate_kernel(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen, v);
     for (const GeneratedKernel& k : out)
       for (const Binding& b : k.bindings) {
         if (b.kind != Binding::Scratch) continue;
         auto it = s.step.plan.scratch.find(b.node);
         if (it == s.step.plan.scratch.end() || s.step.plan.slots.at(it->second).bytes < b.offset + b.bytes)
-          throw ConfigError("[Session::tune_with] variant " + v.to_string() + " of [" + cur.label + "] needs " +
-                            std::to_string(b.offset + b.bytes) + " bytes of scratch the memory plan does not hold");
+          throw ConfigError("[Session::tune_with] variant " + v.to_string() + " of [" + cur.label +
+                            "] needs " + std::to_string(b.offset + b.bytes) +
+                            " bytes of scratch the memory plan does not hold");
       }
     return out;
   };
 
   try {
     // One kernel at a time: its dispatches (two for split-K or Mixed16's f16 copy) are timed and replaced
-    // together. The report keeps a row per dispatch of the step as built; a first pass's row points at the next.
+    // together. The report keeps a row per dispatch of the step as built; a first pass's row points at the
+    // next.
     size_t before = 0;  // the kernel's first dispatch in the step as built
     for (size_t i = 0; i < s.step.code.size();) {
       const size_t n = group_size(s.step.code, i);
-      const std::vector<GeneratedKernel> cur_group(s.step.code.begin() + long(i), s.step.code.begin() + long(i + n));
+      const std::vector<GeneratedKernel> cur_group(s.step.code.begin() + long(i),
+                                                   s.step.code.begin() + long(i + n));
       const GeneratedKernel& cur = cur_group.back();
       for (size_t j = 0; j + 1 < n; ++j) {
         TuneKernel pk;
@@ -286,18 +294,28 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
       auto finish = [&](const std::string& note) {
         tk.note = note;
         tk.new_variant = s.step.code[i].tuned.to_string();
-        for (size_t j = r.kernels.size() - (n - 1); j < r.kernels.size(); ++j) r.kernels[j].new_variant = tk.new_variant;
+        for (size_t j = r.kernels.size() - (n - 1); j < r.kernels.size(); ++j)
+          r.kernels[j].new_variant = tk.new_variant;
         if (tk.new_variant != tk.old_variant) ++r.changed;
         r.kernels.push_back(tk);
         before += n;
         i += now;
       };
-      if (!tunable(cur.arch)) { finish("not tunable"); continue; }
-      if (!selected(o, cur.arch)) { finish("not selected"); continue; }
-      // A winner already known (from disk, or an equal kernel earlier in this step) is applied without timing.
+      if (!tunable(cur.arch)) {
+        finish("not tunable");
+        continue;
+      }
+      if (!selected(o, cur.arch)) {
+        finish("not selected");
+        continue;
+      }
+      // A winner already known (from disk, or an equal kernel earlier in this step) is applied without
+      // timing.
       const TuneCacheEntry* known = nullptr;
-      if (auto it = found.find(cur.base_hash); it != found.end()) known = &it->second;
-      else if (auto jt = cached.find(cur.base_hash); jt != cached.end()) known = &jt->second;
+      if (auto it = found.find(cur.base_hash); it != found.end())
+        known = &it->second;
+      else if (auto jt = cached.find(cur.base_hash); jt != cached.end())
+        known = &jt->second;
       if (known) {
         if (known->variant != cur.tuned) {
           try {
@@ -310,12 +328,17 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
         finish(found.count(cur.base_hash) ? "same kernel as an earlier dispatch" : "cached");
         continue;
       }
-      if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) { finish("time budget"); continue; }
+      if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) {
+        finish("time budget");
+        continue;
+      }
 
       std::vector<KernelVariant> cands{cur.tuned};
-      for (const KernelVariant& v : tune_candidates(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen))
+      for (const KernelVariant& v :
+           tune_candidates(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen))
         if (std::find(cands.begin(), cands.end(), v) == cands.end()) cands.push_back(v);
-      if (o.max_candidates > 0 && cands.size() > size_t(o.max_candidates)) cands.resize(size_t(o.max_candidates));
+      if (o.max_candidates > 0 && cands.size() > size_t(o.max_candidates))
+        cands.resize(size_t(o.max_candidates));
 
       std::map<uint64_t, double> timed;  // by content hash: explicit spellings of one kernel are timed once
       double best_ns = 0;

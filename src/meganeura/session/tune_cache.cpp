@@ -37,7 +37,8 @@ TuneCache parse(const nlohmann::json& doc, const runtime::DeviceCaps& caps) {
   if (!doc.is_object() || doc.value("schema", "") != kSchema)
     throw std::runtime_error(std::string("expected schema '") + kSchema + "'");
   const nlohmann::json& d = doc.at("device");
-  if (d.at("vendor_id").get<uint32_t>() != caps.vendor_id || d.at("device_id").get<uint32_t>() != caps.device_id ||
+  if (d.at("vendor_id").get<uint32_t>() != caps.vendor_id ||
+      d.at("device_id").get<uint32_t>() != caps.device_id ||
       d.at("driver_version").get<uint32_t>() != caps.driver_version)
     throw std::runtime_error("made for another device or driver");
   TuneCache out;
@@ -59,7 +60,8 @@ TuneCache parse(const nlohmann::json& doc, const runtime::DeviceCaps& caps) {
 
 std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& caps) {
   if (dir.empty()) return "";
-  const std::string name = hex(caps.vendor_id, 4) + "-" + hex(caps.device_id, 4) + "-" + hex(caps.driver_version, 8) + ".json";
+  const std::string name =
+      hex(caps.vendor_id, 4) + "-" + hex(caps.device_id, 4) + "-" + hex(caps.driver_version, 8) + ".json";
   return (std::filesystem::path(dir) / "tune" / name).string();
 }
 
@@ -90,7 +92,8 @@ TuneCache load(const std::string& path, const runtime::DeviceCaps& caps, std::st
     } catch (const std::exception& e) {
       const std::string what = e.what();
       if (what.find("another device") != std::string::npos) {
-        why = "ignoring the tuning cache '" + path + "' (" + what + "); kernels keep their default variants, and "
+        why = "ignoring the tuning cache '" + path + "' (" + what +
+              "); kernels keep their default variants, and "
               "the next Session::tune_with rewrites the file";
         return {};
       }
@@ -121,13 +124,18 @@ bool tune_cache_store(const std::string& path, const runtime::DeviceCaps& caps, 
   for (const auto& [k, v] : entries) all[k] = v;
   nlohmann::json kernels = nlohmann::json::object();
   for (const auto& [k, v] : all)
-    kernels[hex(k, 16)] = {{"variant", v.variant.to_string()}, {"label", v.label}, {"archetype", v.archetype},
-                           {"old_us", v.old_us}, {"new_us", v.new_us}};
-  const nlohmann::json doc = {
-      {"schema", kSchema},
-      {"device", {{"name", caps.name}, {"vendor_id", caps.vendor_id}, {"device_id", caps.device_id},
-                  {"driver_version", caps.driver_version}}},
-      {"kernels", kernels}};
+    kernels[hex(k, 16)] = {{"variant", v.variant.to_string()},
+                           {"label", v.label},
+                           {"archetype", v.archetype},
+                           {"old_us", v.old_us},
+                           {"new_us", v.new_us}};
+  const nlohmann::json doc = {{"schema", kSchema},
+                              {"device",
+                               {{"name", caps.name},
+                                {"vendor_id", caps.vendor_id},
+                                {"device_id", caps.device_id},
+                                {"driver_version", caps.driver_version}}},
+                              {"kernels", kernels}};
   std::error_code ec;
   const std::filesystem::path target(path);
   std::filesystem::create_directories(target.parent_path(), ec);

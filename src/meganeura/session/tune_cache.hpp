@@ -23,7 +23,8 @@ using TuneCache = std::map<uint64_t, TuneCacheEntry>;
 std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& caps);
 // The entries of the file at `path`; empty when it does not exist. A corrupt file, or one made for another
 // device, gives no entries and sets `warning` (also printed to stderr).
-TuneCache tune_cache_load(const std::string& path, const runtime::DeviceCaps& caps, std::string* warning = nullptr);
+TuneCache tune_cache_load(const std::string& path, const runtime::DeviceCaps& caps,
+                          std::string* warning = nullptr);
 // Merges `entries` into the file (entries win), written to a private name and renamed. Returns false (with
 // a warning on stderr) when it cannot be written.
 bool tune_cache_store(const std::string& path, const runtime::DeviceCaps& caps, const TuneCache& entries);

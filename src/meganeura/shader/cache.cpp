@@ -73,7 +73,8 @@ CacheRead cache_load(const std::string& path, const std::string& key) {
     r.damage = "bad key length";
     return r;
   }
-  if (key_len != key.size() || std::memcmp(b.data() + pos, key.data(), key.size()) != 0) return r;  // collision
+  if (key_len != key.size() || std::memcmp(b.data() + pos, key.data(), key.size()) != 0)
+    return r;  // collision
   pos += key_len;
   if (!take(b, pos, words) || words == 0 || words > kMaxWords || words * 4 != b.size() - pos) {
     r.damage = "bad module length";

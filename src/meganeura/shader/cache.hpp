@@ -17,7 +17,7 @@ std::string cache_file(const std::string& dir, const std::string& key);
 
 struct CacheRead {
   std::optional<std::vector<uint32_t>> spirv;  // a hit
-  std::string damage;                          // why an existing file is not a usable entry ("" on hit or miss)
+  std::string damage;  // why an existing file is not a usable entry ("" on hit or miss)
 };
 // A missing file, or one made for another key (a hash collision), is a plain miss; anything else that is
 // not an intact entry comes back with `damage` set.

@@ -1,7 +1,7 @@
 // GLSL -> SPIR-V through shaderc, with validation and the on-disk cache.
 #include <glslang/build_info.h>
-#include <shaderc/shaderc.hpp>
 #include <spirv-tools/libspirv.h>
+#include <shaderc/shaderc.hpp>
 
 #include <cstdio>
 
@@ -34,8 +34,8 @@ std::vector<uint32_t> compile_uncached(const ShaderSource& src, const CompileOpt
   // One compiler for the process: shaderc compiles concurrently on a shared instance.
   static const shaderc::Compiler compiler;
   if (!compiler.IsValid()) {
-    throw ShaderError("[shader::compile_glsl] expected a working shaderc compiler, got an invalid instance", src.label,
-                      numbered_source(src.glsl));
+    throw ShaderError("[shader::compile_glsl] expected a working shaderc compiler, got an invalid instance",
+                      src.label, numbered_source(src.glsl));
   }
   shaderc::CompileOptions options;
   options.SetTargetEnvironment(shaderc_target_env_vulkan, env_version(opt.vulkan_minor));
@@ -55,7 +55,8 @@ std::vector<uint32_t> compile_uncached(const ShaderSource& src, const CompileOpt
   return {result.cbegin(), result.cend()};
 }
 
-void validate_or_throw(const std::vector<uint32_t>& spirv, const ShaderSource& src, const CompileOptions& opt) {
+void validate_or_throw(const std::vector<uint32_t>& spirv, const ShaderSource& src,
+                       const CompileOptions& opt) {
   try {
     validate_spirv(spirv, src.label, opt.vulkan_minor);
   } catch (const ShaderError& e) {
@@ -86,9 +87,9 @@ std::string numbered_source(const std::string& glsl) {
 std::string compiler_version() {
   unsigned int version = 0, revision = 0;
   shaderc_get_spv_version(&version, &revision);
-  return "glslang-" + std::to_string(GLSLANG_VERSION_MAJOR) + "." + std::to_string(GLSLANG_VERSION_MINOR) + "." +
-         std::to_string(GLSLANG_VERSION_PATCH) + "/spirv-tools-" + spvSoftwareVersionString() + "/spv-" +
-         std::to_string(version) + "." + std::to_string(revision);
+  return "glslang-" + std::to_string(GLSLANG_VERSION_MAJOR) + "." + std::to_string(GLSLANG_VERSION_MINOR) +
+         "." + std::to_string(GLSLANG_VERSION_PATCH) + "/spirv-tools-" + spvSoftwareVersionString() +
+         "/spv-" + std::to_string(version) + "." + std::to_string(revision);
 }
 
 CompileResult compile_glsl(const ShaderSource& src, const CompileOptions& opt) {

@@ -24,13 +24,15 @@ bool is_conversion(uint32_t op) { return op >= 109 && op <= 115; }  // OpConvert
 }
 
 struct Analysis {
-  std::map<uint32_t, uint32_t> value_type;   // result id -> type id
-  std::map<uint32_t, bool> bool_constants;   // OpConstantTrue/False
+  std::map<uint32_t, uint32_t> value_type;                      // result id -> type id
+  std::map<uint32_t, bool> bool_constants;                      // OpConstantTrue/False
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> int_types;  // id -> (width, signed)
   std::set<uint32_t> matrix_types;
   std::map<uint32_t, uint32_t> matrix_component;  // matrix type -> component type
   uint32_t first_scope_id = 0;  // the scope operand of the first matrix type: its type is a 32-bit integer
-  struct MulAdd { uint32_t result_type, a, b, c; };
+  struct MulAdd {
+    uint32_t result_type, a, b, c;
+  };
   std::vector<MulAdd> muladds;
   std::vector<std::pair<uint32_t, uint32_t>> conversions;  // (result type, operand value)
 };
@@ -78,8 +80,8 @@ std::map<uint32_t, uint32_t> infer_uses(const Analysis& an, const std::string& l
   for (uint32_t t : an.matrix_types) use[t] = kUseNone;
   auto assign = [&](uint32_t type, uint32_t u) {
     auto it = use.find(type);
-    if (it == use.end()) fail(label, "expected a multiply-add operand of cooperative-matrix type, got %" +
-                                         std::to_string(type));
+    if (it == use.end())
+      fail(label, "expected a multiply-add operand of cooperative-matrix type, got %" + std::to_string(type));
     if (it->second != kUseNone && it->second != u) {
       fail(label, "expected each cooperative-matrix type in one role, got " + describe_type(an, type) +
                       " used as " + kUseName[it->second] + " and as " + kUseName[u]);
@@ -146,7 +148,8 @@ void emit(std::vector<uint32_t>& out, uint32_t opcode, const std::vector<uint32_
 std::vector<uint32_t> rewrite_coopmat_nv_to_khr(std::span<const uint32_t> spirv, const std::string& label,
                                                 CoopMatRewriteStats* stats) {
   if (spirv.size() < 5 || spirv[0] != kMagic) {
-    fail(label, "expected a SPIR-V module (magic 0x07230203), got " + std::to_string(spirv.size()) + " words");
+    fail(label,
+         "expected a SPIR-V module (magic 0x07230203), got " + std::to_string(spirv.size()) + " words");
   }
   const Analysis an = analyse(spirv, label);
   if (an.matrix_types.empty()) fail(label, "expected a module using SPV_NV_cooperative_matrix, got none");
@@ -154,7 +157,8 @@ std::vector<uint32_t> rewrite_coopmat_nv_to_khr(std::span<const uint32_t> spirv,
 
   const uint32_t int_type = an.value_type.count(an.first_scope_id) ? an.value_type.at(an.first_scope_id) : 0;
   if (!an.int_types.count(int_type) || an.int_types.at(int_type).first != 32) {
-    fail(label, "expected the matrix scope to be a 32-bit integer constant, got %" + std::to_string(an.first_scope_id));
+    fail(label, "expected the matrix scope to be a 32-bit integer constant, got %" +
+                    std::to_string(an.first_scope_id));
   }
   auto is_signed_int = [&](uint32_t matrix_type) {
     auto it = an.int_types.find(an.matrix_component.at(matrix_type));
@@ -168,8 +172,10 @@ std::vector<uint32_t> rewrite_coopmat_nv_to_khr(std::span<const uint32_t> spirv,
   auto layout_of = [&](uint32_t col_major_id) {
     auto it = an.bool_constants.find(col_major_id);
     if (it == an.bool_constants.end()) {
-      fail(label, "expected the column-major operand of a cooperative-matrix load/store to be a boolean constant, "
-                  "got %" + std::to_string(col_major_id));
+      fail(label,
+           "expected the column-major operand of a cooperative-matrix load/store to be a boolean constant, "
+           "got %" +
+               std::to_string(col_major_id));
     }
     return const_id[it->second ? 1 : 0];
   };
@@ -180,7 +186,8 @@ std::vector<uint32_t> rewrite_coopmat_nv_to_khr(std::span<const uint32_t> spirv,
   bool constants_emitted = false;
   for (size_t pos = 5; pos < spirv.size();) {
     const uint32_t count = spirv[pos] >> 16, op = spirv[pos] & 0xffff;
-    if (count == 0 || pos + count > spirv.size()) fail(label, "expected well-formed instructions, got a truncated one");
+    if (count == 0 || pos + count > spirv.size())
+      fail(label, "expected well-formed instructions, got a truncated one");
     const uint32_t* w = &spirv[pos];
     std::vector<uint32_t> ops(w + 1, w + count);
     pos += count;
@@ -238,8 +245,7 @@ std::vector<uint32_t> rewrite_coopmat_nv_to_khr(std::span<const uint32_t> spirv,
         emit(out, spv::kOpLengthKHR, ops);
         ++st.lengths;
         break;
-      default:
-        emit(out, op, ops);
+      default: emit(out, op, ops);
     }
   }
   out[3] = bound;

@@ -18,22 +18,23 @@ struct Define {
 };
 
 struct ShaderSource {
-  std::string label;             // the kernel's provenance label; shown in every error
-  std::string glsl;              // a complete compute shader, "#version 450" first
-  std::vector<Define> defines;   // device facts and variants, as -D would give them
+  std::string label;            // the kernel's provenance label; shown in every error
+  std::string glsl;             // a complete compute shader, "#version 450" first
+  std::vector<Define> defines;  // device facts and variants, as -D would give them
 };
 
 struct CompileOptions {
-  std::string cache_dir;        // "" disables the on-disk cache (SessionConfig::cache_dir)
-  std::string device_key;       // DeviceCaps::fingerprint(): kernels built for one device are not reused on another
-  uint32_t vulkan_minor = 2;    // target Vulkan 1.<minor> (1.2 -> SPIR-V 1.5)
-  bool optimize = false;        // spirv-opt -O; drivers optimise anyway, so it is off by default
+  std::string cache_dir;  // "" disables the on-disk cache (SessionConfig::cache_dir)
+  std::string
+      device_key;  // DeviceCaps::fingerprint(): kernels built for one device are not reused on another
+  uint32_t vulkan_minor = 2;  // target Vulkan 1.<minor> (1.2 -> SPIR-V 1.5)
+  bool optimize = false;      // spirv-opt -O; drivers optimise anyway, so it is off by default
 };
 
 struct CompileResult {
   std::vector<uint32_t> spirv;
   bool cache_hit = false;
-  std::string cache_path;  // the file read or written; "" when the cache is off or the write failed
+  std::string cache_path;     // the file read or written; "" when the cache is off or the write failed
   std::string cache_warning;  // a damaged entry found at this key: deleted, reported on stderr, recompiled
 };
 

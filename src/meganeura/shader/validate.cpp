@@ -7,12 +7,16 @@ namespace meganeura::shader {
 
 void validate_spirv(std::span<const uint32_t> spirv, const std::string& label, uint32_t vulkan_minor) {
   spv_target_env env = SPV_ENV_VULKAN_1_2;
-  if (vulkan_minor == 0) env = SPV_ENV_VULKAN_1_0;
-  else if (vulkan_minor == 1) env = SPV_ENV_VULKAN_1_1;
-  else if (vulkan_minor >= 3) env = SPV_ENV_VULKAN_1_3;
+  if (vulkan_minor == 0)
+    env = SPV_ENV_VULKAN_1_0;
+  else if (vulkan_minor == 1)
+    env = SPV_ENV_VULKAN_1_1;
+  else if (vulkan_minor >= 3)
+    env = SPV_ENV_VULKAN_1_3;
   if (spirv.empty()) {
-    throw ShaderError("[shader::validate_spirv] expected a SPIR-V module for kernel '" + label + "', got 0 words",
-                      label, "");
+    throw ShaderError(
+        "[shader::validate_spirv] expected a SPIR-V module for kernel '" + label + "', got 0 words", label,
+        "");
   }
   spvtools::SpirvTools tools(env);
   std::string diagnostics;

@@ -15,7 +15,8 @@ namespace {
 using json = nlohmann::json;
 
 // The split patterns tokenizer.json may name, exactly as the model families write them.
-const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 const char* const kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2Regex =
@@ -51,7 +52,8 @@ struct Ctx {
   int32_t id(const json& v, const std::string& where) const {
     if (!v.is_number_integer()) fail(where, "expected an integer id, got " + std::string(v.type_name()));
     const int64_t x = v.get<int64_t>();
-    if (x < 0 || x >= kMaxId) fail(where, "expected an id in [0, " + std::to_string(kMaxId) + "), got " + std::to_string(x));
+    if (x < 0 || x >= kMaxId)
+      fail(where, "expected an id in [0, " + std::to_string(kMaxId) + "), got " + std::to_string(x));
     return static_cast<int32_t>(x);
   }
   std::string type(const json& obj, const std::string& where) const { return str(obj, "type", where); }
@@ -63,14 +65,16 @@ void parse_normalizer(const Ctx& c, const json& n, Tokenizer::Impl& m, const std
   if (t == "Sequence") {
     const json& list = c.field(n, "normalizers", where);
     if (!list.is_array()) c.fail(where + ".normalizers", "expected an array");
-    for (size_t k = 0; k < list.size(); ++k) parse_normalizer(c, list[k], m, where + ".normalizers[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < list.size(); ++k)
+      parse_normalizer(c, list[k], m, where + ".normalizers[" + std::to_string(k) + "]");
   } else if (t == "Prepend") {
     m.normalizer.emplace_back(tok::NormStep::Prepend, c.str(n, "prepend", where));
   } else if (t == "Replace") {
     const json& pat = c.field(n, "pattern", where);
     if (!pat.is_object() || !pat.contains("String") || !pat["String"].is_string())
       c.fail(where + ".pattern", "expected a {\"String\": ...} pattern (regex patterns are not supported)");
-    m.normalizer.emplace_back(tok::NormStep::Replace, pat["String"].get<std::string>(), c.str(n, "content", where));
+    m.normalizer.emplace_back(tok::NormStep::Replace, pat["String"].get<std::string>(),
+                              c.str(n, "content", where));
   } else {
     c.fail(where, "expected a normalizer of type Sequence, Prepend or Replace, got \"" + t + "\"");
   }
@@ -82,7 +86,8 @@ void parse_pre(const Ctx& c, const json& p, Tokenizer::Impl& m, const std::strin
   if (t == "Sequence") {
     const json& list = c.field(p, "pretokenizers", where);
     if (!list.is_array()) c.fail(where + ".pretokenizers", "expected an array");
-    for (size_t k = 0; k < list.size(); ++k) parse_pre(c, list[k], m, where + ".pretokenizers[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < list.size(); ++k)
+      parse_pre(c, list[k], m, where + ".pretokenizers[" + std::to_string(k) + "]");
   } else if (t == "ByteLevel") {
     tok::PreStep s(tok::PreStep::ByteLevel);
     s.add_prefix_space = c.flag(p, "add_prefix_space", true, where);
@@ -96,14 +101,20 @@ void parse_pre(const Ctx& c, const json& p, Tokenizer::Impl& m, const std::strin
   } else if (t == "Split") {
     const json& pat = c.field(p, "pattern", where);
     std::string regex;
-    if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string()) regex = pat["Regex"].get<std::string>();
+    if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string())
+      regex = pat["Regex"].get<std::string>();
     tok::PreStep s(tok::PreStep::Split);
-    if (regex == kGpt2Regex) s.pattern = tok::SplitPattern::Gpt2;
-    else if (regex == kLlama3Regex) s.pattern = tok::SplitPattern::Llama3;
-    else if (regex == kQwen2Regex) s.pattern = tok::SplitPattern::Qwen2;
-    else c.fail(where + ".pattern", "expected the GPT-2, Llama-3 or Qwen2 split regex, got " + pat.dump());
+    if (regex == kGpt2Regex)
+      s.pattern = tok::SplitPattern::Gpt2;
+    else if (regex == kLlama3Regex)
+      s.pattern = tok::SplitPattern::Llama3;
+    else if (regex == kQwen2Regex)
+      s.pattern = tok::SplitPattern::Qwen2;
+    else
+      c.fail(where + ".pattern", "expected the GPT-2, Llama-3 or Qwen2 split regex, got " + pat.dump());
     const std::string behavior = c.str(p, "behavior", where);
-    if (behavior != "Isolated") c.fail(where + ".behavior", "expected \"Isolated\", got \"" + behavior + "\"");
+    if (behavior != "Isolated")
+      c.fail(where + ".behavior", "expected \"Isolated\", got \"" + behavior + "\"");
     if (c.flag(p, "invert", false, where)) c.fail(where + ".invert", "expected false, got true");
     m.pre.push_back(s);
   } else {
@@ -118,7 +129,8 @@ void parse_decoder(const Ctx& c, const json& d, Tokenizer::Impl& m, const std::s
   if (t == "Sequence") {
     const json& list = c.field(d, "decoders", where);
     if (!list.is_array()) c.fail(where + ".decoders", "expected an array");
-    for (size_t k = 0; k < list.size(); ++k) parse_decoder(c, list[k], m, where + ".decoders[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < list.size(); ++k)
+      parse_decoder(c, list[k], m, where + ".decoders[" + std::to_string(k) + "]");
   } else if (t == "ByteLevel") {
     m.decoder.emplace_back(tok::DecStep::ByteLevel);
   } else if (t == "ByteFallback") {
@@ -129,7 +141,8 @@ void parse_decoder(const Ctx& c, const json& d, Tokenizer::Impl& m, const std::s
     const json& pat = c.field(d, "pattern", where);
     if (!pat.is_object() || !pat.contains("String") || !pat["String"].is_string())
       c.fail(where + ".pattern", "expected a {\"String\": ...} pattern (regex patterns are not supported)");
-    m.decoder.emplace_back(tok::DecStep::Replace, pat["String"].get<std::string>(), c.str(d, "content", where));
+    m.decoder.emplace_back(tok::DecStep::Replace, pat["String"].get<std::string>(),
+                           c.str(d, "content", where));
   } else if (t == "Strip") {
     tok::DecStep s(tok::DecStep::Strip);
     s.a = c.str(d, "content", where);
@@ -139,12 +152,15 @@ void parse_decoder(const Ctx& c, const json& d, Tokenizer::Impl& m, const std::s
       c.fail(where + ".content", "expected one character, got \"" + s.a + "\"");
     const json& start = c.field(d, "start", where);
     const json& stop = c.field(d, "stop", where);
-    if (!start.is_number_unsigned() || !stop.is_number_unsigned()) c.fail(where, "expected unsigned start and stop");
+    if (!start.is_number_unsigned() || !stop.is_number_unsigned())
+      c.fail(where, "expected unsigned start and stop");
     s.start = start.get<size_t>();
     s.stop = stop.get<size_t>();
     m.decoder.push_back(s);
   } else {
-    c.fail(where, "expected a decoder of type Sequence, ByteLevel, ByteFallback, Fuse, Replace or Strip, got \"" + t + "\"");
+    c.fail(where,
+           "expected a decoder of type Sequence, ByteLevel, ByteFallback, Fuse, Replace or Strip, got \"" +
+               t + "\"");
   }
 }
 
@@ -154,7 +170,8 @@ void parse_post(const Ctx& c, const json& p, Tokenizer::Impl& m, const std::stri
   if (t == "Sequence") {
     const json& list = c.field(p, "processors", where);
     if (!list.is_array()) c.fail(where + ".processors", "expected an array");
-    for (size_t k = 0; k < list.size(); ++k) parse_post(c, list[k], m, where + ".processors[" + std::to_string(k) + "]");
+    for (size_t k = 0; k < list.size(); ++k)
+      parse_post(c, list[k], m, where + ".processors[" + std::to_string(k) + "]");
   } else if (t == "ByteLevel") {
     // offsets only
   } else if (t == "TemplateProcessing") {
@@ -170,16 +187,19 @@ void parse_post(const Ctx& c, const json& p, Tokenizer::Impl& m, const std::stri
         seen_a = true;
         continue;
       }
-      if (!item.is_object() || !item.contains("SpecialToken")) c.fail(w, "expected a Sequence or SpecialToken item");
+      if (!item.is_object() || !item.contains("SpecialToken"))
+        c.fail(w, "expected a Sequence or SpecialToken item");
       const std::string name = c.str(item["SpecialToken"], "id", w + ".SpecialToken");
       const json& entry = c.field(specials, name.c_str(), where + ".special_tokens");
       const json& ids = c.field(entry, "ids", where + ".special_tokens." + name);
       if (!ids.is_array()) c.fail(where + ".special_tokens." + name + ".ids", "expected an array");
-      for (const auto& id : ids) (seen_a ? m.suffix_ids : m.prefix_ids).push_back(c.id(id, where + ".special_tokens." + name));
+      for (const auto& id : ids)
+        (seen_a ? m.suffix_ids : m.prefix_ids).push_back(c.id(id, where + ".special_tokens." + name));
     }
     if (!seen_a) c.fail(where + ".single", "expected a $A sequence, got none");
   } else {
-    c.fail(where, "expected a post-processor of type Sequence, ByteLevel or TemplateProcessing, got \"" + t + "\"");
+    c.fail(where,
+           "expected a post-processor of type Sequence, ByteLevel or TemplateProcessing, got \"" + t + "\"");
   }
 }
 
@@ -205,9 +225,10 @@ void add_merge(Tokenizer::Impl& m, const std::string& left, const std::string& r
   if (a == m.token_to_id.end()) fail("expected a token of the vocabulary, got \"" + left + "\"");
   if (b == m.token_to_id.end()) fail("expected a token of the vocabulary, got \"" + right + "\"");
   auto merged = m.token_to_id.find(left + right);
-  if (merged == m.token_to_id.end()) fail("expected the merged token \"" + left + right + "\" in the vocabulary, got none");
-  m.merges[static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32 | static_cast<uint32_t>(b->second)] = {
-      rank, merged->second};
+  if (merged == m.token_to_id.end())
+    fail("expected the merged token \"" + left + right + "\" in the vocabulary, got none");
+  m.merges[static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32 | static_cast<uint32_t>(b->second)] =
+      {rank, merged->second};
 }
 
 }  // namespace
@@ -229,7 +250,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   if (!model.is_object()) c.fail("model", "expected an object");
   if (model.contains("type") && !(model["type"].is_string() && model["type"] == "BPE"))
     c.fail("model.type", "expected \"BPE\", got " + model["type"].dump());
-  if (model.contains("dropout") && !model["dropout"].is_null()) c.fail("model.dropout", "expected null (dropout is not supported)");
+  if (model.contains("dropout") && !model["dropout"].is_null())
+    c.fail("model.dropout", "expected null (dropout is not supported)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && !(model[key].is_string() && model[key] == ""))
       c.fail(std::string("model.") + key, "expected null (not supported), got " + model[key].dump());
@@ -244,7 +266,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   if (max_id >= 16 * static_cast<int64_t>(vocab.size()) + 1024)
     c.fail("model.vocab", "expected dense ids, got id " + std::to_string(max_id) + " for " +
                               std::to_string(vocab.size()) + " tokens");
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) set_vocab_entry(*m, it.key(), it.value().get<int32_t>());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+    set_vocab_entry(*m, it.key(), it.value().get<int32_t>());
   fill_byte_tokens(*m);
   m->byte_fallback = c.flag(model, "byte_fallback", false, "model");
   m->fuse_unk = c.flag(model, "fuse_unk", false, "model");
@@ -252,7 +275,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const std::string unk = c.str(model, "unk_token", "model");
     auto it = m->token_to_id.find(unk);
-    if (it == m->token_to_id.end()) c.fail("model.unk_token", "expected a token of the vocabulary, got \"" + unk + "\"");
+    if (it == m->token_to_id.end())
+      c.fail("model.unk_token", "expected a token of the vocabulary, got \"" + unk + "\"");
     m->unk_id = it->second;
   }
   const json& merges = c.field(model, "merges", "model");
@@ -272,7 +296,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
     } else {
       c.fail(where, "expected a pair of strings, got " + e.dump());
     }
-    add_merge(*m, left, right, static_cast<int32_t>(k), [&](const std::string& what) { c.fail(where, what); });
+    add_merge(*m, left, right, static_cast<int32_t>(k),
+              [&](const std::string& what) { c.fail(where, what); });
   }
 
   if (doc.contains("added_tokens") && !doc["added_tokens"].is_null()) {
@@ -298,8 +323,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   if (doc.contains("pre_tokenizer")) parse_pre(c, doc["pre_tokenizer"], *m, "pre_tokenizer");
   for (size_t k = 0; k + 1 < m->pre.size(); ++k)
     if (m->pre[k].kind == tok::PreStep::ByteLevel)
-      c.fail("pre_tokenizer", "expected ByteLevel as the last pre-tokenizer, got it at position " + std::to_string(k) +
-                                  " of " + std::to_string(m->pre.size()));
+      c.fail("pre_tokenizer", "expected ByteLevel as the last pre-tokenizer, got it at position " +
+                                  std::to_string(k) + " of " + std::to_string(m->pre.size()));
   if (doc.contains("post_processor")) parse_post(c, doc["post_processor"], *m, "post_processor");
   if (doc.contains("decoder")) parse_decoder(c, doc["decoder"], *m, "decoder");
   if (!m->prefix_ids.empty()) m->bos = m->prefix_ids.front();
@@ -316,13 +341,18 @@ Tokenizer Tokenizer::from_data(const TokenizerData& d) {
   auto fail = [](const std::string& what) -> void { throw DataError("[Tokenizer::from_data] " + what); };
   const size_t n = d.tokens.size();
   if (n == 0) fail("expected tokens, got none");
-  if (n >= static_cast<size_t>(kMaxId)) fail("expected fewer than " + std::to_string(kMaxId) + " tokens, got " + std::to_string(n));
+  if (n >= static_cast<size_t>(kMaxId))
+    fail("expected fewer than " + std::to_string(kMaxId) + " tokens, got " + std::to_string(n));
   if (!d.token_types.empty() && d.token_types.size() != n)
-    fail("expected one token type per token (" + std::to_string(n) + "), got " + std::to_string(d.token_types.size()));
-  for (const auto& [name, id] : {std::pair{"bos_id", d.bos_id}, {"eos_id", d.eos_id}, {"unk_id", d.unk_id}, {"pad_id", d.pad_id}})
+    fail("expected one token type per token (" + std::to_string(n) + "), got " +
+         std::to_string(d.token_types.size()));
+  for (const auto& [name, id] :
+       {std::pair{"bos_id", d.bos_id}, {"eos_id", d.eos_id}, {"unk_id", d.unk_id}, {"pad_id", d.pad_id}})
     if (id < -1 || id >= static_cast<int64_t>(n))
-      fail(std::string("expected ") + name + " in [-1, " + std::to_string(n) + "), got " + std::to_string(id));
-  if ((d.add_bos && d.bos_id < 0) || (d.add_eos && d.eos_id < 0)) fail("expected a bos/eos id where add_bos/add_eos is set");
+      fail(std::string("expected ") + name + " in [-1, " + std::to_string(n) + "), got " +
+           std::to_string(id));
+  if ((d.add_bos && d.bos_id < 0) || (d.add_eos && d.eos_id < 0))
+    fail("expected a bos/eos id where add_bos/add_eos is set");
 
   auto m = std::make_unique<Impl>();
   m->source = "tokenizer data";
@@ -334,7 +364,8 @@ Tokenizer Tokenizer::from_data(const TokenizerData& d) {
   fill_byte_tokens(*m);
   for (size_t i = 0; i < d.token_types.size(); ++i) {
     const int32_t t = d.token_types[i];
-    if (t < 1 || t > 6) fail("token_types[" + std::to_string(i) + "]: expected 1..6, got " + std::to_string(t));
+    if (t < 1 || t > 6)
+      fail("token_types[" + std::to_string(i) + "]: expected 1..6, got " + std::to_string(t));
     // llama.cpp matches unknown, control and user-defined tokens in text; user-defined ones even when special
     // tokens are not parsed
     if (t == TokenizerData::Unknown || t == TokenizerData::Control || t == TokenizerData::UserDefined) {
@@ -354,7 +385,8 @@ Tokenizer Tokenizer::from_data(const TokenizerData& d) {
   if (d.model == TokenizerData::Model::Spm) {
     m->kind = Impl::Kind::Spm;
     if (d.scores.size() != n)
-      fail("expected one score per token (" + std::to_string(n) + "), got " + std::to_string(d.scores.size()));
+      fail("expected one score per token (" + std::to_string(n) + "), got " +
+           std::to_string(d.scores.size()));
     m->scores = d.scores;
     m->unk_id = d.unk_id;
     m->add_space_prefix = d.add_space_prefix;
@@ -396,7 +428,8 @@ Tokenizer Tokenizer::from_data(const TokenizerData& d) {
     for (size_t k = 0; k < d.merges.size(); ++k) {
       const std::string& s = d.merges[k];
       const size_t sp = s.find(' ', 1);  // llama.cpp: a merge's left side is never empty
-      if (sp == std::string::npos) fail("merges[" + std::to_string(k) + "]: expected \"left right\", got \"" + s + "\"");
+      if (sp == std::string::npos)
+        fail("merges[" + std::to_string(k) + "]: expected \"left right\", got \"" + s + "\"");
       add_merge(*m, s.substr(0, sp), s.substr(sp + 1), static_cast<int32_t>(k),
                 [&](const std::string& what) { fail("merges[" + std::to_string(k) + "]: " + what); });
     }

@@ -22,8 +22,9 @@ void Matcher::build(const std::vector<std::string>& patterns) {
     int32_t node = 0;
     for (unsigned char c : s) {
       auto& next = nodes_[node].next;
-      auto it = std::lower_bound(next.begin(), next.end(), c,
-                                 [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
+      auto it = std::lower_bound(
+          next.begin(), next.end(), c,
+          [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
       if (it != next.end() && it->first == c) {
         node = it->second;
       } else {
@@ -43,8 +44,9 @@ int Matcher::longest_at(std::string_view text, size_t pos, size_t& len) const {
   for (size_t i = pos; i < text.size(); ++i) {
     const auto& next = nodes_[node].next;
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    auto it = std::lower_bound(next.begin(), next.end(), c,
-                               [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
+    auto it = std::lower_bound(
+        next.begin(), next.end(), c,
+        [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
     if (it == next.end() || it->first != c) break;
     node = it->second;
     if (nodes_[node].pattern >= 0) {
@@ -92,8 +94,10 @@ void Tokenizer::Impl::bpe_word(std::string_view raw_word, std::vector<int32_t>& 
   if (byte_level) mapped = tok::byte_level_encode(raw_word);
   const std::string_view word = byte_level ? std::string_view(mapped) : raw_word;
   auto it = ignore_merges ? token_to_id.find(word) : token_to_id.end();
-  if (it != token_to_id.end()) out.push_back(it->second);
-  else merge_word(word, out);
+  if (it != token_to_id.end())
+    out.push_back(it->second);
+  else
+    merge_word(word, out);
   if (cacheable) {
     std::lock_guard lock(cache_mutex);
     if (cache_entries.size() >= kCacheEntries) {
@@ -103,7 +107,8 @@ void Tokenizer::Impl::bpe_word(std::string_view raw_word, std::vector<int32_t>& 
     }
     if (cache_index.find(raw_word) == cache_index.end()) {
       cache_index.emplace(std::string(raw_word), static_cast<int32_t>(cache_entries.size()));
-      cache_entries.emplace_back(static_cast<uint32_t>(cache_ids.size()), static_cast<uint32_t>(out.size() - first));
+      cache_entries.emplace_back(static_cast<uint32_t>(cache_ids.size()),
+                                 static_cast<uint32_t>(out.size() - first));
       cache_ids.insert(cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(first), out.end());
     }
   }
@@ -155,7 +160,8 @@ void Tokenizer::Impl::merge_word(std::string_view word, std::vector<int32_t>& ou
   if (pending_unk >= 0) add(pending_unk, pending_len);
 
   auto merge_of = [&](int32_t left, int32_t right) -> const std::pair<int32_t, int32_t>* {
-    auto it = merges.find(static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right));
+    auto it =
+        merges.find(static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right));
     return it == merges.end() ? nullptr : &it->second;
   };
   std::priority_queue<Merge> queue;
@@ -190,7 +196,8 @@ void Tokenizer::Impl::merge_word(std::string_view word, std::vector<int32_t>& ou
 
 int32_t Tokenizer::Impl::spm_byte(unsigned char b) const {
   if (byte_tokens[b] >= 0) return byte_tokens[b];
-  if (auto it = token_to_id.find(std::string_view(reinterpret_cast<const char*>(&b), 1)); it != token_to_id.end())
+  if (auto it = token_to_id.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+      it != token_to_id.end())
     return it->second;
   if (unk_id >= 0) return unk_id;
   char hex[8];
@@ -212,7 +219,8 @@ void Tokenizer::Impl::spm_text(std::string_view text, std::vector<int32_t>& out)
   syms.reserve(text.size());
   static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   for (size_t offs = 0; offs < text.size();) {
-    const size_t len = std::min<size_t>(text.size() - offs, kLen[static_cast<unsigned char>(text[offs]) >> 4]);
+    const size_t len =
+        std::min<size_t>(text.size() - offs, kLen[static_cast<unsigned char>(text[offs]) >> 4]);
     const int32_t index = static_cast<int32_t>(syms.size());
     syms.push_back({index - 1, offs + len == text.size() ? -1 : index + 1, offs, len});
     offs += len;
@@ -229,8 +237,9 @@ void Tokenizer::Impl::spm_text(std::string_view text, std::vector<int32_t>& out)
   std::unordered_map<std::string_view, std::pair<int32_t, int32_t>> rev_merge;
   auto try_add = [&](int32_t left, int32_t right) {
     if (left == -1 || right == -1) return;
-    const std::string_view t = text.substr(syms[static_cast<size_t>(left)].offset,
-                                           syms[static_cast<size_t>(left)].n + syms[static_cast<size_t>(right)].n);
+    const std::string_view t =
+        text.substr(syms[static_cast<size_t>(left)].offset,
+                    syms[static_cast<size_t>(left)].n + syms[static_cast<size_t>(right)].n);
     auto it = token_to_id.find(t);
     if (it == token_to_id.end()) return;
     queue.push({left, right, scores[static_cast<size_t>(it->second)], t.size()});
@@ -264,7 +273,8 @@ void Tokenizer::Impl::spm_text(std::string_view text, std::vector<int32_t>& out)
     }
     for (unsigned char c : t) out.push_back(spm_byte(c));
   };
-  for (int32_t i = 0; i != -1; i = syms[static_cast<size_t>(i)].next) resegment(resegment, syms[static_cast<size_t>(i)], 0);
+  for (int32_t i = 0; i != -1; i = syms[static_cast<size_t>(i)].next)
+    resegment(resegment, syms[static_cast<size_t>(i)], 0);
 }
 
 }  // namespace meganeura

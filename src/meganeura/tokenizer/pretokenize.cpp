@@ -38,8 +38,12 @@ struct Text {
     }
     return i;
   }
-  size_t letters(size_t i) const { return run(i, [](uint8_t f) { return f & kLetter; }); }
-  size_t numbers(size_t i) const { return run(i, [](uint8_t f) { return f & kNumber; }); }
+  size_t letters(size_t i) const {
+    return run(i, [](uint8_t f) { return f & kLetter; });
+  }
+  size_t numbers(size_t i) const {
+    return run(i, [](uint8_t f) { return f & kNumber; });
+  }
   size_t others(size_t i) const { return run(i, other); }
   size_t newlines(size_t i) const {
     while (i < n && (s[i] == '\r' || s[i] == '\n')) ++i;
@@ -254,9 +258,12 @@ void Tokenizer::Impl::pre_tokenize(std::string_view piece, PreScratch& scratch) 
         case tok::PreStep::Digits: tok::split_digits(w, step.individual, next); break;
         case tok::PreStep::Split: tok::split_pattern(step.pattern, w, next); break;
         case tok::PreStep::ByteLevel:
-          if (step.add_prefix_space && (w.empty() || w[0] != ' ')) w = scratch.owned.emplace_back(" " + std::string(w));
-          if (step.use_regex) tok::split_pattern(tok::SplitPattern::Gpt2, w, next);
-          else next.push_back(w);
+          if (step.add_prefix_space && (w.empty() || w[0] != ' '))
+            w = scratch.owned.emplace_back(" " + std::string(w));
+          if (step.use_regex)
+            tok::split_pattern(tok::SplitPattern::Gpt2, w, next);
+          else
+            next.push_back(w);
           break;
       }
     }

@@ -46,8 +46,8 @@ uint32_t last_char(std::string_view s, size_t end, size_t& start) {
 // word character touches them, lstrip/rstrip widening over whitespace. Calls text(begin, end) for the text
 // between matches and token(position in added) for each match.
 template <class OnText, class OnToken>
-void split_added(const Tokenizer::Impl& m, const Tokenizer::Impl::MatchSet& set, std::string_view s, OnText text,
-                 OnToken token) {
+void split_added(const Tokenizer::Impl& m, const Tokenizer::Impl::MatchSet& set, std::string_view s,
+                 OnText text, OnToken token) {
   if (set.matcher.empty()) {
     text(size_t{0}, s.size());
     return;
@@ -131,7 +131,8 @@ int fallback_byte(std::string_view t) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-std::vector<std::string> apply_decoder(const std::vector<tok::DecStep>& steps, std::vector<std::string> toks) {
+std::vector<std::string> apply_decoder(const std::vector<tok::DecStep>& steps,
+                                       std::vector<std::string> toks) {
   for (const auto& step : steps) {
     switch (step.kind) {
       case tok::DecStep::ByteLevel: {
@@ -149,7 +150,8 @@ std::vector<std::string> apply_decoder(const std::vector<tok::DecStep>& steps, s
         std::string pending;
         auto flush = [&] {
           if (pending.empty()) return;
-          if (tok::is_valid_utf8(pending)) next.push_back(pending);
+          if (tok::is_valid_utf8(pending))
+            next.push_back(pending);
           else
             for (size_t k = 0; k < pending.size(); ++k) next.emplace_back("\xEF\xBF\xBD");
           pending.clear();
@@ -263,7 +265,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   std::vector<int32_t> out;
   if (options.add_special) out = m.prefix_ids;
   auto pick = [&](int g) -> const Impl::MatchSet& {
-    return options.parse_special ? m.matchers[static_cast<size_t>(g)].all : m.matchers[static_cast<size_t>(g)].plain;
+    return options.parse_special ? m.matchers[static_cast<size_t>(g)].all
+                                 : m.matchers[static_cast<size_t>(g)].plain;
   };
   auto on_token = [&](size_t k) { out.push_back(m.added[k].id); };
 
@@ -309,7 +312,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     if (it != m.added_by_id.end()) {
       if (skip_special && m.added[it->second].special) continue;
       toks.push_back(m.added[it->second].content);
-    } else if (id >= 0 && static_cast<size_t>(id) < m.vocab.size() && !m.vocab[static_cast<size_t>(id)].empty()) {
+    } else if (id >= 0 && static_cast<size_t>(id) < m.vocab.size() &&
+               !m.vocab[static_cast<size_t>(id)].empty()) {
       toks.push_back(m.vocab[static_cast<size_t>(id)]);
     }  // ids no token has are dropped, as `tokenizers` does
   }

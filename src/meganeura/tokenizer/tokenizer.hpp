@@ -30,15 +30,15 @@ struct TokenizerData {
   enum TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
   Model model = Model::Bpe;
-  std::vector<std::string> tokens;    // id -> text (byte-level alphabet for Bpe, "▁" for spaces for Spm)
-  std::vector<float> scores;          // Spm: one per token (higher merges first); Bpe: ignored
-  std::vector<int32_t> token_types;   // one per token, or empty (all Normal)
-  std::vector<std::string> merges;    // Bpe: "left right", by rank
-  std::string pre = "gpt-2";          // Bpe: tokenizer.ggml.pre (see pre_tokenizer_names())
+  std::vector<std::string> tokens;   // id -> text (byte-level alphabet for Bpe, "▁" for spaces for Spm)
+  std::vector<float> scores;         // Spm: one per token (higher merges first); Bpe: ignored
+  std::vector<int32_t> token_types;  // one per token, or empty (all Normal)
+  std::vector<std::string> merges;   // Bpe: "left right", by rank
+  std::string pre = "gpt-2";         // Bpe: tokenizer.ggml.pre (see pre_tokenizer_names())
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = true;       // Spm: a "▁" before the text (and after each special token)
-  std::string chat_template;          // kept for callers; the tokenizer does not interpret it
+  bool add_space_prefix = true;  // Spm: a "▁" before the text (and after each special token)
+  std::string chat_template;     // kept for callers; the tokenizer does not interpret it
 };
 
 struct EncodeOptions {

@@ -1,8 +1,8 @@
 #pragma once
 // Private to tokenizer/: the configuration both engines share and the pieces of the encode pipeline.
 #include <array>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -26,7 +26,8 @@ enum class SplitPattern { Gpt2, Llama3, Qwen2 };
 struct NormStep {
   enum Kind { Prepend, Replace } kind;
   std::string a, b;  // Prepend: a; Replace: a -> b
-  explicit NormStep(Kind k, std::string a_ = {}, std::string b_ = {}) : kind(k), a(std::move(a_)), b(std::move(b_)) {}
+  explicit NormStep(Kind k, std::string a_ = {}, std::string b_ = {})
+      : kind(k), a(std::move(a_)), b(std::move(b_)) {}
 };
 
 struct PreStep {
@@ -42,7 +43,8 @@ struct DecStep {
   enum Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip } kind;
   std::string a, b;            // Replace a -> b; Strip: a is the character
   size_t start = 0, stop = 0;  // Strip
-  explicit DecStep(Kind k, std::string a_ = {}, std::string b_ = {}) : kind(k), a(std::move(a_)), b(std::move(b_)) {}
+  explicit DecStep(Kind k, std::string a_ = {}, std::string b_ = {})
+      : kind(k), a(std::move(a_)), b(std::move(b_)) {}
 };
 
 struct AddedToken {
@@ -94,7 +96,7 @@ struct Tokenizer::Impl {
   bool add_space_prefix = false;
   std::array<int32_t, 256> byte_tokens{};  // "<0xXX>" ids, -1 where missing
 
-  std::vector<tok::AddedToken> added;           // by position; id -> entry through added_by_id
+  std::vector<tok::AddedToken> added;  // by position; id -> entry through added_by_id
   std::unordered_map<int32_t, size_t> added_by_id;
   tok::TokenMap added_to_id;
   // Matchers over the non-normalized ([0]) and normalized ([1]) added tokens, each with all of them (.all)
@@ -118,14 +120,15 @@ struct Tokenizer::Impl {
 
   // Word cache of the BPE model (raw word -> ids), shared by const encode() calls.
   mutable std::mutex cache_mutex;
-  mutable tok::TokenMap cache_index;  // word -> entry
+  mutable tok::TokenMap cache_index;                                 // word -> entry
   mutable std::vector<std::pair<uint32_t, uint32_t>> cache_entries;  // (offset, length) into cache_ids
   mutable std::vector<int32_t> cache_ids;
 
   // Finalises the added-token tables once `added` and `normalizer` are set; checks ids.
   void build_added();
   std::string normalize(std::string_view s) const;
-  // Working space of pre_tokenize, reused across calls so that splitting allocates nothing in the steady state.
+  // Working space of pre_tokenize, reused across calls so that splitting allocates nothing in the steady
+  // state.
   struct PreScratch {
     std::vector<std::string_view> words, next;
     std::deque<std::string> owned;  // pieces given a prefix space

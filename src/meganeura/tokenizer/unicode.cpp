@@ -6,8 +6,8 @@ namespace meganeura::tok {
 
 uint8_t category_flags_slow(uint32_t cp) {
   const CategoryRange* end = kCategoryRanges + kCategoryRangeCount;
-  const CategoryRange* it =
-      std::upper_bound(kCategoryRanges, end, cp, [](uint32_t c, const CategoryRange& r) { return c < r.first; });
+  const CategoryRange* it = std::upper_bound(kCategoryRanges, end, cp,
+                                             [](uint32_t c, const CategoryRange& r) { return c < r.first; });
   if (it == kCategoryRanges) return 0;
   --it;
   return cp <= it->last ? it->flags : 0;
@@ -39,15 +39,24 @@ size_t maximal_subpart(const unsigned char* s, size_t n) {
   const unsigned c = s[0];
   unsigned lo = 0x80, hi = 0xBF;
   size_t need;
-  if (c >= 0xC2 && c <= 0xDF) need = 1;
-  else if (c == 0xE0) need = 2, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) need = 2;
-  else if (c == 0xED) need = 2, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) need = 2;
-  else if (c == 0xF0) need = 3, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) need = 3;
-  else if (c == 0xF4) need = 3, hi = 0x8F;
-  else return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 1;
+  else if (c == 0xE0)
+    need = 2, lo = 0xA0;
+  else if (c >= 0xE1 && c <= 0xEC)
+    need = 2;
+  else if (c == 0xED)
+    need = 2, hi = 0x9F;
+  else if (c >= 0xEE && c <= 0xEF)
+    need = 2;
+  else if (c == 0xF0)
+    need = 3, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3)
+    need = 3;
+  else if (c == 0xF4)
+    need = 3, hi = 0x8F;
+  else
+    return 1;
   size_t k = 1;
   if (k < n && s[k] >= lo && s[k] <= hi) {
     ++k;

@@ -1,6 +1,6 @@
 #pragma once
-// The little Unicode the tokenizers need: strict UTF-8 decoding that never fails (a byte that does not start a
-// well-formed sequence is one "invalid" unit of its own), and the general-category classes that the split
+// The little Unicode the tokenizers need: strict UTF-8 decoding that never fails (a byte that does not start
+// a well-formed sequence is one "invalid" unit of its own), and the general-category classes that the split
 // patterns' \p{L}, \p{N} and \s name. The class table is generated (scripts/gen_unicode_table.py).
 #include <cstddef>
 #include <cstdint>
@@ -9,12 +9,12 @@
 namespace meganeura::tok {
 
 enum CategoryFlag : uint8_t {
-  kLetter = 1,     // L*  (\p{L})
-  kNumber = 2,     // N*  (\p{N}, Rust's char::is_numeric)
-  kDigit = 4,      // Nd
-  kMark = 8,       // M*
-  kConnector = 16, // Pc
-  kSpace = 32,     // Oniguruma's \s: U+0009..U+000D, U+0085, Zs, Zl, Zp
+  kLetter = 1,      // L*  (\p{L})
+  kNumber = 2,      // N*  (\p{N}, Rust's char::is_numeric)
+  kDigit = 4,       // Nd
+  kMark = 8,        // M*
+  kConnector = 16,  // Pc
+  kSpace = 32,      // Oniguruma's \s: U+0009..U+000D, U+0085, Zs, Zl, Zp
 };
 
 struct CategoryRange {
@@ -83,8 +83,8 @@ inline int decode_utf8(const unsigned char* s, size_t n, uint32_t& cp) {
 
 void append_utf8(std::string& out, uint32_t cp);
 
-// Rust's String::from_utf8_lossy (and Python's errors="replace"): every maximal ill-formed subpart becomes one
-// U+FFFD.
+// Rust's String::from_utf8_lossy (and Python's errors="replace"): every maximal ill-formed subpart becomes
+// one U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
 bool is_valid_utf8(std::string_view bytes);
 

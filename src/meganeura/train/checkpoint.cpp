@@ -98,9 +98,9 @@ class Reader {
       : b_(b), pos_(begin), end_(end), path_(path) {}
   void need(size_t n, const char* what) {
     if (n > end_ - pos_)
-      throw CheckpointError("[restore_checkpoint] '" + path_ + "': expected " + std::to_string(n) + " more bytes for " +
-                            what + " at offset " + std::to_string(pos_) + ", got " + std::to_string(end_ - pos_) +
-                            " (truncated or corrupt header)");
+      throw CheckpointError("[restore_checkpoint] '" + path_ + "': expected " + std::to_string(n) +
+                            " more bytes for " + what + " at offset " + std::to_string(pos_) + ", got " +
+                            std::to_string(end_ - pos_) + " (truncated or corrupt header)");
   }
   template <class T>
   T get(const char* what) {
@@ -126,7 +126,8 @@ class Reader {
 };
 
 [[noreturn]] void fail_io(const std::string& what, const std::string& path) {
-  throw CheckpointError("[save_checkpoint] expected to " + what + " '" + path + "', got: " + std::strerror(errno));
+  throw CheckpointError("[save_checkpoint] expected to " + what + " '" + path +
+                        "', got: " + std::strerror(errno));
 }
 
 void write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
@@ -144,8 +145,8 @@ void write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
 std::vector<uint8_t> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw CheckpointError("[restore_checkpoint] expected a readable checkpoint at '" + path + "', got: " +
-                          std::strerror(errno));
+    throw CheckpointError("[restore_checkpoint] expected a readable checkpoint at '" + path +
+                          "', got: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool dir = S_ISDIR(st.st_mode);
@@ -160,8 +161,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       ::close(fd);
-      throw CheckpointError("[restore_checkpoint] expected to read " + std::to_string(b.size()) + " bytes of '" +
-                            path + "', got " + std::to_string(done) + (r < 0 ? std::string(": ") + std::strerror(errno) : ""));
+      throw CheckpointError("[restore_checkpoint] expected to read " + std::to_string(b.size()) +
+                            " bytes of '" + path + "', got " + std::to_string(done) +
+                            (r < 0 ? std::string(": ") + std::strerror(errno) : ""));
     }
     done += static_cast<size_t>(r);
   }
@@ -172,8 +174,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
 // The counters stores keep in the metadata: decimal, no sign, in range. Checked before anything is written,
 // so a file with valid checksums but a bad value changes nothing.
 void check_counters(const std::map<std::string, std::string>& meta, const std::string& path) {
-  const std::pair<const char*, uint64_t> counters[] = {
-      {"optimizer_step", (uint64_t{1} << 32) - 1}, {"update_step", uint64_t(INT64_MAX)}, {"epochs_done", uint64_t(INT32_MAX)}};
+  const std::pair<const char*, uint64_t> counters[] = {{"optimizer_step", (uint64_t{1} << 32) - 1},
+                                                       {"update_step", uint64_t(INT64_MAX)},
+                                                       {"epochs_done", uint64_t(INT32_MAX)}};
   for (const auto& [key, max] : counters) {
     auto it = meta.find(key);
     if (it == meta.end()) continue;
@@ -214,8 +217,9 @@ CheckpointContents parse(const std::vector<uint8_t>& b, const std::string& path)
   const std::string at = "[restore_checkpoint] '" + path + "': ";
   const size_t fixed = sizeof(kMagic) + 8;
   if (b.size() < fixed + 4 + sizeof(kEnd) + 8)
-    throw CheckpointError(at + "expected a checkpoint of at least " + std::to_string(fixed + 4 + sizeof(kEnd) + 8) +
-                          " bytes, got " + std::to_string(b.size()) + " (truncated)");
+    throw CheckpointError(at + "expected a checkpoint of at least " +
+                          std::to_string(fixed + 4 + sizeof(kEnd) + 8) + " bytes, got " +
+                          std::to_string(b.size()) + " (truncated)");
   if (std::memcmp(b.data(), kMagic, sizeof(kMagic)) != 0)
     throw CheckpointError(at + "expected the magic 'MGNRCKPT', got another file type");
   CheckpointContents c;
@@ -257,11 +261,13 @@ CheckpointContents parse(const std::vector<uint8_t>& b, const std::string& path)
   for (uint32_t i = 0; i < n; ++i) {
     CheckpointEntry e;
     e.info.name = r.str("a tensor name");
-    const uint8_t role = r.get<uint8_t>("a role"), dt = r.get<uint8_t>("a dtype"), rank = r.get<uint8_t>("a rank");
+    const uint8_t role = r.get<uint8_t>("a role"), dt = r.get<uint8_t>("a dtype"),
+                  rank = r.get<uint8_t>("a rank");
     r.get<uint8_t>("padding");
     if (role > 1 || !dtype_from_code(dt, e.info.dtype))
-      throw CheckpointError(at + "tensor '" + e.info.name + "': expected role 0..1 and dtype code 1..5, got " +
-                            std::to_string(role) + " and " + std::to_string(dt));
+      throw CheckpointError(at + "tensor '" + e.info.name +
+                            "': expected role 0..1 and dtype code 1..5, got " + std::to_string(role) +
+                            " and " + std::to_string(dt));
     e.info.role = static_cast<TensorRole>(role);
     for (uint8_t d = 0; d < rank; ++d) {
       const int64_t dim = r.get<int64_t>("a dimension");
@@ -278,11 +284,12 @@ CheckpointContents parse(const std::vector<uint8_t>& b, const std::string& path)
                             " bytes for its shape, got " + std::to_string(e.bytes));
     if (e.offset < payload_begin || e.offset > data_end || e.bytes > data_end - e.offset)
       throw CheckpointError(at + describe(e.info) + ": expected its bytes inside the file's data section [" +
-                            std::to_string(payload_begin) + ", " + std::to_string(data_end) + "), got offset " +
-                            std::to_string(e.offset) + " size " + std::to_string(e.bytes));
+                            std::to_string(payload_begin) + ", " + std::to_string(data_end) +
+                            "), got offset " + std::to_string(e.offset) + " size " + std::to_string(e.bytes));
     const uint32_t got = crc(b.data() + e.offset, e.bytes);
     if (got != e.crc32 && bad_count++ < kMaxDifferences)
-      bad += "\n  - " + describe(e.info) + ": expected CRC32 " + std::to_string(e.crc32) + ", got " + std::to_string(got);
+      bad += "\n  - " + describe(e.info) + ": expected CRC32 " + std::to_string(e.crc32) + ", got " +
+             std::to_string(got);
     c.entries.push_back(std::move(e));
   }
   if (bad_count > 0)
@@ -300,8 +307,9 @@ void save_checkpoint(const std::string& path, TensorStore& store, const SaveOpti
   for (const TensorInfo& t : infos) {
     data.push_back(store.read(t));
     if (data.back().size() != t.byte_size())
-      throw CheckpointError("[save_checkpoint] " + describe(t) + ": expected " + std::to_string(t.byte_size()) +
-                            " bytes from the store, got " + std::to_string(data.back().size()));
+      throw CheckpointError("[save_checkpoint] " + describe(t) + ": expected " +
+                            std::to_string(t.byte_size()) + " bytes from the store, got " +
+                            std::to_string(data.back().size()));
   }
   // The header needs the offsets, the offsets need the header's size: its size does not depend on the
   // offset values, so build it once with zeros to measure, then for real.
@@ -432,11 +440,15 @@ RestoreReport restore_checkpoint(const std::string& path, TensorStore& store) {
   }
   for (const TensorInfo& t : wanted) {
     const CheckpointEntry& e = *by_name.at(t.name);
-    store.write(t, std::span<const std::byte>(reinterpret_cast<const std::byte*>(file.data() + e.offset), e.bytes));
-    if (t.role == TensorRole::Parameter) ++report.parameters;
-    else ++report.optimizer_state;
+    store.write(
+        t, std::span<const std::byte>(reinterpret_cast<const std::byte*>(file.data() + e.offset), e.bytes));
+    if (t.role == TensorRole::Parameter)
+      ++report.parameters;
+    else
+      ++report.optimizer_state;
   }
-  if (wants_state) store.set_metadata(c.metadata);
+  if (wants_state)
+    store.set_metadata(c.metadata);
   else {
     // A store without optimizer state (inference, plain SGD) gets everything but the optimizer's keys.
     std::map<std::string, std::string> kept;

@@ -5,7 +5,8 @@
 // Layout (little-endian), version 1:
 //   "MGNRCKPT" u32 version u32 header_bytes
 //   header: u32 n_meta {u32 len key, u32 len value}*  u32 n_tensors
-//           {u32 len name, u8 role, u8 dtype, u8 rank, u8 0, i64 dims[rank], u64 offset, u64 bytes, u32 crc32}*
+//           {u32 len name, u8 role, u8 dtype, u8 rank, u8 0, i64 dims[rank], u64 offset, u64 bytes, u32
+//           crc32}*
 //   u32 crc32(header)
 //   tensor bytes at their offsets
 //   "MGNR-END" u64 file size

@@ -16,8 +16,8 @@ struct TrainConfig {
   int epochs = 10;
   int64_t batch_size = 32;  // checked against the loader and the graph's inputs
   LrSchedule schedule;
-  uint64_t seed = 0;            // drives Trainer::init_parameters (the loader has its own shuffle seed)
-  int log_interval = 100;       // steps between history points and plain progress lines
+  uint64_t seed = 0;       // drives Trainer::init_parameters (the loader has its own shuffle seed)
+  int log_interval = 100;  // steps between history points and plain progress lines
   ProgressMode progress = ProgressMode::Auto;
 };
 

@@ -14,8 +14,8 @@ void ClassificationMetrics::add(std::span<const float> logits, int64_t classes, 
   const bool index = labels.dtype == DType::I32;
   const size_t need = static_cast<size_t>(valid_rows * (index ? 1 : classes));
   if ((index ? labels.i32.size() : labels.f32.size()) < need)
-    throw DataError("[ClassificationMetrics::add] expected labels for " + std::to_string(valid_rows) + " rows of " +
-                    std::to_string(classes) + " classes, got " +
+    throw DataError("[ClassificationMetrics::add] expected labels for " + std::to_string(valid_rows) +
+                    " rows of " + std::to_string(classes) + " classes, got " +
                     std::to_string(index ? labels.i32.size() : labels.f32.size()) + " values");
   for (int64_t r = 0; r < valid_rows; ++r) {
     const float* z = logits.data() + r * classes;
@@ -29,8 +29,8 @@ void ClassificationMetrics::add(std::span<const float> logits, int64_t classes, 
     if (index) {
       const int32_t y = labels.i32[static_cast<size_t>(r)];
       if (y < 0 || y >= classes)
-        throw DataError("[ClassificationMetrics::add] expected a label in [0, " + std::to_string(classes) + "), got " +
-                        std::to_string(y));
+        throw DataError("[ClassificationMetrics::add] expected a label in [0, " + std::to_string(classes) +
+                        "), got " + std::to_string(y));
       loss_sum_ += lse - z[y];
       correct_ += arg == y;
     } else {

@@ -29,8 +29,8 @@ class ClassificationMetrics {
 };
 
 struct EvalOptions {
-  std::string logits_output;       // empty: output 0
-  std::string labels = "labels";   // the batch column holding the labels
+  std::string logits_output;      // empty: output 0
+  std::string labels = "labels";  // the batch column holding the labels
 };
 
 // Runs `inference` over one epoch of `test` (a short last batch is padded and its padding ignored).

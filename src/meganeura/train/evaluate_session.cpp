@@ -11,8 +11,10 @@ DataTensor pad_rows(const DataTensor& t, int64_t rows) {
   if (p.shape.empty() || p.shape[0] >= rows) return p;
   const int64_t per = p.shape[0] > 0 ? p.count() / p.shape[0] : 0;
   p.shape[0] = rows;
-  if (p.dtype == DType::I32) p.i32.resize(static_cast<size_t>(rows * per), 0);
-  else p.f32.resize(static_cast<size_t>(rows * per), 0.0f);
+  if (p.dtype == DType::I32)
+    p.i32.resize(static_cast<size_t>(rows * per), 0);
+  else
+    p.f32.resize(static_cast<size_t>(rows * per), 0.0f);
   return p;
 }
 
@@ -20,11 +22,13 @@ DataTensor pad_rows(const DataTensor& t, int64_t rows) {
 
 EvalResult evaluate(Session& inference, DataLoader& test, const EvalOptions& options) {
   const Graph& g = inference.graph();
-  if (g.outputs().empty()) throw SessionError("[evaluate] expected a session with a logits output, got no outputs");
+  if (g.outputs().empty())
+    throw SessionError("[evaluate] expected a session with a logits output, got no outputs");
   NodeId logits_id = g.outputs()[0];
   if (!options.logits_output.empty()) {
     auto found = g.find(options.logits_output);
-    if (!found) throw SessionError("[evaluate] expected an output named '" + options.logits_output + "', got none");
+    if (!found)
+      throw SessionError("[evaluate] expected an output named '" + options.logits_output + "', got none");
     logits_id = *found;
   }
   const Shape logits_shape = g.node(logits_id).shape;
@@ -41,12 +45,15 @@ EvalResult evaluate(Session& inference, DataLoader& test, const EvalOptions& opt
     for (NodeId in : g.inputs()) {
       const std::string& name = g.node(in).prov.name;
       const DataTensor t = pad_rows(b->at(name), batch);
-      if (t.dtype == DType::I32) inference.set_input(name, std::span<const int32_t>(t.i32));
-      else inference.set_input(name, std::span<const float>(t.f32));
+      if (t.dtype == DType::I32)
+        inference.set_input(name, std::span<const int32_t>(t.i32));
+      else
+        inference.set_input(name, std::span<const float>(t.f32));
     }
     inference.run();
-    const std::vector<float> logits =
-        options.logits_output.empty() ? inference.read_output(0) : inference.read_output(options.logits_output);
+    const std::vector<float> logits = options.logits_output.empty()
+                                          ? inference.read_output(0)
+                                          : inference.read_output(options.logits_output);
     metrics.add(logits, classes, b->at(options.labels), b->rows);
   }
   return metrics.result();

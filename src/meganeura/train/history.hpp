@@ -10,7 +10,7 @@ namespace meganeura {
 struct StepRecord {
   int64_t step = 0;  // micro-steps (session steps) since the start of train()
   int epoch = 0;
-  double loss = 0;   // mean over the steps since the previous record
+  double loss = 0;  // mean over the steps since the previous record
   double lr = 0;
   double steps_per_s = 0;
 };

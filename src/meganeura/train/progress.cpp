@@ -24,22 +24,24 @@ std::string Progress::format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   const int64_t s = static_cast<int64_t>(std::llround(seconds));
   char b[32];
-  if (s >= 3600) std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                               static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  else std::snprintf(b, sizeof b, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  if (s >= 3600)
+    std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  else
+    std::snprintf(b, sizeof b, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
   return b;
 }
 
-std::string Progress::bar_line(int epoch, int epochs, int64_t done, int64_t total, double loss, double steps_per_s,
-                               int width) {
+std::string Progress::bar_line(int epoch, int epochs, int64_t done, int64_t total, double loss,
+                               double steps_per_s, int width) {
   const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0.0;
   const int filled = static_cast<int>(frac * width);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(static_cast<size_t>(width), '.');
   const double eta = steps_per_s > 0 ? static_cast<double>(total - done) / steps_per_s : NAN;
   char b[256];
-  std::snprintf(b, sizeof b, "epoch %d/%d [%s] %lld/%lld %.1f steps/s loss %.4f ETA %s", epoch + 1, epochs, bar.c_str(),
-                static_cast<long long>(done), static_cast<long long>(total), steps_per_s, loss,
+  std::snprintf(b, sizeof b, "epoch %d/%d [%s] %lld/%lld %.1f steps/s loss %.4f ETA %s", epoch + 1, epochs,
+                bar.c_str(), static_cast<long long>(done), static_cast<long long>(total), steps_per_s, loss,
                 format_duration(eta).c_str());
   return b;
 }
@@ -58,7 +60,8 @@ void Progress::step(int64_t step_in_epoch, double loss, double steps_per_s) {
     const double t = now_s();
     if (last_draw_ >= 0 && t - last_draw_ < 0.1 && step_in_epoch != total_) return;
     last_draw_ = t;
-    std::fprintf(out_, "\r%s\033[K", bar_line(epoch_, epochs_, step_in_epoch, total_, loss, steps_per_s, 30).c_str());
+    std::fprintf(out_, "\r%s\033[K",
+                 bar_line(epoch_, epochs_, step_in_epoch, total_, loss, steps_per_s, 30).c_str());
     std::fflush(out_);
     return;
   }

@@ -17,8 +17,8 @@ class Progress {
   bool is_bar() const { return bar_; }
 
   static std::string format_duration(double seconds);  // "1:02:03", "4:05"
-  static std::string bar_line(int epoch, int epochs, int64_t done, int64_t total, double loss, double steps_per_s,
-                              int width);
+  static std::string bar_line(int epoch, int epochs, int64_t done, int64_t total, double loss,
+                              double steps_per_s, int width);
 
  private:
   std::FILE* out_;

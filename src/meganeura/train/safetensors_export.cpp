@@ -24,8 +24,9 @@ void save_safetensors(const std::string& path, TensorStore& store, const Safeten
   for (const TensorInfo& t : infos) {
     data.push_back(store.read(t));
     if (data.back().size() != t.byte_size())
-      throw CheckpointError("[save_safetensors] " + describe(t) + ": expected " + std::to_string(t.byte_size()) +
-                            " bytes from the store, got " + std::to_string(data.back().size()));
+      throw CheckpointError("[save_safetensors] " + describe(t) + ": expected " +
+                            std::to_string(t.byte_size()) + " bytes from the store, got " +
+                            std::to_string(data.back().size()));
     tensors.push_back({t.name, t.dtype, t.shape, data.back()});
   }
   std::map<std::string, std::string> meta = store.metadata();
@@ -39,14 +40,16 @@ MemoryStore read_safetensors_store(const std::string& path) {
   std::set<std::string> state;
   std::map<std::string, std::string> meta = file.metadata();
   if (auto it = meta.find(kSafetensorsRolesKey); it != meta.end()) {
-    const std::string where = "[read_safetensors_store] '" + path + "': __metadata__ '" + kSafetensorsRolesKey + "': ";
+    const std::string where =
+        "[read_safetensors_store] '" + path + "': __metadata__ '" + kSafetensorsRolesKey + "': ";
     nlohmann::json names;
     try {
       names = nlohmann::json::parse(it->second);
     } catch (const nlohmann::json::exception& e) {
       throw FormatError(where + "expected a JSON array of tensor names, got: " + e.what());
     }
-    if (!names.is_array()) throw FormatError(where + "expected a JSON array of tensor names, got " + names.dump());
+    if (!names.is_array())
+      throw FormatError(where + "expected a JSON array of tensor names, got " + names.dump());
     for (const auto& n : names) {
       if (!n.is_string() || file.find(n.get<std::string>()) == nullptr)
         throw FormatError(where + "expected names of tensors in the file, got " + n.dump());
@@ -59,7 +62,8 @@ MemoryStore read_safetensors_store(const std::string& path) {
   for (const SafetensorsEntry& e : file.entries()) {
     const SafetensorsView v = file.tensor(e.name);
     const TensorRole role = state.count(e.name) ? TensorRole::OptimizerState : TensorRole::Parameter;
-    store.add(TensorInfo{e.name, role, v.dtype, v.shape}, std::vector<std::byte>(v.bytes.begin(), v.bytes.end()));
+    store.add(TensorInfo{e.name, role, v.dtype, v.shape},
+              std::vector<std::byte>(v.bytes.begin(), v.bytes.end()));
   }
   store.set_metadata(meta);
   return store;

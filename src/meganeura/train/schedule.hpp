@@ -12,7 +12,7 @@ struct LrSchedule {
   int64_t warmup_steps = 0;  // linear ramp from base/warmup to base over the first updates (any kind)
   int64_t step_size = 1000;  // Step: multiply by gamma every step_size updates after warm-up
   double gamma = 0.1;
-  double min_lr = 0.0;       // Cosine: the value reached at the last update
+  double min_lr = 0.0;  // Cosine: the value reached at the last update
 };
 
 // The learning rate of update `step` (0-based) out of `total_steps`. ConfigError on nonsense settings.

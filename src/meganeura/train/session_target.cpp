@@ -27,7 +27,8 @@ std::vector<TensorInfo> parameter_infos(const Graph& g) { return leaf_infos(g, g
 SessionTarget::SessionTarget(Session session, size_t loss_output)
     : session_(std::move(session)), loss_output_(loss_output) {
   if (!session_.config().training)
-    throw ConfigError("[Trainer] expected a training session (SessionConfig::training), got an inference session");
+    throw ConfigError(
+        "[Trainer] expected a training session (SessionConfig::training), got an inference session");
   inputs_ = leaf_infos(session_.graph(), session_.graph().inputs());
   parameters_ = parameter_infos(session_.graph());
 }
@@ -37,14 +38,17 @@ std::vector<TensorInfo> SessionTarget::inputs() const { return inputs_; }
 std::vector<TensorInfo> SessionTarget::parameters() const { return parameters_; }
 
 void SessionTarget::set_input(const std::string& name, const DataTensor& value) {
-  if (value.dtype == DType::I32) session_.set_input(name, std::span<const int32_t>(value.i32));
-  else session_.set_input(name, std::span<const float>(value.f32));
+  if (value.dtype == DType::I32)
+    session_.set_input(name, std::span<const int32_t>(value.i32));
+  else
+    session_.set_input(name, std::span<const float>(value.f32));
 }
 
 double SessionTarget::step_loss(uint64_t id) {
   const std::vector<float> loss = session_.read_output(loss_output_, id);
-  if (loss.empty()) throw SessionError("[Trainer] expected a loss value in output " + std::to_string(loss_output_) +
-                                       ", got an empty output");
+  if (loss.empty())
+    throw SessionError("[Trainer] expected a loss value in output " + std::to_string(loss_output_) +
+                       ", got an empty output");
   return loss[0];
 }
 
@@ -82,8 +86,10 @@ std::vector<std::byte> SessionStore::read(const TensorInfo& t) {
 
 void SessionStore::write(const TensorInfo& t, std::span<const std::byte> bytes) {
   const std::vector<float> v = to_floats(bytes);
-  if (t.role == TensorRole::Parameter) session_.set_parameter(t.name, v);
-  else session_.set_optimizer_state(t.name, v);
+  if (t.role == TensorRole::Parameter)
+    session_.set_parameter(t.name, v);
+  else
+    session_.set_optimizer_state(t.name, v);
 }
 
 std::map<std::string, std::string> SessionStore::metadata() const {

@@ -20,8 +20,12 @@ class SessionTarget : public TrainTarget {
   int steps_in_flight() const override { return session_.config().frames_in_flight; }
   OptimizerConfig fused_optimizer() const override;
   void set_learning_rate(double lr) override { session_.set_learning_rate(lr); }
-  std::vector<float> read_parameter(const std::string& name) override { return session_.read_parameter(name); }
-  void set_parameter(const std::string& name, std::span<const float> v) override { session_.set_parameter(name, v); }
+  std::vector<float> read_parameter(const std::string& name) override {
+    return session_.read_parameter(name);
+  }
+  void set_parameter(const std::string& name, std::span<const float> v) override {
+    session_.set_parameter(name, v);
+  }
   std::vector<TensorInfo> optimizer_state() const override;
   std::vector<float> read_optimizer_state(const std::string& name) override {
     return session_.read_optimizer_state(name);

@@ -17,9 +17,9 @@ class TrainTarget {
   virtual std::vector<TensorInfo> inputs() const = 0;
   virtual std::vector<TensorInfo> parameters() const = 0;
   virtual void set_input(const std::string& name, const DataTensor& value) = 0;
-  // Queues forward, backward and the fused update (with gradient accumulation k, only every k-th call updates;
-  // the others add their gradients up) with the inputs and learning rate set so far; returns the step's id. A
-  // synchronous target runs the step here.
+  // Queues forward, backward and the fused update (with gradient accumulation k, only every k-th call
+  // updates; the others add their gradients up) with the inputs and learning rate set so far; returns the
+  // step's id. A synchronous target runs the step here.
   virtual uint64_t submit_step() = 0;
   // The loss of a submitted step, once it finished. The Trainer asks for every id once, in submission order,
   // and never lets more than steps_in_flight() steps wait for it.
@@ -37,8 +37,8 @@ class TrainTarget {
   virtual uint64_t optimizer_step() const = 0;
   virtual void set_optimizer_step(uint64_t step) = 0;
   virtual std::string device_name() const { return "host"; }
-  // Data-parallel training (docs/distributed.md): the job this target averages its gradients over (a job of one
-  // by default), and rank 0's parameters copied to every rank (a collective).
+  // Data-parallel training (docs/distributed.md): the job this target averages its gradients over (a job of
+  // one by default), and rank 0's parameters copied to every rank (a collective).
   virtual dist::DistributedConfig distributed() const { return {}; }
   virtual void broadcast_parameters() {}
 };

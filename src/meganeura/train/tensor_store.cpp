@@ -13,7 +13,8 @@ static_assert(std::endian::native == std::endian::little, "checkpoint bytes assu
 const char* role_name(TensorRole r) { return r == TensorRole::Parameter ? "parameter" : "optimizer state"; }
 
 uint64_t TensorInfo::byte_size() const {
-  // Block-quantized: whole blocks of the last dimension; any other shape has no size (UINT64_MAX: never matches).
+  // Block-quantized: whole blocks of the last dimension; any other shape has no size (UINT64_MAX: never
+  // matches).
   const uint64_t be = dtype_block_elems(dtype);
   if (be > 1 && (shape.empty() || shape.back() < 0 || uint64_t(shape.back()) % be)) return UINT64_MAX;
   uint64_t n = dtype_block_bytes(dtype);
@@ -47,14 +48,16 @@ std::vector<float> to_floats(std::span<const std::byte> bytes) {
 
 void MemoryStore::add(TensorInfo info, std::vector<std::byte> bytes) {
   if (bytes.size() != info.byte_size())
-    throw CheckpointError("[MemoryStore::add] " + describe(info) + ": expected " + std::to_string(info.byte_size()) +
-                          " bytes, got " + std::to_string(bytes.size()));
+    throw CheckpointError("[MemoryStore::add] " + describe(info) + ": expected " +
+                          std::to_string(info.byte_size()) + " bytes, got " + std::to_string(bytes.size()));
   for (const Entry& e : entries_)
-    if (e.info.name == info.name) throw CheckpointError("[MemoryStore::add] expected a new name, got '" + info.name + "' twice");
+    if (e.info.name == info.name)
+      throw CheckpointError("[MemoryStore::add] expected a new name, got '" + info.name + "' twice");
   entries_.push_back({std::move(info), std::move(bytes)});
 }
 
-void MemoryStore::add_f32(const std::string& name, Shape shape, const std::vector<float>& values, TensorRole role) {
+void MemoryStore::add_f32(const std::string& name, Shape shape, const std::vector<float>& values,
+                          TensorRole role) {
   add(TensorInfo{name, role, DType::F32, std::move(shape)}, to_bytes(values));
 }
 
@@ -80,8 +83,8 @@ void MemoryStore::write(const TensorInfo& t, std::span<const std::byte> bytes) {
   for (Entry& e : entries_) {
     if (e.info.name != t.name) continue;
     if (bytes.size() != e.bytes.size())
-      throw CheckpointError("[MemoryStore::write] " + describe(t) + ": expected " + std::to_string(e.bytes.size()) +
-                            " bytes, got " + std::to_string(bytes.size()));
+      throw CheckpointError("[MemoryStore::write] " + describe(t) + ": expected " +
+                            std::to_string(e.bytes.size()) + " bytes, got " + std::to_string(bytes.size()));
     e.bytes.assign(bytes.begin(), bytes.end());
     ++writes_;
     return;

@@ -23,10 +23,12 @@ Trainer::Trainer(std::unique_ptr<TrainTarget> target, TrainConfig config)
   if (!target_) throw ConfigError("[Trainer] expected a target, got null");
   optimizer_ = target_->fused_optimizer();
   if (optimizer_.kind == OptimizerKind::None)
-    throw ConfigError("[Trainer] expected a session built with an optimizer (SessionConfig::optimizer), got "
-                      "OptimizerKind::None, which only computes gradients");
+    throw ConfigError(
+        "[Trainer] expected a session built with an optimizer (SessionConfig::optimizer), got "
+        "OptimizerKind::None, which only computes gradients");
   if (optimizer_.grad_accumulation < 1)
-    throw ConfigError("[Trainer] expected grad_accumulation >= 1, got " + std::to_string(optimizer_.grad_accumulation));
+    throw ConfigError("[Trainer] expected grad_accumulation >= 1, got " +
+                      std::to_string(optimizer_.grad_accumulation));
   lr_ = optimizer_.learning_rate;
 }
 
@@ -41,8 +43,8 @@ void Trainer::check_batch(const Batch& b) const {
   for (const TensorInfo& in : target_->inputs()) {
     const DataTensor& t = b.at(in.name);
     if (t.shape != in.shape || t.dtype != in.dtype)
-      throw SessionError("[Trainer::train] input '" + in.name + "': expected " + describe(in) + " from the loader, got " +
-                         describe(TensorInfo{in.name, in.role, t.dtype, t.shape}));
+      throw SessionError("[Trainer::train] input '" + in.name + "': expected " + describe(in) +
+                         " from the loader, got " + describe(TensorInfo{in.name, in.role, t.dtype, t.shape}));
   }
 }
 
@@ -54,11 +56,13 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
   if (epochs <= 0) epochs = config_.epochs;
   if (loader.batch_size() != config_.batch_size)
     throw ConfigError("[Trainer::train] expected a loader with TrainConfig.batch_size=" +
-                      std::to_string(config_.batch_size) + ", got batch size " + std::to_string(loader.batch_size()));
+                      std::to_string(config_.batch_size) + ", got batch size " +
+                      std::to_string(loader.batch_size()));
   const dist::DistributedConfig dist = target_->distributed();
   if (dist.enabled() && loader.options().world != dist.size())
     throw ConfigError("[Trainer::train] expected a loader sharded over the " + std::to_string(dist.size()) +
-                      " ranks (LoaderOptions::world, rank), got world " + std::to_string(loader.options().world));
+                      " ranks (LoaderOptions::world, rank), got world " +
+                      std::to_string(loader.options().world));
   if (dist.enabled() && !synced_) {
     target_->broadcast_parameters();
     synced_ = true;
@@ -66,7 +70,8 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
   const int64_t full_batches = loader.dataset().size() / (loader.batch_size() * loader.options().world);
   const int accumulation = optimizer_.grad_accumulation;
   if (full_batches < accumulation)
-    throw ConfigError("[Trainer::train] expected at least one update per epoch, got " + std::to_string(full_batches) +
+    throw ConfigError("[Trainer::train] expected at least one update per epoch, got " +
+                      std::to_string(full_batches) +
                       " full batches for grad_accumulation=" + std::to_string(accumulation));
   // The schedule spans the planned run (config.epochs), so that a run resumed from a checkpoint follows
   // the same learning rates as one that was never interrupted. Accumulation carries over epoch ends.
@@ -106,7 +111,8 @@ const History& Trainer::train(DataLoader& loader, int epochs) {
       // A single step's loss is noisy: show the mean since the last history point.
       progress.step(steps, interval_loss / static_cast<double>(interval_steps), rate);
       if (interval_steps >= config_.log_interval) {
-        history_.steps.push_back({sub.micro_step, epoch, interval_loss / static_cast<double>(interval_steps), sub.lr,
+        history_.steps.push_back({sub.micro_step, epoch, interval_loss / static_cast<double>(interval_steps),
+                                  sub.lr,
                                   static_cast<double>(interval_steps) / std::max(1e-9, now - interval_t0)});
         interval_loss = 0;
         interval_steps = 0;
@@ -188,8 +194,10 @@ std::vector<std::byte> Trainer::read(const TensorInfo& t) {
 
 void Trainer::write(const TensorInfo& t, std::span<const std::byte> bytes) {
   const std::vector<float> v = to_floats(bytes);
-  if (t.role == TensorRole::Parameter) target_->set_parameter(t.name, v);
-  else target_->set_optimizer_state(t.name, v);
+  if (t.role == TensorRole::Parameter)
+    target_->set_parameter(t.name, v);
+  else
+    target_->set_optimizer_state(t.name, v);
 }
 
 std::map<std::string, std::string> Trainer::metadata() const {

@@ -3,15 +3,15 @@
 // schedules, progress output, evaluation, callbacks, history and checkpoints. The update itself (clipping
 // and gradient accumulation included) runs inside the target's step.
 //
-// Steps are pipelined: the Trainer keeps up to target().steps_in_flight() steps (a session's frames_in_flight)
-// submitted and accounts for a step — its loss, history, progress, step callbacks — only when it has to wait
-// for it, so a step callback for step k runs after later steps were submitted (with their inputs and learning
-// rates already fixed), and update_step() / last_learning_rate() are those of the latest submitted step. The
-// queue drains at every epoch end, before the summary and evaluation.
+// Steps are pipelined: the Trainer keeps up to target().steps_in_flight() steps (a session's
+// frames_in_flight) submitted and accounts for a step — its loss, history, progress, step callbacks — only
+// when it has to wait for it, so a step callback for step k runs after later steps were submitted (with their
+// inputs and learning rates already fixed), and update_step() / last_learning_rate() are those of the latest
+// submitted step. The queue drains at every epoch end, before the summary and evaluation.
 //
-// Distributed (the target's distributed(), docs/distributed.md): the first train() copies rank 0's parameters to
-// every rank; losses and evaluation results are averaged over the ranks; only rank 0 prints progress and writes
-// checkpoints. Every rank must call train() and save() alike (they are collectives).
+// Distributed (the target's distributed(), docs/distributed.md): the first train() copies rank 0's parameters
+// to every rank; losses and evaluation results are averaged over the ranks; only rank 0 prints progress and
+// writes checkpoints. Every rank must call train() and save() alike (they are collectives).
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -30,7 +30,7 @@
 namespace meganeura {
 
 struct StepEvent {
-  int64_t step = 0;           // steps (micro-batches) since the Trainer was made
+  int64_t step = 0;  // steps (micro-batches) since the Trainer was made
   int epoch = 0;
   int64_t step_in_epoch = 0;
   double loss = 0;
@@ -89,7 +89,7 @@ class Trainer : public TensorStore {
   int epochs_done_ = 0;
   double lr_ = 0;
   bool stop_ = false;
-  bool synced_ = false;        // parameters broadcast from rank 0 (distributed)
+  bool synced_ = false;  // parameters broadcast from rank 0 (distributed)
   std::FILE* out_ = stderr;
   std::function<EvalResult()> evaluator_;
   std::vector<std::function<void(const StepEvent&)>> step_callbacks_;
