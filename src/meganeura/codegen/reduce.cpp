@@ -15,6 +15,18 @@ int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a
 }  // namespace
 
 // Emits `uint <name>(uint i)`: decomposes i over dims `dims` of `shape` (last fastest) into an offset.
+std::string norm_affine(Emitter& e, const Node& core, const std::string& X) {
+  const Shape& xs = e.g.node(core.inputs.at(0)).shape;
+  // the affine channel of element f (r: position in the row, o: the row)
+  const std::string ch = core.op == Op::BatchNorm ? "o"
+                         : core.op == Op::GroupNorm
+                             ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1])
+                             : "r";
+  std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
+  if (core.op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
+  return y;
+}
+
 std::string offset_fn(const std::string& name, const Shape& shape, const std::vector<int64_t>& dims) {
   std::vector<int64_t> st = contiguous_strides(shape);
   std::string s = "uint " + name + "(uint i) {\n  uint off = 0u;\n";
@@ -268,14 +280,8 @@ void emit_reduce(Emitter& e) {
         row += "  float var = wg_sum(q) / " + n + ";\n";
       }
       row += "  float rstd = 1.0 / sqrt(var + " + float_lit(core.attrs.reals.at(0)) + ");\n";
-      // the affine channel of element f (r: position in the row, o: the row)
-      std::string ch = op == Op::BatchNorm ? "o"
-                       : op == Op::GroupNorm
-                           ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1])
-                           : "r";
-      std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
-      if (op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
-      row += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", y) + "\n  }\n";
+      row += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", norm_affine(e, core, X)) +
+             "\n  }\n";
       break;
     }
     default:

@@ -15,6 +15,11 @@ struct RowGeometry {
   bool row_per_thread = false;  // ... with short rows: one thread walks each row
 };
 
+// A norm's output for element f with `mu` and `rstd` in scope: (x(f) − mu)·rstd·scale(ch) [+ shift(ch)], ch
+// the affine channel of f (the row `o` for batch norm, the group's channel for group norm, else the position
+// `r`).
+std::string norm_affine(Emitter& e, const Node& core, const std::string& X);
+
 // Emits `uint <name>(uint i)`: decomposes i over dims `dims` of `shape` (last fastest) into an offset.
 std::string offset_fn(const std::string& name, const Shape& shape, const std::vector<int64_t>& dims);
 

@@ -235,14 +235,8 @@ void emit_reduce_split(Emitter& e, const RowGeometry& r, int64_t chunks) {
            write("f", y) + "\n  }\n";
     } else {
       b += "  float rstd = 1.0 / sqrt(var + " + float_lit(core.attrs.reals.at(0)) + ");\n";
-      const Shape& xs = e.g.node(core.inputs.at(0)).shape;
-      std::string ch = op == Op::BatchNorm ? "o"
-                       : op == Op::GroupNorm
-                           ? "(f / " + uint_lit(numel(xs) / (xs[0] * xs[1])) + ") % " + uint_lit(xs[1])
-                           : "r";
-      std::string y = "(" + X + "(f) - mu) * rstd * " + e.operand_fn(1) + "(" + ch + ")";
-      if (op != Op::RmsNorm) y += " + " + e.operand_fn(2) + "(" + ch + ")";
-      b += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", y) + "\n  }\n";
+      b += "  " + loop + " {\n    uint f = base + row_off(r);\n    " + write("f", norm_affine(e, core, X)) +
+           "\n  }\n";
     }
     e.out.grid = element_grid(r.R * chunks, 1, e.caps);
   } else {

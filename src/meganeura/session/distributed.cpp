@@ -159,13 +159,7 @@ void SessionImpl::submit_distributed() {
   const dist::ReduceOrder order = config.distributed.order;
   const size_t next = size_t(last_step % frames.size());
   Frame& f = frames[next];
-  device->wait(f.submission);
-  for (size_t i = 0; i < staged.size(); ++i) {
-    const Staged& v = staged[i];
-    if (f.versions[i] == v.version) continue;
-    std::memcpy(f.staging_map + v.offset, frames[v.newest].staging_map + v.offset, v.bytes);
-    f.versions[i] = v.version;
-  }
+  wait_and_refresh_staging(f);
   const double t0 = now_s();
   std::vector<uint64_t> ids;
   for (size_t b = 0; b < buckets.size(); ++b) ids.push_back(device->submit(*f.segments[b]));

@@ -484,17 +484,23 @@ void stage_input(SessionImpl& s, const std::string& name, const void* data, size
 
 }  // namespace
 
-runtime::CommandList& SessionImpl::submit_frame(ListKind kind) {
-  const size_t next = size_t(last_step % frames.size());
-  Frame& f = frames[next];
-  collect_gpu_spans(f);  // before its queries are reused
+void SessionImpl::wait_and_refresh_staging(Frame& f) {
   device->wait(f.submission);
+  // A frame's staging copy of each host-written value (inputs, scalars) is brought up to the newest version
+  // only where it is stale: values a step did not rewrite cost nothing.
   for (size_t i = 0; i < staged.size(); ++i) {
     const Staged& v = staged[i];
     if (f.versions[i] == v.version) continue;
     std::memcpy(f.staging_map + v.offset, frames[v.newest].staging_map + v.offset, v.bytes);
     f.versions[i] = v.version;
   }
+}
+
+runtime::CommandList& SessionImpl::submit_frame(ListKind kind) {
+  const size_t next = size_t(last_step % frames.size());
+  Frame& f = frames[next];
+  collect_gpu_spans(f);  // before its queries are reused
+  wait_and_refresh_staging(f);
   runtime::CommandList& list = kind == ListKind::Timed    ? *f.timed_list
                                : kind == ListKind::Update ? *f.list
                                                           : *f.accumulate_list;

@@ -92,6 +92,7 @@ class SessionImpl {
   enum class ListKind : uint8_t { Update, Accumulate, Timed };
   // Waits for the next frame's previous step, brings its staging up to date, submits its list of `kind` and
   // returns that list (session.cpp). Step bookkeeping (phase, optimizer steps) is the caller's.
+  void wait_and_refresh_staging(Frame& f);  // waits for the frame, then copies stale staged values into it
   runtime::CommandList& submit_frame(ListKind kind);
 
   // Distributed training (SessionConfig::distributed with more than one rank; distributed.cpp).
