@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "meganeura/meganeura.hpp"
 #include "meganeura/onnx/onnx.hpp"
 #include "meganeura/onnx/proto.hpp"
+#include "meganeura/runtime/device.hpp"
 
 namespace meganeura::cli {
 namespace {
@@ -44,6 +46,11 @@ std::string npy_descr(int32_t elem) {
 int run_model(const std::string& program, const std::string& model,
               const std::vector<std::string>& input_args, const std::string& out_dir, Precision precision,
               bool json) {
+  if (precision == Precision::F16 || precision == Precision::BF16)
+    throw ConfigError("[" + program +
+                      "] expected --precision f32 or mixed16 for an ONNX model (its imported "
+                      "parameters are f32; 16-bit storage applies to language models), got " +
+                      precision_name(precision));
   // name=file.npy, each input once
   std::map<std::string, NpyArray> given;
   for (const std::string& a : input_args) {
@@ -60,9 +67,25 @@ int run_model(const std::string& program, const std::string& model,
   const MappedFile file(model);
   const onnx::ModelProto proto = onnx::parse_model(file.bytes(), model);
   OnnxOptions options;
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : proto.graph.initializer) initializers.insert(t.name);
+  std::string names;  // the inputs to give, for messages
+  for (const onnx::ValueInfoProto& in : proto.graph.input)
+    if (!initializers.count(in.name)) names += (names.empty() ? "" : ", ") + in.name;
+  for (const auto& [name, _] : given) {
+    bool known = false;
+    for (const onnx::ValueInfoProto& in : proto.graph.input)
+      known |= in.name == name && !initializers.count(name);
+    if (!known)
+      throw ConfigError("[" + program + "] expected --input names among the model's inputs (" + names +
+                        "), got '" + name + "'");
+  }
   for (const onnx::ValueInfoProto& in : proto.graph.input) {
+    if (initializers.count(in.name)) continue;  // an initializer listed as an input (older exporters)
     const auto it = given.find(in.name);
-    if (it == given.end()) continue;
+    if (it == given.end())
+      throw ConfigError("[" + program + "] expected --input " + in.name +
+                        "=FILE.npy for the model's input '" + in.name + "', got none");
     const Shape& have = it->second.value.shape;
     if (in.has_shape && in.dims.size() != have.size())
       throw ConfigError("[" + program + "] expected input '" + in.name + "' of rank " +
@@ -78,21 +101,6 @@ int run_model(const std::string& program, const std::string& model,
     }
   }
   OnnxModel m = load_onnx(model, options);
-  for (const auto& [name, _] : given) {
-    bool known = false;
-    for (const OnnxValueInfo& in : m.inputs) known |= in.name == name;
-    if (!known) {
-      std::string names;
-      for (const OnnxValueInfo& in : m.inputs) names += (names.empty() ? "" : ", ") + in.name;
-      throw ConfigError("[" + program + "] expected --input names among the model's inputs (" + names +
-                        "), got '" + name + "'");
-    }
-  }
-  if (precision == Precision::F16 || precision == Precision::BF16)
-    throw ConfigError("[" + program +
-                      "] expected --precision f32 or mixed16 for an ONNX model (its imported "
-                      "parameters are f32; 16-bit storage applies to language models), got " +
-                      precision_name(precision));
 
   SessionConfig cfg = SessionConfig::from_env();
   cfg.training = false;

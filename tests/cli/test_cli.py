@@ -406,7 +406,7 @@ class RunAndInspect(unittest.TestCase):
         j = self.inspect(path)
         reader = GGUFReader(path)
         self.assertEqual({p["name"]: (p["shape"], p["dtype"]) for p in j["parameters"]},
-                         {t.name: ([int(d) for d in reversed(t.shape)], t.tensor_type.name.lower())
+                         {t.name: ([int(d) for d in reversed(t.shape)], t.tensor_type.name)
                           for t in reader.tensors})
         self.assertEqual((j["format"], j["facts"]["architecture"], j["unsupported"]), ("gguf", "llama", []))
         self.assertEqual([i["name"] for i in j["inputs"]], ["tokens", "start", "last"])

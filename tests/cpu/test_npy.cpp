@@ -44,9 +44,9 @@ TEST(Npy, WritesNumpysHeaderAndReadsItBack) {
   const std::vector<std::byte> b = serialize_npy(t, "<f4");
   ASSERT_EQ(b.size(), 144u);  // np.save of this array: 128 header bytes + 16 data bytes
   const std::string head(reinterpret_cast<const char*>(b.data()), 128);
-  EXPECT_EQ(head.substr(0, 70), std::string("\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, "
+  EXPECT_EQ(head.substr(0, 69), std::string("\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, "
                                             "'shape': (2, 2), }",
-                                            70));
+                                            69));  // 10 bytes of magic, version and length, then the dict
   EXPECT_EQ(head.back(), '\n');
   const NpyArray a = parse_npy(b, "t.npy");
   EXPECT_EQ(a.descr, "<f4");
