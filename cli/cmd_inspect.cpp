@@ -42,6 +42,13 @@ struct Summary {
   std::string note;                      // what the format does not say (a weights-only file has no graph)
 };
 
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? ", " : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  return t + "]";
+}
+
 // Inputs, outputs, parameters and op histogram of a Graph a loader built (GGUF and HF models, and any
 // importer that returns a Graph: load_nnef's would plug in here).
 void graph_summary(const Graph& g, Summary& s) {
@@ -51,8 +58,11 @@ void graph_summary(const Graph& g, Summary& s) {
   };
   for (NodeId id : g.inputs()) s.inputs.push_back(row(id));
   for (NodeId id : g.outputs()) s.outputs.push_back(row(id));
-  for (NodeId id : g.states())
-    s.facts.push_back({"state " + g.node(id).prov.name, dtype_name(g.node(id).dtype)});
+  if (!g.states().empty()) {  // persistent values a step reads and writes (KV caches): one line for all
+    const Node& first = g.node(g.states().front());
+    s.facts.push_back({"states", std::to_string(g.states().size()) + " (" + first.prov.name + " " +
+                                     shape_text(first.shape) + " " + dtype_name(first.dtype) + ", ...)"});
+  }
   for (uint32_t i = 0; i < g.size(); ++i) ++s.ops[op_name(g.node(NodeId{i, g.tag()}).op)];
 }
 
@@ -74,6 +84,7 @@ Summary inspect_onnx(const std::string& path) {
   OnnxOptions options;  // symbolic dimensions bound to 1: enough to find what cannot be lowered
   auto value_row = [&](const onnx::ValueInfoProto& v) {
     TensorRow r{v.name, {}, onnx::elem_type_name(v.elem_type)};
+    if (!v.has_shape) r.dtype += " (shape not declared)";
     for (const onnx::Dim& d : v.dims) {
       r.shape.push_back(d.has_value ? d.value : -1);
       if (!d.has_value && !d.param.empty()) options.dims.emplace(d.param, 1);
@@ -184,13 +195,6 @@ const Inspector kInspectors[] = {
     {"huggingface", [](const fs::path& p) { return fs::is_directory(p) && fs::exists(p / "config.json"); },
      inspect_hf},
 };
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    t += (i ? ", " : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
-  return t + "]";
-}
 
 nlohmann::json rows_json(const std::vector<TensorRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
