@@ -304,6 +304,45 @@ class Generate(unittest.TestCase):
         self.assertGreater(len(want) + int(tie), 0)
         self.assertEqual(j["tokens"][:len(want)], want, "near-tie cut the comparison" if tie else "")
 
+    def test_hub_id_through_a_local_hub(self):
+        """--hf ORG/NAME against tests/hub/hub_server.py (the hub's URL layout on 127.0.0.1) serving the same folder:
+        the same tokens as the folder itself, then again offline from the Hugging Face cache."""
+        import shutil
+        import time
+        root, home = os.path.join(self.dir.name, "hub-root"), os.path.join(self.dir.name, "hf-home")
+        commit = "c0ffee" * 6 + "abcd"
+        shutil.copytree(self.hf, os.path.join(root, "org", "tiny", commit))
+        os.makedirs(os.path.join(root, "org", "tiny", "refs"))
+        with open(os.path.join(root, "org", "tiny", "refs", "main"), "w") as f:
+            f.write(commit)
+        port_file = os.path.join(self.dir.name, "port")
+        server = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(ORACLE), "hub", "hub_server.py"),
+                                   "--root", root, "--port-file", port_file, "--log", os.path.join(self.dir.name, "log"),
+                                   "--manifest", os.path.join(self.dir.name, "manifest.json"), "--mode", "normal",
+                                   "--lifetime", "300"])
+        try:
+            for _ in range(200):
+                if os.path.exists(port_file) and open(port_file).read().strip():
+                    break
+                time.sleep(0.05)
+            env = {"HF_HOME": home, "HF_ENDPOINT": "http://127.0.0.1:" + open(port_file).read().strip(),
+                   "HF_HUB_OFFLINE": "0"}
+            prompt = "the quick brown fox"
+            want = self.generate_json(self.hf, prompt, 4)["tokens"]
+            r = run(MEGANEURA, "generate", "--hf", "org/tiny", "-p", prompt, "-n", "4", "--json", env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json_lines(r.stdout)[0]["tokens"], want)
+            r = run(MEGANEURA, "generate", "--hf", "org/tiny", "--revision", "nope", "-p", prompt, env=env)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("nope", r.stderr)
+        finally:
+            server.terminate()
+            server.wait()
+        r = run(MEGANEURA, "generate", "--hf", "org/tiny", "-p", prompt, "-n", "4", "--json",
+                env=dict(env, HF_HUB_OFFLINE="1"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json_lines(r.stdout)[0]["tokens"], want)
+
     def test_bad_models_are_named(self):
         r = run(MEGANEURA, "generate", os.path.join(self.hf, "config.json"), "-p", "x")
         self.assertEqual(r.returncode, 2)
