@@ -31,6 +31,11 @@ def run(*args, env=None):
     return subprocess.run([*args], capture_output=True, text=True, env=e, timeout=600)
 
 
+def slurp(path):
+    with open(path) as f:
+        return f.read()
+
+
 def json_lines(text):
     lines = [l for l in text.splitlines() if l.strip()]
     return [json.loads(l) for l in lines]  # every line must be a JSON object
@@ -322,10 +327,10 @@ class Generate(unittest.TestCase):
                                    "--lifetime", "300"])
         try:
             for _ in range(200):
-                if os.path.exists(port_file) and open(port_file).read().strip():
+                if os.path.exists(port_file) and slurp(port_file).strip():
                     break
                 time.sleep(0.05)
-            env = {"HF_HOME": home, "HF_ENDPOINT": "http://127.0.0.1:" + open(port_file).read().strip(),
+            env = {"HF_HOME": home, "HF_ENDPOINT": "http://127.0.0.1:" + slurp(port_file).strip(),
                    "HF_HUB_OFFLINE": "0"}
             prompt = "the quick brown fox"
             want = self.generate_json(self.hf, prompt, 4)["tokens"]
