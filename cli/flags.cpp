@@ -89,13 +89,14 @@ void Flags::precision(Precision& out) {
     environment_error_ = e.what();
   }
   add({"--precision",
-       "f32, or mixed16: f16 matmul inputs, f32 accumulation (MEGANEURA_PRECISION sets the default)",
-       "f32|mixed16", precision_name(out), false, [&out, this](const std::string& v) {
+       "f32; mixed16: f16 matmul inputs, f32 accumulation; f16|bf16: 16-bit weights for inference "
+       "(MEGANEURA_PRECISION sets the default)",
+       "f32|mixed16|f16|bf16", precision_name(out), false, [&out, this](const std::string& v) {
          try {
            out = parse_precision(v, "--precision");
          } catch (const ConfigError& e) {
-           throw UsageError("[" + program_ + "] expected --precision to be one of f32, mixed16, got '" + v +
-                            "'");
+           throw UsageError("[" + program_ +
+                            "] expected --precision to be one of f32, mixed16, f16, bf16, got '" + v + "'");
          }
        }});
 }
@@ -105,6 +106,27 @@ void Flags::custom(const std::string& name, std::function<void(const std::string
 }
 void Flags::positional(const std::string& name, std::string& out, const std::string& help, bool required) {
   positionals_.push_back({name, help, required, &out});
+}
+
+void Flags::alias(const std::string& short_name, const std::string& name) {
+  for (const Option& o : options_)
+    if (o.name == short_name)
+      throw ConfigError("[Flags] expected a new option name, got " + short_name + " twice");
+  for (const auto& [s, n] : aliases_)
+    if (s == short_name)
+      throw ConfigError("[Flags] expected a new option name, got " + short_name + " twice");
+  for (const Option& o : options_)
+    if (o.name == name) {
+      aliases_.emplace_back(short_name, name);
+      return;
+    }
+  throw ConfigError("[Flags] expected alias() of an option added before, got " + name);
+}
+
+std::string Flags::short_name_of(const std::string& name) const {
+  for (const auto& [s, n] : aliases_)
+    if (n == name) return s;
+  return "";
 }
 
 std::vector<std::string> Flags::option_names() const {
@@ -131,7 +153,9 @@ bool Flags::parse(int argc, char** argv) {
     }
     if (!options_done && a.size() > 1 && a[0] == '-') {
       const size_t eq = a.find('=');
-      const std::string name = a.substr(0, eq);
+      std::string name = a.substr(0, eq);
+      for (const auto& [s, n] : aliases_)
+        if (s == name) name = n;
       const Option* opt = nullptr;
       for (const Option& o : options_)
         if (o.name == name) opt = &o;
@@ -188,7 +212,9 @@ std::string Flags::usage() const {
   for (const Option& o : options_) {
     std::string help = o.help;
     if (!o.is_flag && !o.default_text.empty()) help += " (default " + o.default_text + ")";
-    row(o.is_flag ? o.name : o.name + " " + o.metavar, help);
+    const std::string short_name = short_name_of(o.name);
+    const std::string spelled = short_name.empty() ? o.name : short_name + ", " + o.name;
+    row(o.is_flag ? spelled : spelled + " " + o.metavar, help);
   }
   row("-h, --help", "print this help and exit");
   if (!epilog_.empty()) out += "\n" + epilog_ + (epilog_.back() == '\n' ? "" : "\n");

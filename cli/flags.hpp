@@ -44,8 +44,8 @@ class Flags {
   void choice(const std::string& name, std::string& out, std::vector<std::string> choices,
               const std::string& help);
   void flag(const std::string& name, bool& out, const std::string& help);
-  // --precision f32|mixed16 (SessionConfig::precision). Sets `out` to the environment's default first
-  // (MEGANEURA_PRECISION); a malformed environment fails run() with exit 1 after parsing (--help still
+  // --precision f32|mixed16|f16|bf16 (SessionConfig::precision). Sets `out` to the environment's default
+  // first (MEGANEURA_PRECISION); a malformed environment fails run() with exit 1 after parsing (--help still
   // works).
   void precision(Precision& out);
   // A value that a setter turns into something else; the setter throws UsageError (or ConfigError) for bad
@@ -53,6 +53,8 @@ class Flags {
   void custom(const std::string& name, std::function<void(const std::string&)> set, const std::string& help,
               const std::string& metavar, const std::string& default_text = "");
   void positional(const std::string& name, std::string& out, const std::string& help, bool required = true);
+  // A short spelling ("-p") of an option added before ("--prompt"); usage shows "-p, --prompt".
+  void alias(const std::string& short_name, const std::string& name);
   void epilog(const std::string& text) { epilog_ = text; }  // printed after the options (examples, variables)
 
   // Parses argv[1..argc). False when --help was asked (usage already on stdout); UsageError otherwise.
@@ -75,10 +77,12 @@ class Flags {
   };
   void add(Option o);
   [[noreturn]] void fail(const std::string& what) const;
+  std::string short_name_of(const std::string& name) const;  // "" without an alias
 
   std::string program_, summary_, epilog_;
   std::string environment_error_;  // from SessionConfig::from_env in precision()
   std::vector<Option> options_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // alias(): short spelling, option name
   std::vector<Positional> positionals_;
 };
 

@@ -110,7 +110,11 @@ NB_MODULE(_meganeura, m) {
     }
   });
 
-  nb::enum_<Precision>(m, "Precision").value("F32", Precision::F32).value("Mixed16", Precision::Mixed16);
+  nb::enum_<Precision>(m, "Precision")
+      .value("F32", Precision::F32)
+      .value("Mixed16", Precision::Mixed16)
+      .value("F16", Precision::F16)
+      .value("BF16", Precision::BF16);
   nb::enum_<OptimizerKind>(m, "Optimizer")
       .value("None_", OptimizerKind::None)
       .value("SGD", OptimizerKind::Sgd)

@@ -278,6 +278,11 @@ TEST_F(ConfigEnv, PrecisionAndSeed) {
   EXPECT_NE(error_of("MEGANEURA_SEED", "-1").find("a whole number"), std::string::npos);
   EXPECT_EQ(meganeura::parse_precision("F32"), meganeura::Precision::F32);
   EXPECT_STREQ(meganeura::precision_name(meganeura::Precision::Mixed16), "mixed16");
+  setenv("MEGANEURA_PRECISION", "bf16", 1);
+  EXPECT_EQ(SessionConfig::from_env().precision, meganeura::Precision::BF16);
+  EXPECT_EQ(meganeura::parse_precision("F16"), meganeura::Precision::F16);
+  EXPECT_STREQ(meganeura::precision_name(meganeura::Precision::BF16), "bf16");
+  EXPECT_NE(bad.find("one of f32, mixed16, f16, bf16"), std::string::npos) << bad;
 }
 
 TEST_F(ConfigEnv, DumpPlanReadsOffWordsAsOffAndOnWordsAsStderr) {
@@ -329,3 +334,26 @@ TEST_F(ConfigEnv, DistributedSettings) {
   EXPECT_NE(error_of("MEGANEURA_DIST_TIMEOUT", "-1").find("seconds above 0"), std::string::npos);
   EXPECT_NE(error_of("MEGANEURA_DISTRIBUTED", "maybe").find("MEGANEURA_DISTRIBUTED"), std::string::npos);
 }
+
+namespace {
+
+// f16 / bf16 are an inference storage policy: a training session refuses them before a device is opened.
+TEST(Precision, TrainingSessionRefusesSixteenBitStorage) {
+  meganeura::Graph g;
+  const auto w = g.parameter("w", {4, 3});
+  g.set_outputs({g.sum(g.matmul(g.input("x", {2, 4}), w))});
+  for (auto p : {meganeura::Precision::F16, meganeura::Precision::BF16}) {
+    meganeura::SessionConfig c;
+    c.precision = p;
+    try {
+      (void)meganeura::build(g, c);
+      ADD_FAILURE() << "expected a ConfigError for " << meganeura::precision_name(p);
+    } catch (const meganeura::ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("expected precision f32 or mixed16 for a training session"), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string("got ") + meganeura::precision_name(p)), std::string::npos) << m;
+    }
+  }
+}
+
+}  // namespace

@@ -151,14 +151,24 @@ Precision parse_precision(const std::string& value, const std::string& what) {
   const std::string v = lower(value);
   if (v == "f32") return Precision::F32;
   if (v == "mixed16") return Precision::Mixed16;
+  if (v == "f16") return Precision::F16;
+  if (v == "bf16") return Precision::BF16;
   throw ConfigError(
       "[parse_precision] expected " + what +
-      " to be one of f32, mixed16 (f32 storage; mixed16: f16 matmul inputs on cooperative-matrix "
-      "tiers, f32 accumulation), got '" +
+      " to be one of f32, mixed16, f16, bf16 (f32 storage; mixed16: f16 matmul inputs on cooperative-matrix "
+      "tiers, f32 accumulation; f16/bf16: 16-bit weights for inference), got '" +
       value + "'");
 }
 
-const char* precision_name(Precision p) { return p == Precision::Mixed16 ? "mixed16" : "f32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Mixed16: return "mixed16";
+    case Precision::F16: return "f16";
+    case Precision::BF16: return "bf16";
+    case Precision::F32: break;
+  }
+  return "f32";
+}
 
 SessionConfig SessionConfig::from_env() {
   SessionConfig c;

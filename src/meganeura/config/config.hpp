@@ -12,9 +12,14 @@
 namespace meganeura {
 
 enum class RewriteMode : uint8_t { Greedy, Saturate, Off };
-enum class Precision : uint8_t { F32, Mixed16 };
-// "f32" / "mixed16" (any case) as on command lines (--precision) and in MEGANEURA_PRECISION; ConfigError
-// naming `what` and the accepted words otherwise.
+// F32: f32 everywhere. Mixed16: f32 storage, matmul operands rounded to f16 on load (cooperative-matrix
+// tiers), f32 accumulation. F16 / BF16: a storage policy for inference — loaders that honour it (the
+// Generator's callers: load_hf's HfOptions::weight_dtype, the CLI) keep weights (and KV caches, F16) in
+// 16 bits, and every kernel accumulates in f32; the session itself computes as F32. A training session
+// refuses F16 / BF16 (its optimizer updates f32 parameters), as build() says with a ConfigError.
+enum class Precision : uint8_t { F32, Mixed16, F16, BF16 };
+// "f32" / "mixed16" / "f16" / "bf16" (any case) as on command lines (--precision) and in MEGANEURA_PRECISION;
+// ConfigError naming `what` and the accepted words otherwise.
 Precision parse_precision(const std::string& value, const std::string& what = "precision");
 const char* precision_name(Precision p);
 // Where parameters start when a session is built: the rule their layer recorded (Graph::set_init;
@@ -50,7 +55,7 @@ struct SessionConfig {
   bool training = true;       // autodiff + optimizer update in the step
   OptimizerConfig optimizer;  // kind None: forward+backward only, no update, no moments
   RewriteMode rewrite = RewriteMode::Greedy;
-  Precision precision = Precision::F32;  // MEGANEURA_PRECISION: f32 or mixed16
+  Precision precision = Precision::F32;  // MEGANEURA_PRECISION: f32, mixed16, f16 or bf16
   ParameterInit init = ParameterInit::Seeded;
   uint64_t seed = 0;                // MEGANEURA_SEED: parameter initialisation (ParameterInit::Seeded)
   bool alias_memory = true;         // liveness-based aliasing of intermediates

@@ -387,6 +387,12 @@ void initialise_parameters(SessionImpl& s, const Graph& g, const SessionImpl* sh
 
 Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<runtime::Device> device,
                    const CompileOptions& options) {
+  // Checked before a device is opened: a bad combination costs nothing and is testable without a GPU.
+  if (config.training && (config.precision == Precision::F16 || config.precision == Precision::BF16))
+    throw ConfigError(std::string("[build] expected precision f32 or mixed16 for a training session (f16 and "
+                                  "bf16 store weights in 16 bits for inference; mixed16 trains with f16 "
+                                  "matmul inputs), got ") +
+                      precision_name(config.precision));
   auto impl = std::make_unique<SessionImpl>();
   impl->config = config;
   if (!config.training) impl->config.optimizer.kind = OptimizerKind::None;
