@@ -185,6 +185,7 @@ NB_MODULE(_meganeura, m) {
       .def_rw("init", &SessionConfig::init)
       .def_rw("seed", &SessionConfig::seed)
       .def_rw("validation", &SessionConfig::validation)
+      .def_rw("keep_gradients", &SessionConfig::keep_gradients)
       .def_prop_rw(
           "optimizer", [](const SessionConfig& c) { return c.optimizer.kind; },
           [](SessionConfig& c, OptimizerKind k) { c.optimizer.kind = k; })
