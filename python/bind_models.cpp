@@ -65,8 +65,8 @@ int32_t stop_id(const LanguageModel& lm, nb::handle s) {
   if (auto id = lm.tokenizer->token_to_id(text)) return *id;
   const std::vector<int32_t> ids = lm.tokenizer->encode(text, EncodeOptions{false, true});
   if (ids.size() == 1) return ids[0];
-  throw ConfigError("[generate] expected each stop string to be one token of " + lm.source + ", got '" + text +
-                    "' (" + std::to_string(ids.size()) + " tokens)");
+  throw ConfigError("[generate] expected each stop string to be one token of " + lm.source + ", got '" +
+                    text + "' (" + std::to_string(ids.size()) + " tokens)");
 }
 
 models::GenerationOptions options_from(const LanguageModel& lm, int64_t max_tokens, double temperature,
@@ -92,12 +92,16 @@ auto run_generation(PyGenerator& g, const std::optional<nb::callable>& on_token,
   std::optional<nb::python_error> failed;
   auto callback = [&](size_t sequence, int32_t token, std::string_view piece) -> bool {
     nb::gil_scoped_acquire acquire;
+    if (failed) return false;  // stop every sequence once one call failed
     try {
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
       if (!on_token) return true;
       nb::object r = sequence == size_t(-1) ? (*on_token)(token, utf8(piece))
                                             : (*on_token)(sequence, token, utf8(piece));
-      return r.is_none() || nb::cast<bool>(r);
+      if (r.is_none()) return true;  // a callback that returns nothing goes on
+      const int truth = PyObject_IsTrue(r.ptr());
+      if (truth < 0) throw nb::python_error();
+      return truth == 1;
     } catch (nb::python_error& e) {
       failed.emplace(std::move(e));
       return false;
@@ -115,7 +119,9 @@ auto run_generation(PyGenerator& g, const std::optional<nb::callable>& on_token,
 GenerationResult generate_one(PyGenerator& g, const Prompt& prompt, const models::GenerationOptions& o,
                               const std::optional<nb::callable>& on_token) {
   return run_generation(g, on_token, [&](const auto& cb) {
-    const models::StreamCallback one = [&](int32_t t, std::string_view piece) { return cb(size_t(-1), t, piece); };
+    const models::StreamCallback one = [&](int32_t t, std::string_view piece) {
+      return cb(size_t(-1), t, piece);
+    };
     if (const auto* text = std::get_if<std::string>(&prompt)) return g.gen->generate(*text, o, one);
     return g.gen->generate(std::span<const int32_t>(std::get<std::vector<int32_t>>(prompt)), o, one);
   });
@@ -128,7 +134,8 @@ std::vector<int32_t> prompt_ids(const LanguageModel& lm, const Prompt& p) {
     throw ConfigError("[generate] expected token ids for a model without a tokenizer (" + lm.source +
                       "), got text");
   std::vector<int32_t> ids = lm.tokenizer->encode(std::get<std::string>(p), EncodeOptions{false, true});
-  if (lm.add_bos && lm.bos_id >= 0 && (ids.empty() || ids.front() != lm.bos_id)) ids.insert(ids.begin(), lm.bos_id);
+  if (lm.add_bos && lm.bos_id >= 0 && (ids.empty() || ids.front() != lm.bos_id))
+    ids.insert(ids.begin(), lm.bos_id);
   return ids;
 }
 
@@ -149,12 +156,13 @@ nb::dict config_dict(const models::LlamaConfig& c) {
   return d;
 }
 
-#define MN_SAMPLING_ARGS                                                                                  \
-  "max_tokens"_a = 256, "temperature"_a = 1.0, "top_k"_a = 0, "top_p"_a = 1.0, "min_p"_a = 0.0,        \
-      "repetition_penalty"_a = 1.0, "seed"_a = 0, "stop"_a = nb::none()
+#define MN_SAMPLING_ARGS                                                                        \
+  "max_tokens"_a = 256, "temperature"_a = 1.0, "top_k"_a = 0, "top_p"_a = 1.0, "min_p"_a = 0.0, \
+  "repetition_penalty"_a = 1.0, "seed"_a = 0, "stop"_a = nb::none()
 
 const char* kGenerateDoc =
-    "Generates from a prompt (str, encoded with the model's tokenizer and BOS as the model says, or a list of "
+    "Generates from a prompt (str, encoded with the model's tokenizer and BOS as the model says, or a list "
+    "of "
     "token ids). temperature <= 0 is greedy. stop: token ids or single-token strings (default: the model's "
     "end-of-sequence tokens). on_token(token, piece) is called for each generated token with its text (never "
     "half a UTF-8 character); returning False stops. Returns a GenerationResult.";
@@ -199,8 +207,8 @@ void bind_models(nb::module_& m) {
       .def_ro("decode_steps", &GenerationResult::decode_steps)
       .def("__str__", [](const GenerationResult& r) { return utf8(r.text); })
       .def("__repr__", [](const GenerationResult& r) {
-        return "<meganeura.GenerationResult " + std::to_string(r.tokens.size()) + " tokens, finish=" +
-               models::finish_reason_name(r.finish) + ">";
+        return "<meganeura.GenerationResult " + std::to_string(r.tokens.size()) +
+               " tokens, finish=" + models::finish_reason_name(r.finish) + ">";
       });
 
   nb::class_<PyGenerator>(m, "Generator")
@@ -224,12 +232,12 @@ void bind_models(nb::module_& m) {
                                         seed, stop);
             std::vector<std::vector<int32_t>> ids;
             for (const Prompt& p : prompts) ids.push_back(prompt_ids(lm, p));
-            return run_generation(g, on_token, [&](const auto& cb) {
-              return g.gen->generate_batch(ids, o, cb);
-            });
+            return run_generation(g, on_token,
+                                  [&](const auto& cb) { return g.gen->generate_batch(ids, o, cb); });
           },
           "prompts"_a, nb::kw_only(), MN_SAMPLING_ARGS, "on_token"_a = nb::none(),
-          "Up to `batch` prompts at once; on_token(sequence, token, piece). Returns one GenerationResult each.")
+          "Up to `batch` prompts at once; on_token(sequence, token, piece). Returns one GenerationResult "
+          "each.")
       .def_prop_ro("max_context", [](PyGenerator& g) { return g.gen->max_context(); })
       .def_prop_ro("batch", [](PyGenerator& g) { return g.gen->batch(); })
       .def_prop_ro("prefill_buckets", [](PyGenerator& g) { return g.gen->prefill_buckets(); });
@@ -240,14 +248,17 @@ void bind_models(nb::module_& m) {
       .def_prop_ro("config", [](const PyLanguageModel& p) { return config_dict(p.model.config); })
       .def_prop_ro(
           "tokenizer",
-          [](PyLanguageModel& p) -> const Tokenizer* { return p.model.tokenizer ? &*p.model.tokenizer : nullptr; },
+          [](PyLanguageModel& p) -> const Tokenizer* {
+            return p.model.tokenizer ? &*p.model.tokenizer : nullptr;
+          },
           nb::rv_policy::reference_internal, "The embedded tokenizer, or None.")
       .def_prop_ro("bos_id", [](const PyLanguageModel& p) { return p.model.bos_id; })
       .def_prop_ro("add_bos", [](const PyLanguageModel& p) { return p.model.add_bos; })
       .def_prop_ro("eos_ids", [](const PyLanguageModel& p) { return p.model.eos_ids; })
       .def_prop_ro("chat_template", [](const PyLanguageModel& p) { return p.model.chat_template; })
       .def(
-          "encode", [](const PyLanguageModel& p, const std::string& text) { return prompt_ids(p.model, text); },
+          "encode",
+          [](const PyLanguageModel& p, const std::string& text) { return prompt_ids(p.model, text); },
           "text"_a, "The token ids generate() feeds for a text prompt (BOS as the model says).")
       .def_prop_ro(
           "weights",
@@ -274,7 +285,8 @@ void bind_models(nb::module_& m) {
                 return nb::ndarray<nb::numpy, const uint8_t>(reinterpret_cast<const uint8_t*>(w.bytes.data()),
                                                              {n}, self);
               }
-            throw ConfigError("[weight_bytes] expected a weight of " + p.model.source + ", got '" + name + "'");
+            throw ConfigError("[weight_bytes] expected a weight of " + p.model.source + ", got '" + name +
+                              "'");
           },
           "name"_a,
           "A weight's stored bytes as a read-only uint8 array over the loader's memory (the file's mapping: "
@@ -305,7 +317,8 @@ void bind_models(nb::module_& m) {
             return generate_one(*p.default_generator, prompt, o, on_token);
           },
           "prompt"_a, nb::kw_only(), MN_SAMPLING_ARGS, "on_token"_a = nb::none(),
-          "generator().generate(...) on a generator made at the first call and kept (the model's max_context).");
+          "generator().generate(...) on a generator made at the first call and kept (the model's "
+          "max_context).");
 
   m.def(
       "load_gguf",
@@ -316,7 +329,8 @@ void bind_models(nb::module_& m) {
         return p;
       },
       "path"_a,
-      "A GGUF file (llama / qwen2): config and tokenizer from its metadata, weights as views into its mapping.");
+      "A GGUF file (llama / qwen2): config and tokenizer from its metadata, weights as views into its "
+      "mapping.");
   m.def(
       "load_hf",
       [](const std::string& source, int64_t max_context, std::optional<std::string> weight_dtype,

@@ -71,18 +71,17 @@ void bind_onnx(nb::module_& m) {
               for (NodeId p : g.parameters())
                 if (g.node(p).prov.name == name) shape = g.node(p).shape;
               std::vector<size_t> dims(shape.begin(), shape.end());
-              out[name.c_str()] = nb::ndarray<nb::numpy, const float>(values.data(), dims.size(), dims.data(), self);
+              out[name.c_str()] =
+                  nb::ndarray<nb::numpy, const float>(values.data(), dims.size(), dims.data(), self);
             }
             return out;
           },
           "The initializers' values by parameter name: read-only arrays over the model's memory (no copy).")
       .def(
-          "build",
-          [](const OnnxModel& o, const SessionConfig& c) { return build_loaded(o, c); }, "config"_a,
+          "build", [](const OnnxModel& o, const SessionConfig& c) { return build_loaded(o, c); }, "config"_a,
           "build(graph, config), then the initializers' values into its parameters.")
       .def(
-          "build_session",
-          [](const OnnxModel& o) { return build_loaded(o, SessionConfig::from_env()); },
+          "build_session", [](const OnnxModel& o) { return build_loaded(o, SessionConfig::from_env()); },
           "A training session (config from the environment) starting from the initializers.")
       .def(
           "build_inference_session",
@@ -99,7 +98,8 @@ void bind_onnx(nb::module_& m) {
 
   m.def(
       "load_onnx",
-      [](const std::string& path, const std::map<std::string, int64_t>& dims, bool initializers_as_constants) {
+      [](const std::string& path, const std::map<std::string, int64_t>& dims,
+         bool initializers_as_constants) {
         OnnxOptions o;
         o.dims = dims;
         o.initializers_as_constants = initializers_as_constants;

@@ -7,7 +7,8 @@
 //        copies into device memory (the one copy a discrete GPU needs).
 //   out  read_output / read_parameter / read_gradient download into a std::vector that the returned array
 //        takes over (moved, not copied again).
-//   views OnnxModel.parameters and LanguageModel.weight_bytes are read-only arrays over the loader's memory (the
+//   views OnnxModel.parameters and LanguageModel.weight_bytes are read-only arrays over the loader's memory
+//   (the
 //        ONNX file's decoded initializers, the GGUF / safetensors mapping): no copy, kept alive by the model.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>

@@ -260,14 +260,19 @@ NB_MODULE(_meganeura, m) {
       .def_prop_ro("device", [](PySession& s) { return s.get().caps().name; });
 
   m.def(
-      "build_session", [](const Graph& g) { return wrap_session(released([&] { return build_session(g); })); }, "graph"_a,
+      "build_session",
+      [](const Graph& g) { return wrap_session(released([&] { return build_session(g); })); }, "graph"_a,
       "A training session, configured from the environment (autodiff, rewrites, compile, GPU set-up).");
   m.def(
-      "build_inference_session", [](const Graph& g) { return wrap_session(released([&] { return build_inference_session(g); })); },
+      "build_inference_session",
+      [](const Graph& g) { return wrap_session(released([&] { return build_inference_session(g); })); },
       "graph"_a);
   m.def(
-      "build", [](const Graph& g, const SessionConfig& c) { return wrap_session(released([&] { return build(g, c); })); }, "graph"_a,
-      "config"_a);
+      "build",
+      [](const Graph& g, const SessionConfig& c) {
+        return wrap_session(released([&] { return build(g, c); }));
+      },
+      "graph"_a, "config"_a);
 
   nb::class_<TrainConfig>(m, "TrainConfig")
       .def(nb::init<>())
