@@ -140,3 +140,14 @@ def test_unsupported_and_unbound_are_value_errors(tmp_path):
     write_model(good)
     with pytest.raises(ValueError, match="N"):
         mn.load_onnx(good)  # the symbolic batch is not bound
+
+
+def test_importing_meganeura_first_leaves_onnxruntime_working():
+    # The module exports only its init function (python/exports.map); when it exported its static libstdc++
+    # and shader toolchain, this import order crashed inside onnxruntime.
+    import subprocess
+    import sys
+
+    code = "import meganeura, onnxruntime, numpy as np; print(onnxruntime.get_device())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
