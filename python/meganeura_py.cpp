@@ -1,7 +1,6 @@
-// Python bindings (nanobind): graphs, sessions, the Trainer and its data, with NumPy arrays in and out.
-// Inputs and parameters are read from the caller's array without a copy (C-contiguous float32/int32 arrays;
-// anything else is converted by NumPy first); values read back arrive in a new array that owns the
-// library's vector (moved, not copied).
+// Python bindings (nanobind): graphs, sessions, the Trainer and its data, with NumPy arrays in and out. The
+// loaders (GGUF, Hugging Face, tokenizers, generation) are bound in bind_models.cpp, ONNX in bind_onnx.cpp;
+// what is copied and what is not: bindings.hpp.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
@@ -11,44 +10,36 @@
 
 #include <memory>
 
-#include "meganeura/meganeura.hpp"
+#include "bindings.hpp"
+#include "meganeura/core/import_error.hpp"
 #include "meganeura/runtime/device.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 using namespace meganeura;
+using namespace meganeura::python;
 
 namespace {
 
 using F32In = nb::ndarray<const float, nb::numpy, nb::c_contig, nb::device::cpu>;
 using I32In = nb::ndarray<const int32_t, nb::numpy, nb::c_contig, nb::device::cpu>;
 
-// A vector's values as a 1-D or shaped NumPy array that owns them.
-nb::ndarray<nb::numpy, float> to_numpy(std::vector<float> v, const Shape& shape) {
-  auto* owned = new std::vector<float>(std::move(v));
-  nb::capsule free_it(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-  std::vector<size_t> dims(shape.begin(), shape.end());
-  if (dims.empty() && owned->size() != 1) dims = {owned->size()};
-  return nb::ndarray<nb::numpy, float>(owned->data(), dims.size(), dims.data(), free_it);
-}
-
-const Shape* shape_by_name(const Graph& g, const std::vector<NodeId>& nodes, const std::string& name) {
+const Node* node_by_name(const Graph& g, const std::vector<NodeId>& nodes, const std::string& name) {
   for (NodeId n : nodes)
-    if (g.node(n).prov.name == name) return &g.node(n).shape;
+    if (g.node(n).prov.name == name) return &g.node(n);
   return nullptr;
 }
 
-// A Session owned by Python, or one lent by the Trainer that took it over (kept alive by that Trainer).
-struct PySession {
-  std::unique_ptr<Session> owned;
-  Session* lent = nullptr;
-  Session& get() {
-    if (owned) return *owned;
-    if (lent) return *lent;
-    throw SessionError(
-        "[Session] expected a live session, got one handed to a Trainer (use trainer.session)");
-  }
-};
+std::vector<std::string> names_of(const Graph& g, const std::vector<NodeId>& nodes) {
+  std::vector<std::string> out;
+  for (NodeId n : nodes) out.push_back(g.node(n).prov.name);
+  return out;
+}
+
+// `a` as a C-contiguous NumPy array of `dtype`: the same object when it already is one (no copy).
+nb::object contiguous(nb::handle a, const char* dtype) {
+  return nb::module_::import_("numpy").attr("ascontiguousarray")(a, "dtype"_a = dtype);
+}
 
 struct PyTrainer {
   std::unique_ptr<Trainer> trainer;
@@ -104,6 +95,12 @@ NB_MODULE(_meganeura, m) {
     } catch (const ShapeError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const ConfigError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const FormatError& e) {  // a malformed or unsupported file, named with its field
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const DataError& e) {  // a malformed tokenizer or data file
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const ImportError& e) {  // every ONNX node that could not be lowered
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -177,6 +174,10 @@ NB_MODULE(_meganeura, m) {
            [](Graph& g, NodeId logits, NodeId targets) { return g.cross_entropy_loss(logits, targets); })
       .def("mse_loss", [](Graph& g, NodeId p, NodeId t) { return g.mse_loss(p, t); })
       .def("shape", [](const Graph& g, NodeId n) { return g.node(n).shape; })
+      .def("name_of", [](const Graph& g, NodeId n) { return g.node(n).prov.name; })
+      .def_prop_ro("outputs", [](const Graph& g) { return g.outputs(); })
+      .def_prop_ro("inputs", [](const Graph& g) { return g.inputs(); })
+      .def_prop_ro("parameters", [](const Graph& g) { return g.parameters(); })
       .def("__len__", &Graph::size)
       .def("to_text", &Graph::to_text);
 
@@ -188,6 +189,7 @@ NB_MODULE(_meganeura, m) {
       .def_rw("init", &SessionConfig::init)
       .def_rw("seed", &SessionConfig::seed)
       .def_rw("validation", &SessionConfig::validation)
+      .def_rw("keep_gradients", &SessionConfig::keep_gradients)
       .def_prop_rw(
           "optimizer", [](const SessionConfig& c) { return c.optimizer.kind; },
           [](SessionConfig& c, OptimizerKind k) { c.optimizer.kind = k; })
@@ -196,22 +198,45 @@ NB_MODULE(_meganeura, m) {
           [](SessionConfig& c, double lr) { c.optimizer.learning_rate = lr; });
 
   nb::class_<PySession>(m, "Session")
-      .def("set_input", [](PySession& s, const std::string& name,
-                           F32In a) { s.get().set_input(name, std::span<const float>(a.data(), a.size())); })
-      .def("set_input",
-           [](PySession& s, const std::string& name, I32In a) {
-             s.get().set_input(name, std::span<const int32_t>(a.data(), a.size()));
-           })
-      .def("set_parameter",
-           [](PySession& s, const std::string& name, F32In a) {
-             s.get().set_parameter(name, std::span<const float>(a.data(), a.size()));
-           })
-      .def("read_parameter",
-           [](PySession& s, const std::string& name) {
-             Session& x = s.get();
-             const Shape* shape = shape_by_name(x.graph(), x.graph().parameters(), name);
-             return to_numpy(x.read_parameter(name), shape ? *shape : Shape{});
-           })
+      .def(
+          "set_input",
+          [](PySession& s, const std::string& name, nb::handle a) {
+            Session& x = s.get();
+            const Node* in = node_by_name(x.graph(), x.graph().inputs(), name);
+            if (in && in->dtype == DType::I32) {
+              auto v = nb::cast<I32In>(contiguous(a, "int32"));
+              x.set_input(name, std::span<const int32_t>(v.data(), v.size()));
+            } else {
+              auto v = nb::cast<F32In>(contiguous(a, "float32"));
+              x.set_input(name, std::span<const float>(v.data(), v.size()));
+            }
+          },
+          "name"_a, "array"_a,
+          "The input's values from any array-like: read in place when C-contiguous float32 (int32 for an "
+          "integer input), else converted by NumPy first.")
+      .def(
+          "set_parameter",
+          [](PySession& s, const std::string& name, nb::handle a) {
+            auto v = nb::cast<F32In>(contiguous(a, "float32"));
+            s.get().set_parameter(name, std::span<const float>(v.data(), v.size()));
+          },
+          "name"_a, "array"_a)
+      .def(
+          "read_parameter",
+          [](PySession& s, const std::string& name) {
+            Session& x = s.get();
+            const Node* p = node_by_name(x.graph(), x.graph().parameters(), name);
+            return to_numpy(x.read_parameter(name), p ? p->shape : Shape{});
+          },
+          "name"_a)
+      .def(
+          "read_gradient",
+          [](PySession& s, const std::string& name) {
+            Session& x = s.get();
+            const Node* p = node_by_name(x.graph(), x.graph().parameters(), name);
+            return to_numpy(x.read_gradient(name), p ? p->shape : Shape{});
+          },
+          "parameter"_a, "The last step's gradient of a parameter (training sessions).")
       .def("read_output",
            [](PySession& s, size_t i) {
              Session& x = s.get();
@@ -221,7 +246,14 @@ NB_MODULE(_meganeura, m) {
              return to_numpy(std::move(v), shape);
            })
       .def("read_output",
-           [](PySession& s, const std::string& name) { return to_numpy(s.get().read_output(name), {}); })
+           [](PySession& s, const std::string& name) {
+             Session& x = s.get();
+             const Node* o = node_by_name(x.graph(), x.graph().outputs(), name);
+             return to_numpy(x.read_output(name), o ? o->shape : Shape{});
+           })
+      .def_prop_ro("parameters",
+                   [](PySession& s) { return names_of(s.get().graph(), s.get().graph().parameters()); })
+      .def_prop_ro("inputs", [](PySession& s) { return names_of(s.get().graph(), s.get().graph().inputs()); })
       .def(
           "step", [](PySession& s) { return s.get().step(); }, nb::call_guard<nb::gil_scoped_release>())
       .def(
@@ -231,20 +263,20 @@ NB_MODULE(_meganeura, m) {
       .def("set_learning_rate", [](PySession& s, double lr) { s.get().set_learning_rate(lr); })
       .def_prop_ro("device", [](PySession& s) { return s.get().caps().name; });
 
-  auto wrap = [](Session s) {
-    PySession p;
-    p.owned = std::make_unique<Session>(std::move(s));
-    return p;
-  };
   m.def(
-      "build_session", [wrap](const Graph& g) { return wrap(build_session(g)); }, "graph"_a,
+      "build_session",
+      [](const Graph& g) { return wrap_session(released([&] { return build_session(g); })); }, "graph"_a,
       "A training session, configured from the environment (autodiff, rewrites, compile, GPU set-up).");
   m.def(
-      "build_inference_session", [wrap](const Graph& g) { return wrap(build_inference_session(g)); },
+      "build_inference_session",
+      [](const Graph& g) { return wrap_session(released([&] { return build_inference_session(g); })); },
       "graph"_a);
   m.def(
-      "build", [wrap](const Graph& g, const SessionConfig& c) { return wrap(build(g, c)); }, "graph"_a,
-      "config"_a);
+      "build",
+      [](const Graph& g, const SessionConfig& c) {
+        return wrap_session(released([&] { return build(g, c); }));
+      },
+      "graph"_a, "config"_a);
 
   nb::class_<TrainConfig>(m, "TrainConfig")
       .def(nb::init<>())
@@ -310,4 +342,7 @@ NB_MODULE(_meganeura, m) {
       .def("restore", [](PyTrainer& t, const std::string& path) { t.trainer->restore(path); })
       .def_prop_ro(
           "session", [](PyTrainer& t) -> PySession& { return t.view; }, nb::rv_policy::reference_internal);
+
+  bind_models(m);
+  bind_onnx(m);
 }
