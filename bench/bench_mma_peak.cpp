@@ -1,7 +1,7 @@
 // The cooperative-matrix multiply-add ceiling of a device: every subgroup keeps NACC accumulators in
 // registers and multiply-adds the same two fragments into them `iters` times — no memory traffic in the loop.
 // What this reaches bounds any matmul built from subgroup-scope cooperative matrices
-// (kernels/matmul_glsl.cpp), so a matmul far below cuBLAS but close to this ceiling is limited by the
+// (kernels/matmul/coopmat.comp), so a matmul far below cuBLAS but close to this ceiling is limited by the
 // instruction the driver emits, not by our tiling. One JSON line per (tier, shape, accumulators, workgroup
 // size).
 //   bench_mma_peak                                   NV and KHR, 16x8x16 and 16x16x16 (NV only), 4/8/16

@@ -1,7 +1,7 @@
 // An experiment: f16 matmul from workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2). The whole
 // workgroup owns one BM×BN accumulator and multiplies BM×BK by BK×BN tiles, loaded straight from the storage
 // buffers ("direct") or from shared memory the workgroup fills ("staged"); the driver may pick instructions
-// that a subgroup-scope kernel cannot reach (kernels/matmul_glsl.cpp: ~244 TFLOP/s on an H200). Session 4
+// that a subgroup-scope kernel cannot reach (kernels/matmul/coopmat.comp: ~244 TFLOP/s on an H200). Session 4
 // measured "direct" at 57-71 TFLOP/s with 10 dispatches and no warm-up, possibly at the idle clock; now 150
 // warm-ups. The GLSL is written against GL_NV_cooperative_matrix with gl_ScopeWorkgroup (glslang 12 has no
 // GL_NV_cooperative_matrix2) and rewritten to KHR by shader/coopmat_khr. Sizes must be multiples of the tile.

@@ -1,4 +1,5 @@
-// Matmul tier selection, kernel building and dispatch recording (see matmul.hpp).
+// Matmul tier selection, kernel building and dispatch recording (see matmul.hpp); each tier's shader and
+// defines live in kernels/matmul/<tier>.cpp.
 #include "meganeura/kernels/matmul.hpp"
 
 #include <algorithm>
@@ -7,27 +8,22 @@
 #include <sstream>
 
 #include "meganeura/core/error.hpp"
-#include "meganeura/kernels/matmul_glsl.hpp"
-#include "meganeura/quant/glsl.hpp"
+#include "meganeura/kernels/matmul/tiers.hpp"
 #include "meganeura/shader/coopmat_khr.hpp"
 
 namespace meganeura::kernels {
+
+using tiers::block_code;
+using tiers::block_type;
+using tiers::ceil_div;
+using tiers::cooperative;
+using tiers::resolved;
+
 namespace {
 
 std::string dims(const MatmulShape& s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
          std::to_string(s.k);
-}
-
-// Leading dimensions and batch strides with the packed defaults filled in.
-MatmulShape resolved(MatmulShape s) {
-  if (s.lda == 0) s.lda = s.trans_a ? s.m : s.k;
-  if (s.ldb == 0) s.ldb = s.trans_b ? s.k : s.n;
-  if (s.ldc == 0) s.ldc = s.n;
-  if (s.stride_a == 0) s.stride_a = s.lda * (s.trans_a ? s.k : s.m);
-  if (s.stride_b == 0) s.stride_b = s.ldb * (s.trans_b ? s.n : s.k);
-  if (s.stride_c == 0) s.stride_c = s.ldc * s.m;
-  return s;
 }
 
 void check_shape(const MatmulShape& raw) {
@@ -50,8 +46,6 @@ void check_shape(const MatmulShape& raw) {
   }
 }
 
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-
 // `groups` workgroups of a flat launch spread over x (capped by the device) and y.
 void flat_grid(const runtime::DeviceCaps& caps, uint64_t groups, uint32_t grid[3]) {
   groups = std::max<uint64_t>(groups, 1);
@@ -66,8 +60,6 @@ constexpr uint32_t kDefaultComputeUnits = 64;
 uint64_t output_grid(const MatmulShape& s, uint32_t tm, uint32_t tn) {
   return uint64_t(ceil_div(s.m, tm)) * ceil_div(s.n, tn) * s.batch;
 }
-
-bool cooperative(MatmulTier t) { return t == MatmulTier::CoopMatNV || t == MatmulTier::CoopMatKHR; }
 
 }  // namespace
 
@@ -103,28 +95,6 @@ const char* load_name(MatmulLoad l) {
   return kNames[size_t(l)];
 }
 
-namespace {
-quant::Type block_type(MatmulLoad l) {
-  switch (l) {
-    case MatmulLoad::Q4_0: return quant::Type::Q4_0;
-    case MatmulLoad::Q4_1: return quant::Type::Q4_1;
-    case MatmulLoad::Q5_0: return quant::Type::Q5_0;
-    case MatmulLoad::Q5_1: return quant::Type::Q5_1;
-    case MatmulLoad::Q8_0: return quant::Type::Q8_0;
-    case MatmulLoad::Q4_K: return quant::Type::Q4_K;
-    case MatmulLoad::Q5_K: return quant::Type::Q5_K;
-    default: return quant::Type::Q6_K;
-  }
-}
-// The dequantizing loads of block-quantized operands: mnq_a(i) / mnq_b(i) over the word arrays a / b.
-std::string block_code(const MatmulShape& s) {
-  std::string code;
-  if (is_block_load(s.load_a)) code += quant::glsl_dequantize(block_type(s.load_a), "a", "mnq_a");
-  if (is_block_load(s.load_b)) code += quant::glsl_dequantize(block_type(s.load_b), "b", "mnq_b");
-  return code;
-}
-}  // namespace
-
 uint64_t operand_bytes(MatmulLoad l, MatmulInput input, uint64_t elements) {
   if (is_block_load(l)) {
     const quant::TypeInfo& t = quant::info(block_type(l));
@@ -158,32 +128,10 @@ std::string tier_unavailable(const runtime::DeviceCaps& caps, const MatmulShape&
              " (leading dimension " + std::to_string(ld) + ", batch stride " + std::to_string(stride) + ")";
   }
   switch (tier) {
-    case MatmulTier::Gemv:
-      if (shape.m > 8) return "GEMV handles M <= 8, got M = " + std::to_string(shape.m);
-      return "";
+    case MatmulTier::Gemv: return tiers::gemv_unavailable(shape);
     case MatmulTier::Scalar: return "";
     case MatmulTier::CoopMatNV:
-    case MatmulTier::CoopMatKHR: {
-      const bool nv = tier == MatmulTier::CoopMatNV;
-      if (nv ? !caps.coopmat_nv : !caps.coopmat_khr) {
-        return std::string("the device has no ") +
-               (nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix");
-      }
-      if (shape.input == MatmulInput::F32) return "cooperative tiers take f16 inputs, got f32";
-      if (!caps.fp16_arithmetic) return "the device has no shaderFloat16";
-      if (caps.subgroup_size != 32 &&
-          !(caps.subgroup_size_control && caps.min_subgroup_size <= 32 && caps.max_subgroup_size >= 32)) {
-        return "the kernel needs 32-wide subgroups, got " + std::to_string(caps.subgroup_size);
-      }
-      if (caps.max_shared_memory < 48 * 1024 - 4096) return "the kernel needs ~42 KiB of shared memory";
-      const auto& shapes = nv ? caps.coopmat_nv_shapes : caps.coopmat_khr_shapes;
-      const bool has = std::any_of(shapes.begin(), shapes.end(), [](const runtime::CoopMatShape& c) {
-        return c.m == 16 && c.n == 8 && c.k == 16 && c.a_type == "f16" && c.b_type == "f16" &&
-               c.c_type == "f32" && c.result_type == "f32" && c.scope == "subgroup";
-      });
-      if (!has) return "the device lists no subgroup f16 x f16 -> f32 16x8x16 shape";
-      return "";
-    }
+    case MatmulTier::CoopMatKHR: return tiers::coopmat_unavailable(caps, shape, tier);
   }
   return "unknown tier";
 }
@@ -201,135 +149,6 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
   }
   return MatmulTier::Scalar;
 }
-
-std::string CoopMatTile::to_string() const {
-  std::string s = std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) + "/" +
-                  std::to_string(warps_m) + "x" + std::to_string(warps_n);
-  if (group != 0) s += "/g" + std::to_string(group);
-  if (stages != 2) s += "/s" + std::to_string(stages);
-  if (depth != 1) s += "/d" + std::to_string(depth);
-  if (workgroup) s += "/w";
-  return s;
-}
-
-CoopMatTile CoopMatTile::parse(const std::string& s) {
-  CoopMatTile t;
-  char x1, x2, slash, x3;
-  std::istringstream in(s);
-  auto bad = [&] {
-    return ConfigError(
-        "[kernels::CoopMatTile::parse] expected BMxBNxBK/WMxWN[/gG][/sS][/dD][/w] like 128x128x32/2x4/g8, "
-        "got '" +
-        s + "'");
-  };
-  if (!(in >> t.bm >> x1 >> t.bn >> x2 >> t.bk >> slash >> t.warps_m >> x3 >> t.warps_n) || x1 != 'x' ||
-      x2 != 'x' || slash != '/' || x3 != 'x') {
-    throw bad();
-  }
-  char key;
-  while (in >> slash) {
-    uint32_t v;
-    if (slash != '/' || !(in >> key)) throw bad();
-    if (key == 'w' && !t.workgroup && (in.peek() == '/' || in.peek() == EOF)) {
-      t.workgroup = true;
-      continue;
-    }
-    if (!(in >> v)) throw bad();
-    if (key == 'g') {
-      t.group = v;
-    } else if (key == 's' && (v == 1 || v == 2)) {
-      t.stages = v;
-    } else if (key == 'd' && v >= 1 && v <= 3) {
-      t.depth = v;
-    } else {
-      throw bad();
-    }
-  }
-  return t;
-}
-
-CoopMatTile default_coopmat_tile(const MatmulShape& s) {
-  if (uint64_t(ceil_div(s.m, 128)) * ceil_div(s.n, 256) * s.batch < 256) return {};
-  CoopMatTile t;
-  t.bn = 256;
-  t.warps_m = 4;
-  t.group = 4;
-  t.stages = 1;
-  return t;
-}
-
-namespace {
-
-// Bytes of shared memory the cooperative kernel declares for `tile` (see the GLSL: `stages` copies of each
-// padded tile, in 16-byte units, plus 128 floats of edge staging per subgroup).
-uint32_t coopmat_shared_bytes(const CoopMatTile& t, bool trans_a, bool trans_b) {
-  const uint32_t a_rows = trans_a ? t.bk : t.bm, a_cols = trans_a ? t.bm : t.bk;
-  const uint32_t b_rows = trans_b ? t.bn : t.bk, b_cols = trans_b ? t.bk : t.bn;
-  return t.stages * 16 * (a_rows * ((a_cols + 8) / 8) + b_rows * ((b_cols + 8) / 8)) +
-         (t.workgroup ? 0 : 512 * t.warps_m * t.warps_n);
-}
-
-// Whether every row start of the stored A and B (contiguous extent, leading dimension, batch stride) is a
-// multiple of `elems` elements: the condition for loads of `elems` at a time.
-bool row_starts_aligned(const MatmulShape& s, uint32_t elems) {
-  return (s.trans_a ? s.m : s.k) % elems == 0 && s.lda % elems == 0 && s.stride_a % elems == 0 &&
-         (s.trans_b ? s.k : s.n) % elems == 0 && s.ldb % elems == 0 && s.stride_b % elems == 0;
-}
-
-// coopMatStore to global memory writes whole 16x8 tiles: only with 16-byte aligned rows and no epilogue.
-bool stores_direct(const MatmulShape& ps, const MatmulEpilogue& pe) {
-  return pe.expr.empty() && pe.store.empty() && pe.c_type == "float" && ps.ldc % 4 == 0 &&
-         ps.stride_c % 4 == 0;
-}
-
-// Whether a workgroup-scope tile's loads go unguarded (FULL_TILES): M, N and K multiples of the tile, 16-byte
-// aligned rows, one K slice.
-bool full_tiles(const MatmulShape& s, const CoopMatTile& t, uint32_t split) {
-  return t.workgroup && split == 1 && s.m % t.bm == 0 && s.n % t.bn == 0 && s.k % t.bk == 0 &&
-         row_starts_aligned(s, 8);
-}
-
-std::string tile_problem(const runtime::DeviceCaps& caps, const CoopMatTile& t, bool trans_a, bool trans_b) {
-  const uint32_t warps = t.warps_m * t.warps_n;
-  if (warps != 4 && warps != 8 && warps != 16)
-    return "the tile needs 4, 8 or 16 subgroups, got " + t.to_string();
-  if (caps.max_workgroup_invocations != 0 && t.threads() > caps.max_workgroup_invocations) {
-    return "tile " + t.to_string() + " needs " + std::to_string(t.threads()) +
-           " invocations, the device allows " + std::to_string(caps.max_workgroup_invocations);
-  }
-  if (t.stages == 1 && t.depth != 1) return "one shared stage takes depth 1, got " + t.to_string();
-  if (t.workgroup) {
-    // A flexible f16 x f16 -> f32 workgroup-scope shape for this many invocations whose granularities divide
-    // the tile.
-    const auto fits = [&](const runtime::CoopMatShape& f) {
-      return f.scope == "workgroup" && f.a_type == "f16" && f.b_type == "f16" && f.c_type == "f32" &&
-             f.workgroup_invocations == t.threads() && f.m && f.n && f.k && t.bm % f.m == 0 &&
-             t.bn % f.n == 0 && t.bk % f.k == 0;
-    };
-    if (!caps.coopmat2_workgroup)
-      return "tile " + t.to_string() +
-             " needs workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2)";
-    if (std::none_of(caps.coopmat2_flexible_shapes.begin(), caps.coopmat2_flexible_shapes.end(), fits)) {
-      return "tile " + t.to_string() +
-             " is no multiple of a workgroup-scope f16 shape the device lists for " +
-             std::to_string(t.threads()) + " invocations";
-    }
-  } else if (t.bm % (16 * t.warps_m) != 0 || t.bn % (8 * t.warps_n) != 0 || t.bk % 16 != 0) {
-    return "each subgroup patch must be a multiple of 16x8 and BK of 16, got " + t.to_string();
-  }
-  if ((t.bm * t.bk) % (8 * t.threads()) != 0 || (t.bn * t.bk) % (8 * t.threads()) != 0) {
-    return "each shared tile must be whole 16-byte loads for " + std::to_string(t.threads()) +
-           " invocations, got " + t.to_string();
-  }
-  const uint32_t bytes = coopmat_shared_bytes(t, trans_a, trans_b);
-  if (bytes > caps.max_shared_memory) {
-    return "tile " + t.to_string() + " needs " + std::to_string(bytes) +
-           " bytes of shared memory, the device has " + std::to_string(caps.max_shared_memory);
-  }
-  return "";
-}
-
-}  // namespace
 
 uint32_t target_workgroups(const runtime::DeviceCaps& caps) {
   return caps.compute_units ? caps.compute_units : kDefaultComputeUnits;
@@ -369,22 +188,6 @@ MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape&
   }
   v.split_k = choose_split(caps, shape, v);
   return v;
-}
-
-CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulShape& raw, MatmulTier tier,
-                                 const MatmulEpilogue& epilogue) {
-  const CoopMatTile t = default_coopmat_tile(raw);
-  const MatmulShape s = resolved(raw);
-  const CoopMatTile w = CoopMatTile::parse("128x128x32/2x2/s1/w");
-  // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded. f16 buffers only:
-  // rounding f32 buffers on load (Mixed16) runs at half the subgroup tile's speed.
-  const bool ab_t = s.trans_b && !s.trans_a;
-  if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup ||
-      s.input != MatmulInput::F16 || s.m % w.bm || s.n % w.bn || !stores_direct(s, epilogue) ||
-      !(ab_t || full_tiles(s, w, 1))) {
-    return t;
-  }
-  return tile_problem(caps, w, s.trans_a, s.trans_b).empty() ? w : t;
 }
 
 std::vector<MatmulVariant> matmul_candidates(const runtime::DeviceCaps& caps, const MatmulShape& shape,
@@ -511,76 +314,12 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                          {"SPLIT_K", std::to_string(split)}};
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
-    case MatmulTier::Gemv:
-      pass.source.glsl = glsl::gemv(pe, block_code(s));
-      pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
-      break;
-    case MatmulTier::Scalar: {
-      const uint32_t t = variant.tile;
-      if (t == 16) {
-        pass.source.glsl = glsl::scalar_small(pe, block_code(s));
-      } else {
-        pass.source.glsl = glsl::scalar(pe, block_code(s));
-        pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
-        // 16-byte loads of f32 operands: every row start of A and B on a 4-float boundary.
-        const bool vec = s.input == MatmulInput::F32 && s.load_a == MatmulLoad::Plain &&
-                         s.load_b == MatmulLoad::Plain && row_starts_aligned(s, 4);
-        pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
-        if (vec) label += "_v";
-      }
-      pass.grid[0] = ceil_div(s.n, t);
-      pass.grid[1] = ceil_div(s.m, t);
-      label += "_" + std::to_string(t);
-      break;
-    }
+    case MatmulTier::Gemv: tiers::gemv_pass(s, pe, pass); break;
+    case MatmulTier::Scalar: tiers::scalar_pass(s, variant.tile, pe, pass, label); break;
     case MatmulTier::CoopMatNV:
-    case MatmulTier::CoopMatKHR: {
-      const CoopMatTile& tile = variant.coop;
-      // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the
-      // leading dimension and the batch stride all multiples of 8. Otherwise halves are loaded one by one.
-      const bool vec = row_starts_aligned(s, 8);
-      const bool direct = stores_direct(ps, pe);
-      if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
-        throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
-      }
-      if (tile.workgroup && (tier != MatmulTier::CoopMatKHR || !direct || s.m % tile.bm || s.n % tile.bn)) {
-        throw ConfigError("[kernels::select_matmul] expected, for the workgroup-scope tile " +
-                          tile.to_string() +
-                          ", the coopmat-khr tier, no epilogue and M, N multiples of the tile; got " +
-                          tier_name(tier) + (direct ? "" : " with an epilogue or an unaligned C") + ", M " +
-                          std::to_string(s.m) + ", N " + std::to_string(s.n));
-      }
-      pass.source.glsl = glsl::coopmat_nv(pe, tile.stages, tile.depth, tile.workgroup);
-      for (const auto& [name, v] : {std::pair{"BM", tile.bm},
-                                    {"BN", tile.bn},
-                                    {"BK", tile.bk},
-                                    {"WARPS_M", tile.warps_m},
-                                    {"WARPS_N", tile.warps_n}}) {
-        pass.source.defines.push_back({name, std::to_string(v) + "u"});
-      }
-      pass.source.defines.push_back({"GROUP", std::to_string(tile.group)});  // tested by #if: no suffix
-      pass.source.defines.push_back({"STAGES", std::to_string(tile.stages)});
-      pass.source.defines.push_back({"LOCAL_SIZE", std::to_string(tile.threads())});
-      pass.local_size = tile.threads();
-      pass.source.defines.push_back({"VEC_LOADS", flag(vec)});
-      pass.source.defines.push_back({"DIRECT_STORE", flag(direct)});
-      pass.source.defines.push_back({"WG_SCOPE", flag(tile.workgroup)});
-      pass.source.defines.push_back({"FULL_TILES", flag(full_tiles(s, tile, split))});
-      // f32 rounded on 16-byte loads: the conversion itself rounds (ties to even, denormals kept) where the
-      // device lets a shader ask for it, instead of to_in's integer arithmetic.
-      pass.source.defines.push_back(
-          {"RTE_F16", flag(vec && s.input == MatmulInput::F32RoundF16 && caps.f16_rte_conversion)});
-      pass.rewrite_to_khr = tier == MatmulTier::CoopMatKHR;
-      pass.grid[0] = ceil_div(s.n, tile.bn);
-      pass.grid[1] = ceil_div(s.m, tile.bm);
-      if (caps.subgroup_size != 32) pass.required_subgroup_size = 32;
-      label += (vec ? "_v_" : "_s_") + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" +
-               std::to_string(tile.bk) + "w" + std::to_string(tile.warps_m) + "x" +
-               std::to_string(tile.warps_n) + (tile.group ? "g" + std::to_string(tile.group) : "") +
-               (tile.stages != 2 ? "s" + std::to_string(tile.stages) : "") +
-               (tile.depth != 1 ? "d" + std::to_string(tile.depth) : "") + (tile.workgroup ? "w" : "");
+    case MatmulTier::CoopMatKHR:
+      tiers::coopmat_pass(caps, tier, s, ps, pe, variant.coop, split, pass, label);
       break;
-    }
   }
   pass.grid[2] = s.batch * split;
   if (split > 1) label += "_k" + std::to_string(split);

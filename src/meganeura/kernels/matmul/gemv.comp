@@ -1,0 +1,66 @@
+
+// Threads split into GEMV_NT output columns x GEMV_KS slices of K. With B stored N x K (TRANS_B) the K slices
+// are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses.
+#if TRANS_B
+const uint GEMV_NT = 8u, GEMV_KS = 32u;
+#else
+const uint GEMV_NT = 64u, GEMV_KS = 4u;
+#endif
+const uint MMAX = 8u;
+shared float red[MMAX * 256u];
+void main() {
+  const uint tid = gl_LocalInvocationIndex;
+#if TRANS_B
+  const uint nl = tid / GEMV_KS, ks = tid % GEMV_KS;
+#else
+  const uint nl = tid % GEMV_NT, ks = tid / GEMV_NT;
+#endif
+  const uint batch = gl_WorkGroupID.z;
+  const uint n = gl_WorkGroupID.x * GEMV_NT + nl;
+  const uint abase = a_base(batch), bbase = b_base(batch);
+  float acc[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+#if B_LOAD >= 3 && TRANS_B && !defined(B_FILL)
+  // A weight row of GGUF blocks (K a multiple of the block): each lane dequantizes eight values of a block at a
+  // time, lanes of a column take consecutive groups, so that a column's blocks are read once and in order.
+  if (n < p.N) {
+    const uint row = bbase + n * p.ldb;
+    for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {
+      float bv[8];
+      mnq_b_8(row + g, bv);
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) {
+        if (i < p.M) {
+          float s = 0.0;
+          [[unroll]] for (uint t = 0u; t < 8u; ++t) s += A_at(abase, i, g + t) * to_in(bv[t]);
+          acc[i] += s;
+        }
+      }
+    }
+  }
+#else
+  if (n < p.N) {
+    for (uint k = ks; k < p.K; k += GEMV_KS) {
+      const float bv = B_at(bbase, k, n);
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) {
+        if (i < p.M) acc[i] += A_at(abase, i, k) * bv;
+      }
+    }
+  }
+#endif
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = acc[i];
+  barrier();
+  for (uint t = tid; t < GEMV_NT * MMAX; t += 256u) {
+    const uint col = t % GEMV_NT, row = t / GEMV_NT;
+    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;
+    if (row >= p.M || gn >= p.N) continue;
+    float s = 0.0;
+    for (uint q = 0u; q < GEMV_KS; ++q) {
+#if TRANS_B
+      s += red[row * 256u + col * GEMV_KS + q];
+#else
+      s += red[row * 256u + q * GEMV_NT + col];
+#endif
+    }
+    STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));
+  }
+}

@@ -1,0 +1,154 @@
+// glslang over the matmul shader files (src/meganeura/kernels/matmul/*.comp, *.glsl) as each tier composes
+// them, with the defines that tier's select_matmul gives: every transpose, input type, operand load, epilogue
+// and split the tier takes, for the scalar, GEMV and cooperative tiers (NV; KHR compiles the same GLSL) on a
+// device description that offers all of them. Device-free: glslangValidator (Debian's glslang-tools,
+// scripts/install-deps.sh) only parses and compiles to SPIR-V; nothing runs. A missing glslangValidator
+// fails.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "fake_caps.hpp"
+#include "meganeura/kernels/matmul.hpp"
+
+using namespace meganeura;
+using kernels::MatmulInput;
+using kernels::MatmulLoad;
+using kernels::MatmulTier;
+
+namespace {
+
+// fake_caps plus 16-bit storage and arithmetic, 32-wide subgroups, shared memory and cooperative matrices of
+// both kinds (workgroup scope included), so that every tier's every variant can be selected.
+runtime::DeviceCaps all_tiers_caps() {
+  runtime::DeviceCaps c = meganeura::test::fake_caps();
+  c.subgroup_size = 32;
+  c.max_shared_memory = 96 * 1024;
+  c.max_workgroup_invocations = 1024;
+  c.compute_units = 132;
+  c.storage_16bit = c.fp16_arithmetic = true;
+  c.f16_rte_conversion = true;
+  c.coopmat_nv = c.coopmat_khr = c.coopmat2_workgroup = true;
+  runtime::CoopMatShape s{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup", 0};
+  c.coopmat_nv_shapes = c.coopmat_khr_shapes = {s};
+  runtime::CoopMatShape w{16, 16, 16, "f16", "f16", "f32", "f32", "workgroup", 128};
+  c.coopmat2_flexible_shapes = {w};
+  return c;
+}
+
+struct Lint {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "meganeura_matmul_lint";
+  std::set<std::string> seen;  // source + defines already linted
+  int count = 0;
+
+  // Writes the pass's GLSL and runs glslangValidator with its defines; returns glslang's output on failure.
+  std::string check(const kernels::MatmulPass& pass) {
+    std::string key = pass.source.glsl;
+    std::string flags;
+    for (const auto& d : pass.source.defines) {
+      flags += " '-D" + d.name + "=" + d.value + "'";
+      key += "|" + d.name + "=" + d.value;
+    }
+    if (!seen.insert(key).second) return "";
+    std::filesystem::create_directories(dir);
+    const std::filesystem::path file = dir / (pass.source.label + "_" + std::to_string(count++) + ".comp");
+    std::ofstream(file) << pass.source.glsl;
+    const std::filesystem::path log = dir / "log.txt";
+    const std::string cmd = "glslangValidator -V --target-env vulkan1.2 -o /dev/null" + flags + " '" +
+                            file.string() + "' > '" + log.string() + "' 2>&1";
+    if (std::system(cmd.c_str()) == 0) return "";
+    std::ifstream in(log);
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return pass.source.label + " (" + file.string() + ", defines" + flags + "):\n" + out;
+  }
+};
+
+kernels::MatmulShape shape(uint32_t m, uint32_t n, uint32_t k, bool ta, bool tb, MatmulInput in,
+                           MatmulLoad lb = MatmulLoad::Plain) {
+  kernels::MatmulShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.trans_a = ta;
+  s.trans_b = tb;
+  s.input = in;
+  s.load_b = lb;
+  return s;
+}
+
+kernels::MatmulEpilogue bias_relu() {
+  kernels::MatmulEpilogue e;
+  e.expr = "max(v + e0[col], 0.0)";
+  e.extra_buffers = 1;
+  return e;
+}
+
+}  // namespace
+
+TEST(MatmulGlslLint, GlslangValidatorIsInstalled) {
+  ASSERT_EQ(std::system("glslangValidator --version > /dev/null 2>&1"), 0)
+      << "glslangValidator not found: install glslang-tools (scripts/install-deps.sh)";
+}
+
+// The check itself can fail: a pass whose GLSL does not compile is reported with glslang's message.
+TEST(MatmulGlslLint, ABrokenShaderIsReported) {
+  kernels::MatmulPass pass =
+      kernels::select_matmul(all_tiers_caps(), shape(64, 64, 64, false, false, MatmulInput::F32),
+                             kernels::MatmulVariant::parse("scalar.16"))
+          .passes.at(0);
+  Lint lint;
+  EXPECT_EQ(lint.check(pass), "");
+  pass.source.glsl += "\nvoid broken() { undeclared_name += 1.0; }\n";
+  EXPECT_NE(lint.check(pass).find("undeclared_name"), std::string::npos);
+}
+
+TEST(MatmulGlslLint, EveryTierVariantCompiles) {
+  const runtime::DeviceCaps caps = all_tiers_caps();
+  Lint lint;
+  std::string failures;
+  auto run = [&](const kernels::MatmulShape& s, const std::string& variant,
+                 const kernels::MatmulEpilogue& e) {
+    const kernels::MatmulKernel k =
+        kernels::select_matmul(caps, s, kernels::MatmulVariant::parse(variant), e);
+    for (const kernels::MatmulPass& p : k.passes) failures += lint.check(p);
+  };
+  const kernels::MatmulEpilogue none, epi = bias_relu();
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      // The epilogue changes the store only, not the transposed loads: linted in the nn layout alone (keeps
+      // the test under half a minute of CPU).
+      for (const kernels::MatmulEpilogue* e : {&none, &epi}) {
+        if (e == &epi && (ta || tb)) continue;
+        for (MatmulInput in : {MatmulInput::F32, MatmulInput::F16, MatmulInput::F32RoundF16}) {
+          // Aligned (16-byte loads) and ragged (element loads) shapes.
+          for (uint32_t d : {256u, 100u}) {
+            run(shape(4, d, d, ta, tb, in), "gemv", *e);
+            for (const char* v : {"scalar.128", "scalar.64", "scalar.16", "scalar.64.k2", "scalar.16.k2"})
+              run(shape(d, d, d, ta, tb, in), v, *e);
+            if (in == MatmulInput::F32) continue;
+            for (const char* v :
+                 {"coopmat-nv", "coopmat-nv.k2", "coopmat-nv.128x256x32/4x4/g4/s1",
+                  "coopmat-nv.128x128x32/2x4/d2", "coopmat-nv.128x128x32/2x4/d3", "coopmat-nv.64x64x32/2x2"})
+              run(shape(d, d, d, ta, tb, in), v, *e);
+          }
+        }
+      }
+      // Operand loads (16-bit and GGUF blocks against f32 activations): the scalar and GEMV tiers.
+      for (MatmulLoad l :
+           {MatmulLoad::F16, MatmulLoad::BF16, MatmulLoad::Q4_0, MatmulLoad::Q8_0, MatmulLoad::Q6_K}) {
+        run(shape(4, 256, 256, ta, tb, MatmulInput::F32, l), "gemv", none);
+        run(shape(64, 256, 256, ta, tb, MatmulInput::F32, l), "scalar.64", none);
+        run(shape(64, 256, 256, ta, tb, MatmulInput::F32, l), "scalar.16", none);
+      }
+      // The workgroup-scope tile (KHR tier; no epilogue, M and N multiples of the tile).
+      run(shape(256, 256, 256, ta, tb, MatmulInput::F16), "coopmat-khr.128x128x32/2x2/s1/w", none);
+    }
+  }
+  failures += lint.check(kernels::f16_copy_pass(caps, 1001, 77, 1008));
+  EXPECT_GT(lint.count, 100);
+  EXPECT_EQ(failures, "");
+}
