@@ -10,6 +10,16 @@
 //   --no-probe
 //            --variants scalar.64,scalar.128.k2,...  (kernels::MatmulVariant strings, instead of the tiers'
 //            defaults; each line's "variant" says what ran)
+//   bench_matmul --shapes smollm2 --tiers auto [--mixed16] [--candidates]
+//                                                  SmolLM2-135M's products (GEMV at M = 1, 4, 8 in nn and nt;
+//                                                  M = 128, 512, 2048 against N, K = 192 .. 1536 and the
+//                                                  49152-wide head, forward and both gradients' layouts);
+//                                                  --shapes MxNxK[:layout],... names others. `auto` is the
+//                                                  tier a session takes (choose_tier against the self-test's
+//                                                  best);
+//                                                  --candidates times every variant
+//                                                  kernels::matmul_candidates lists ("rule": true on the one
+//                                                  choose_variant picks)
 //   bench_matmul --dtype q4_1 [--mnk 1x576x576,16x1536x576]   x·Wᵀ with W [N, K] in GGUF blocks (q4_0 ..
 //   q6_k),
 //                                                  dequantized in the kernel; default shapes: SmolLM2-135M's
@@ -48,6 +58,12 @@ struct Args {
       false;  // --no-rte: round by integer arithmetic even where the conversion could (f16_rte_conversion)
   bool tune = false;  // one-matmul session timed before and after Session::tune_with
   std::string dtype;  // --dtype: a block-quantized weight (q4_0 .. q6_k) times f32 activations
+  struct Shape {
+    uint32_t m, n, k;
+    std::string layout;  // "" = every --layouts
+  };
+  std::vector<Shape> shapes;  // --shapes: rectangular products instead of --sizes cubes
+  bool candidates = false;    // --candidates: every variant of matmul_candidates
   std::vector<std::array<uint32_t, 3>> mnk = {{1, 576, 576},   {1, 1536, 576},  {1, 576, 1536},
                                               {1, 49152, 576}, {16, 576, 576},  {16, 1536, 576},
                                               {16, 576, 1536}, {16, 49152, 576}};
@@ -57,6 +73,33 @@ std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string tok; std::getline(ss, tok, ',');) out.push_back(tok);
+  return out;
+}
+
+// SmolLM2-135M's products (hidden 576, KV 192, SwiGLU 1536, vocabulary 49152) at the token counts of the
+// issue-29 figures (batch x sequence = 128, 512 = 1 x 512, 2048 = 4 x 512) and GEMV's M = 1, 4, 8. nn layers
+// store weights [in, out]: the forward is nn (X·W), the input gradient nt (dY·Wᵀ), the weight gradient tn
+// (Xᵀ·dY over K = tokens); the tied head is X·Eᵀ (nt), its input gradient nn and its weight gradient tn.
+std::vector<Args::Shape> smollm2_shapes() {
+  std::vector<Args::Shape> out;
+  const uint32_t nk[][2] = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536}};
+  for (uint32_t m : {1u, 4u, 8u}) {
+    for (const auto& p : nk) {
+      out.push_back({m, p[0], p[1], "nn"});
+      out.push_back({m, p[0], p[1], "nt"});
+    }
+    out.push_back({m, 49152, 576, "nt"});
+  }
+  for (uint32_t m : {128u, 512u, 2048u}) {
+    for (const auto& p : nk) {
+      out.push_back({m, p[0], p[1], "nn"});  // forward
+      out.push_back({m, p[1], p[0], "nt"});  // input gradient: dY [m, N] · Wᵀ
+      out.push_back({p[1], p[0], m, "tn"});  // weight gradient: Xᵀ · dY, K = tokens
+    }
+    out.push_back({m, 49152, 576, "nt"});  // the tied head
+    out.push_back({m, 576, 49152, "nn"});  // its input gradient
+    out.push_back({49152, 576, m, "tn"});  // its weight gradient
+  }
   return out;
 }
 
@@ -94,6 +137,25 @@ Args parse(int argc, char** argv) {
         }
         a.mnk.push_back(v);
       }
+    } else if (arg == "--shapes" && has_value) {
+      for (const auto& t : split(argv[++i])) {
+        if (t == "smollm2") {
+          for (const Args::Shape& sh : smollm2_shapes()) a.shapes.push_back(sh);
+          continue;
+        }
+        Args::Shape sh{};
+        char layout[3] = {0, 0, 0};
+        const int got = std::sscanf(t.c_str(), "%ux%ux%u:%2s", &sh.m, &sh.n, &sh.k, layout);
+        if (got < 3 || sh.m == 0 || sh.n == 0 || sh.k == 0) {
+          std::fprintf(stderr, "bench_matmul: --shapes expects smollm2 or MxNxK[:nn|nt|tn],.. got %s\n",
+                       t.c_str());
+          std::exit(2);
+        }
+        sh.layout = layout;
+        a.shapes.push_back(sh);
+      }
+    } else if (arg == "--candidates") {
+      a.candidates = true;
     } else if (arg == "--no-rte") {
       a.no_rte = true;
     } else if (arg == "--mixed16") {
@@ -106,7 +168,9 @@ Args parse(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_matmul [--sizes 1024,4096] [--tiers scalar,coopmat-nv,coopmat-khr] "
                    "[--layouts nn,nt,tn] [--tiles 128x128x32/2x4,...] [--variants scalar.64,...] [--iters N] "
-                   "[--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune] [--dtype q4_1 "
+                   "[--warmup N] [--optimize] [--mixed16] [--no-rte] [--no-probe] [--tune] [--shapes "
+                   "smollm2|MxNxK[:nt],..] "
+                   "[--candidates] [--dtype q4_1 "
                    "[--mnk MxNxK,..]]\n");
       std::exit(2);
     }
@@ -136,15 +200,43 @@ float value(uint64_t i, uint32_t salt) {
   return float(x & 0xffffff) / float(1 << 23) - 1.0f;
 }
 
-// `forced`: a MatmulVariant string, or "" for the tier's choose_variant.
-void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string tier_name, uint32_t n,
-         const std::string& layout, const std::string& tile, const std::string& forced, const Args& args) {
-  if (!forced.empty()) tier_name = kernels::tier_name(kernels::MatmulVariant::parse(forced).tier);
-  const MatmulTier tier = kernels::parse_tier(tier_name);
+// The operands' element type for `tier`: Mixed16 rounds f32 buffers on load in every tier but GEMV; the
+// cooperative tiers otherwise take f16 buffers.
+kernels::MatmulInput input_for(MatmulTier tier, bool mixed16) {
+  if (mixed16 && tier != MatmulTier::Gemv) return kernels::MatmulInput::F32RoundF16;
+  if (tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR) return kernels::MatmulInput::F16;
+  return kernels::MatmulInput::F32;
+}
+
+kernels::MatmulShape make_shape(uint32_t m, uint32_t n, uint32_t k, const std::string& layout) {
   kernels::MatmulShape s;
-  s.m = s.n = s.k = n;
+  s.m = m;
+  s.n = n;
+  s.k = k;
   s.trans_a = layout[0] == 't';
   s.trans_b = layout[1] == 't';
+  return s;
+}
+
+// The tier a session gives `s` (tier "auto"): choose_tier against the self-test's best, the input as Mixed16
+// or F32 sessions store it.
+MatmulTier auto_tier(const runtime::DeviceCaps& caps, kernels::MatmulShape s, MatmulTier best, bool mixed16) {
+  s.input = mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
+  const MatmulTier t = kernels::choose_tier(caps, s, best);
+  // f32 sessions never take a cooperative tier (choose_tier sends f32 inputs to scalar already).
+  return t;
+}
+
+// `forced`: a MatmulVariant string, or "" for the tier's choose_variant. `rule`: whether `forced` is the
+// variant choose_variant picks (--candidates), reported as "rule".
+void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string tier_name, uint32_t m,
+         uint32_t n, uint32_t k, const std::string& layout, const std::string& tile,
+         const std::string& forced, const Args& args, MatmulTier best = MatmulTier::Scalar,
+         bool rule = false) {
+  kernels::MatmulShape s = make_shape(m, n, k, layout);
+  if (!forced.empty()) tier_name = kernels::tier_name(kernels::MatmulVariant::parse(forced).tier);
+  if (tier_name == "auto") tier_name = kernels::tier_name(auto_tier(dev.caps(), s, best, args.mixed16));
+  const MatmulTier tier = kernels::parse_tier(tier_name);
   const bool f16 = tier == MatmulTier::CoopMatNV || tier == MatmulTier::CoopMatKHR;
   const bool round =
       args.mixed16 && tier != MatmulTier::Gemv;  // scalar too: Mixed16 rounds on load in every tier
@@ -155,8 +247,9 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
   if (args.no_rte) caps.f16_rte_conversion = false;
   std::string head = "{\"bench\":\"vk_matmul\",\"device\":\"" + escape(dev.caps().name) + "\",\"tier\":\"" +
                      tier_name + "\",\"dtype\":\"" + (f16 ? "f16" : "f32") + "\",\"layout\":\"" + layout +
-                     "\",\"m\":" + std::to_string(n) + ",\"n\":" + std::to_string(n) +
-                     ",\"k\":" + std::to_string(n);
+                     "\",\"m\":" + std::to_string(m) + ",\"n\":" + std::to_string(n) +
+                     ",\"k\":" + std::to_string(k) + ",\"mixed16\":" + (args.mixed16 ? "true" : "false");
+  if (rule) head += ",\"rule\":true";
   std::vector<runtime::Buffer> bufs;
   try {
     const kernels::MatmulVariant variant =
@@ -186,9 +279,11 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
       break;
     }
     head += ",\"stats\":{" + stats + "}";
-    const uint64_t elems = uint64_t(n) * n, esize = f16 && !round ? 2 : 4;
+    const uint64_t esize = f16 && !round ? 2 : 4;
+    const uint64_t sizes[2] = {uint64_t(m) * k, uint64_t(k) * n};
     std::vector<float> host[2];
     for (int op = 0; op < 2; ++op) {
+      const uint64_t elems = sizes[op];
       host[op].resize(elems);
       for (uint64_t i = 0; i < elems; ++i) {
         const float v = value(i, op + 1);
@@ -203,6 +298,7 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
         dev.upload(bufs.back(), host[op].data(), elems * 4);
       }
     }
+    const uint64_t elems = uint64_t(m) * n;
     bufs.push_back(dev.alloc(elems * 4));
     if (kern.scratch_bytes > 0) bufs.push_back(dev.alloc(kern.scratch_bytes));  // split-K partials
     const runtime::Buffer scratch = kern.scratch_bytes > 0 ? bufs.back() : runtime::Buffer{};
@@ -222,17 +318,17 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     for (uint32_t i = args.warmup; i < total; ++i) ms.push_back((t[2 * i + 1] - t[2 * i]) * 1e-6);
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2], best = ms.front();
-    const double flop = 2.0 * double(n) * n * n;
+    const double flop = 2.0 * double(m) * n * k;
     // Spot check: 64 sampled outputs against double-precision dot products.
     std::vector<float> c(elems);
     dev.download(bufs[2], c.data(), elems * 4);
     double worst = 0;
     for (uint32_t q = 0; q < 64; ++q) {
-      const uint32_t i = (q * 2654435761u) % n, j = (q * 40503u + 17u) % n;
+      const uint32_t i = (q * 2654435761u) % m, j = (q * 40503u + 17u) % n;
       double acc = 0, mag = 0;
-      for (uint32_t l = 0; l < n; ++l) {
-        const double av = s.trans_a ? host[0][uint64_t(l) * n + i] : host[0][uint64_t(i) * n + l];
-        const double bv = s.trans_b ? host[1][uint64_t(j) * n + l] : host[1][uint64_t(l) * n + j];
+      for (uint32_t l = 0; l < k; ++l) {
+        const double av = s.trans_a ? host[0][uint64_t(l) * m + i] : host[0][uint64_t(i) * k + l];
+        const double bv = s.trans_b ? host[1][uint64_t(j) * k + l] : host[1][uint64_t(l) * n + j];
         acc += av * bv;
         mag += std::fabs(av * bv);
       }
@@ -240,11 +336,14 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     }
     std::printf(
         "%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
-        "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s}\n",
+        "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s,\"dispatches\":%zu,"
+        "\"workgroups\":%llu}\n",
         head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
         worst < 1e-4 ? "true" : "false",
         (kern.passes.front().source.label + (round ? " f32-in" : "")).c_str(),
-        args.optimize ? "true" : "false");
+        args.optimize ? "true" : "false", kern.passes.size(),
+        (unsigned long long)(uint64_t(kern.passes.front().grid[0]) * kern.passes.front().grid[1] *
+                             kern.passes.front().grid[2]));
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -401,8 +500,10 @@ int main(int argc, char** argv) {
     copt.cache_dir = config.cache_dir;
     copt.device_key = dev->caps().fingerprint();
     copt.optimize = args.optimize;
+    MatmulTier best = MatmulTier::Scalar;  // the self-test's best tier (tier "auto", --candidates)
     if (args.probe) {
       const kernels::MatmulTierChoice choice = kernels::probe_matmul_tiers(*dev, copt, config.matmul_tier);
+      best = choice.best;
       std::printf("{\"bench\":\"vk_matmul_selftest\",\"best\":\"%s\",\"probes\":[",
                   kernels::tier_name(choice.best));
       for (size_t i = 0; i < choice.probes.size(); ++i) {
@@ -427,18 +528,46 @@ int main(int argc, char** argv) {
         for (uint32_t n : args.sizes) tune(n, layout, args);
       return 0;
     }
-    for (const std::string& v : args.variants) {
-      for (const std::string& layout : args.layouts) {
-        for (uint32_t n : args.sizes) run(*dev, copt, "", n, layout, "", v, args);
+    // Products to run: --shapes (each with its layout, or every --layouts), else the --sizes cubes.
+    std::vector<Args::Shape> shapes;
+    for (const Args::Shape& sh : args.shapes) {
+      for (const std::string& layout : sh.layout.empty() ? args.layouts : std::vector<std::string>{sh.layout})
+        shapes.push_back({sh.m, sh.n, sh.k, layout});
+    }
+    if (args.shapes.empty()) {
+      for (const std::string& layout : args.layouts)
+        for (uint32_t n : args.sizes) shapes.push_back({n, n, n, layout});
+    }
+    if (args.candidates) {
+      for (const Args::Shape& sh : shapes) {
+        kernels::MatmulShape s = make_shape(sh.m, sh.n, sh.k, sh.layout);
+        s.input = args.mixed16 ? kernels::MatmulInput::F32RoundF16 : kernels::MatmulInput::F32;
+        const std::vector<kernels::MatmulVariant> cands = kernels::matmul_candidates(dev->caps(), s, best);
+        for (size_t i = 0; i < cands.size(); ++i) {
+          // The first is choose_variant's pick; a cooperative one with the tile sessions give it.
+          kernels::MatmulVariant v = cands[i];
+          if (i == 0 && (v.tier == MatmulTier::CoopMatNV || v.tier == MatmulTier::CoopMatKHR)) {
+            kernels::MatmulShape fs = s;
+            fs.input = input_for(v.tier, args.mixed16);
+            v = kernels::choose_variant(dev->caps(), fs, v.tier,
+                                        kernels::default_coopmat_tile(dev->caps(), fs, v.tier));
+          }
+          run(*dev, copt, "", sh.m, sh.n, sh.k, sh.layout, "", v.to_string(), args, best, i == 0);
+        }
       }
+      for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());
+      return dev->validation_messages().empty() ? 0 : 1;
+    }
+    for (const std::string& v : args.variants) {
+      for (const Args::Shape& sh : shapes)
+        run(*dev, copt, "", sh.m, sh.n, sh.k, sh.layout, "", v, args, best);
     }
     for (const std::string& tier : args.variants.empty() ? args.tiers : std::vector<std::string>{}) {
-      for (const std::string& layout : args.layouts) {
-        for (const std::string& tile : args.tiles) {
-          const bool coop = tier.rfind("coopmat", 0) == 0;
-          if (!coop && &tile != &args.tiles.front()) continue;  // tiles only vary the cooperative tiers
-          for (uint32_t n : args.sizes) run(*dev, copt, tier, n, layout, coop ? tile : "", "", args);
-        }
+      for (const std::string& tile : args.tiles) {
+        const bool coop = tier.rfind("coopmat", 0) == 0;
+        if (!coop && &tile != &args.tiles.front()) continue;  // tiles only vary the cooperative tiers
+        for (const Args::Shape& sh : shapes)
+          run(*dev, copt, tier, sh.m, sh.n, sh.k, sh.layout, coop ? tile : "", "", args, best);
       }
     }
     for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());

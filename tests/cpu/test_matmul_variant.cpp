@@ -3,6 +3,8 @@
 // barrier between them. Device-free: fake caps with the H200's 132 SMs.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "fake_caps.hpp"
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/session/pipeline.hpp"
@@ -63,8 +65,8 @@ TEST(MatmulVariant, RuleFillsTheDeviceWithTilesThenSplitsK) {
   // Short K is never split (below kMinSplitK; each slice keeps kMinSliceK), whatever the grid.
   EXPECT_EQ(chosen(h200, shape(32, 10, 255)), "scalar.16");
   EXPECT_EQ(chosen(h200, shape(32, 10, 256)), "scalar.16.k4");
-  // A batch fills the device like tiles do.
-  EXPECT_EQ(chosen(h200, shape(64, 64, 4096, 64)), "scalar.16");
+  // A batch fills the device like tiles do: 64 tiles of 64x64, K split in 3 -> 192 workgroups.
+  EXPECT_EQ(chosen(h200, shape(64, 64, 4096, 64)), "scalar.64.k3");
   EXPECT_EQ(chosen(h200, shape(4, 64, 4096)), "gemv");  // M <= 8: GEMV, never split
   // Unknown compute units: 64 assumed.
   EXPECT_EQ(kernels::target_workgroups(sm_caps(0)), 64u);
@@ -172,6 +174,58 @@ TEST(MatmulVariant, MlpFirstLayerIsSplitInTheCompiledStep) {
 
 // The tuner's knobs (KernelVariant tier / tile / split) replace the rule's choices; a split variant is two
 // dispatches.
+// SmolLM2-135M's products at batch 1, sequence 128 (issue 29): no tile fills 132 SMs unsplit, so the largest
+// tile that fits inside the output and keeps at least half the device busy once K is split (at most 8 slices)
+// takes them, not the 16 tile (whose 331 dispatches were the F32 step's largest family on the H200).
+TEST(MatmulVariant, ModelShapesTakeASplitLargeTileOverTheSixteenTile) {
+  const runtime::DeviceCaps h200 = sm_caps(132);
+  EXPECT_EQ(chosen(h200, shape(128, 576, 576)), "scalar.64.k6");    // 18 tiles x 6 slices of 96
+  EXPECT_EQ(chosen(h200, shape(128, 960, 576)), "scalar.64.k5");    // the fused QKV projection
+  EXPECT_EQ(chosen(h200, shape(128, 1536, 576)), "scalar.128.k6");  // 12 x 6 = 72 >= 132 / 2
+  EXPECT_EQ(chosen(h200, shape(128, 576, 1536)), "scalar.64.k8");   // the down projection: 8 slices at most
+  EXPECT_EQ(chosen(h200, shape(128, 576, 49152)), "scalar.64.k8");  // the head's input gradient
+  EXPECT_EQ(chosen(h200, shape(576, 576, 128)), "scalar.64");       // weight gradient, K = 128 unsplit: 81
+  EXPECT_EQ(chosen(h200, shape(128, 49152, 576)), "scalar.128");    // the head fills the device
+  EXPECT_EQ(chosen(h200, shape(576, 576, 2048)), "scalar.128.k6");  // weight gradient at 2048 tokens
+  EXPECT_EQ(chosen(h200, shape(2048, 576, 576)), "scalar.64");      // 288 tiles: unchanged
+  EXPECT_EQ(chosen(h200, shape(128, 192, 576)), "scalar.16.k2");    // a thin output: 64 x 3 x 6 = 36 < 66
+  // The cooperative tier's tile: 64x64 where split 128x128 tiles leave more than half the device idle.
+  runtime::DeviceCaps coop = h200;
+  coop.subgroup_size = 32;
+  coop.storage_16bit = coop.fp16_arithmetic = coop.coopmat_nv = true;
+  coop.coopmat_nv_shapes = {{16, 8, 16, "f16", "f16", "f32", "f32", "subgroup", 0}};
+  auto tile = [&](kernels::MatmulShape s) {
+    s.input = kernels::MatmulInput::F32RoundF16;
+    const kernels::CoopMatTile t = kernels::default_coopmat_tile(coop, s, MatmulTier::CoopMatNV);
+    return kernels::choose_variant(coop, s, MatmulTier::CoopMatNV, t).to_string();
+  };
+  EXPECT_EQ(tile(shape(128, 576, 576)), "coopmat-nv.64x64x32/2x2.k6");
+  EXPECT_EQ(tile(shape(576, 576, 128)), "coopmat-nv.64x64x32/2x2");          // 81 workgroups against 25
+  EXPECT_EQ(tile(shape(1024, 1024, 1024)), "coopmat-nv.128x128x32/2x4.k3");  // fills split: unchanged
+  EXPECT_EQ(tile(shape(4096, 4096, 64)), "coopmat-nv.128x256x32/4x4/g4/s1");
+}
+
+// The compiled SmolLM2-135M step on 132 SMs (two blocks stand for thirty): no product takes the 16 tile.
+TEST(MatmulVariant, SmolLm2StepHasNoSixteenTile) {
+  Graph g;
+  nn::Context ctx(g, 1);
+  nn::CausalLmConfig cfg;
+  cfg.layers = 2;
+  nn::CausalLm lm(ctx, "", cfg);
+  NodeId tokens = g.input("tokens", {1, 128}, DType::I32);
+  NodeId labels = g.input("labels", {1, 128}, DType::I32);
+  g.set_outputs(
+      {g.cross_entropy_loss_index(g.reshape(lm(tokens), {128, cfg.vocab}), g.reshape(labels, {128}))});
+  const CompiledStep s = compile_step(g, adam(), sm_caps(132));
+  std::map<std::string, int> variants;
+  for (const GeneratedKernel& k : s.code)
+    if (k.variant.rfind("matmul.", 0) == 0) ++variants[k.variant];
+  std::string all;
+  for (const auto& [v, n] : variants) all += v + " x" + std::to_string(n) + "\n";
+  EXPECT_GE(variants.size(), 3u) << all;
+  for (const auto& [v, n] : variants) EXPECT_EQ(v.find("scalar.16"), std::string::npos) << all;
+}
+
 TEST(MatmulVariant, TunerKnobsReplaceTheRule) {
   const CompiledStep s = compile_step(mlp(32), adam(), sm_caps(132));
   size_t fc0 = SIZE_MAX, sum = SIZE_MAX;

@@ -173,15 +173,41 @@ uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape,
   return split_count(shape.k, uint32_t(want));
 }
 
+namespace tiers {
+uint32_t fill_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v) {
+  return split_count(shape.k, std::min(choose_split(caps, shape, v), kMaxFillSplit));
+}
+uint64_t fill_workgroups(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v) {
+  const uint64_t grid = cooperative(v.tier) ? output_grid(shape, v.coop.bm, v.coop.bn)
+                                            : output_grid(shape, std::max(v.tile, 1u), std::max(v.tile, 1u));
+  return grid * fill_split(caps, shape, v);
+}
+}  // namespace tiers
+
 MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
                              const CoopMatTile& coop) {
   MatmulVariant v;
   v.tier = tier;
   if (tier == MatmulTier::Gemv) return v;
   if (tier == MatmulTier::Scalar) {
-    for (uint32_t t : {128u, 64u, 16u}) {
-      v.tile = t;
-      if (output_grid(shape, t, t) >= target_workgroups(caps)) return v;
+    v.tile = 16;
+    for (uint32_t t : {128u, 64u}) {
+      if (output_grid(shape, t, t) >= target_workgroups(caps)) {
+        v.tile = t;
+        return v;
+      }
+    }
+    // None fills unsplit: the largest that fits inside the output and, split, keeps at least half the device
+    // busy; the 16 tile (a sixteenth of the work per K step) only where short K or a thin output leaves both
+    // below that.
+    for (uint32_t t : {128u, 64u}) {
+      MatmulVariant split = v;
+      split.tile = t;
+      if (t <= shape.m && t <= shape.n &&
+          2 * tiers::fill_workgroups(caps, shape, split) >= target_workgroups(caps)) {
+        split.split_k = tiers::fill_split(caps, shape, split);
+        return split;
+      }
     }
   } else {
     v.coop = coop;

@@ -1,16 +1,19 @@
 #pragma once
 // The matmul kernel family: C[b] = epilogue(op(A[b]) · op(B[b])), chosen by shape and DeviceCaps.
 //
-// Tiers (MatmulTier):
-//   Gemv        M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in shared memory
-//               (bandwidth-bound; the inference and small-batch case).
-//   Scalar      f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per thread, BK 16),
-//   both
-//               double-buffered shared memory with register prefetch, and 16x16 (one output per thread, for
-//               outputs too small to spread over the GPU otherwise). Runs everywhere; the lavapipe path.
-//   CoopMatNV   GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8 subgroups of 32, each
-//               a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global loads into
-//               registers (prefetch of the next K tile), double-buffered shared memory with padded rows.
+// Tiers (MatmulTier), each in kernels/matmul/<tier>.cpp with its shader files (*.comp, *.glsl beside it):
+//   Gemv        (gemv.cpp) M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in
+//               shared memory (bandwidth-bound; the inference and small-batch case).
+//   Scalar      (scalar.cpp) f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per
+//   thread,
+//               BK 16), both double-buffered shared memory with register prefetch, and 16x16 (one output per
+//               thread, for outputs too small to spread over the GPU otherwise). Runs everywhere; the
+//               lavapipe path.
+//   CoopMatNV   (coopmat.cpp) GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8
+//   subgroups
+//               of 32, each a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global
+//               loads into registers (prefetch of the next K tile), double-buffered shared memory with padded
+//               rows.
 //   CoopMatKHR  the same GLSL, compiled to NV SPIR-V, validated, then rewritten to SPV_KHR_cooperative_matrix
 //               (shader/coopmat_khr.hpp).
 // Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges
@@ -126,7 +129,9 @@ struct CoopMatTile {
 
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
 // 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4
-// (small outputs need the workgroups). Why these: docs/performance.md.
+// (small outputs need the workgroups). The caps overload below also takes 64x64x32/2x2 (4 subgroups) where
+// 128x128 tiles, split as choose_variant would (at most kMaxFillSplit slices), keep less than half the device
+// busy (M = 128 against N = 576: 5 tiles). Why these: docs/performance.md.
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 // The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with
 // workgroup-scope matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples
@@ -154,15 +159,23 @@ struct MatmulVariant {
 };
 
 // The choice rule, for a tier (choose_tier's):
-//   tile    Scalar: the largest of 128, 64, 16 whose output grid (tiles x batch) fills the device, i.e. has
-//   at
-//           least target_workgroups(caps) workgroups; 16 when none does. Cooperative: `coop` as given.
+//   tile    Scalar: the largest of 128 and 64 whose output grid (tiles x batch) fills the device, i.e. has at
+//           least target_workgroups(caps) workgroups, unsplit. Else the largest of them that fits inside the
+//           output (edge <= M and <= N) and, with K split (at most kMaxFillSplit slices), keeps at least half
+//           the device busy. Else 16. Cooperative: `coop` as given (default_coopmat_tile).
 //   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid), at most
-//           K / kMinSliceK, normalised so that no slice is empty (split_count). Shorter K is not worth the
-//           second dispatch (it costs as much as a 128-deep K loop). Gemv never splits.
-// So a 32x128x784 layer on 132 SMs takes scalar.16.k9 (144 workgroups), 1024^3 scalar.64 (256) and 4096^3
+//           K / kMinSliceK (and kMaxFillSplit for a 128 or 64 tile chosen by its split), normalised so that
+//           no slice is empty (split_count). Shorter K is not worth the second dispatch (it costs as much as
+//           a 128-deep K loop). Gemv never splits.
+// Why the 16 tile comes last: its workgroup does a sixteenth of a 64 tile's multiply-adds per K step, and a K
+// step costs a global-load latency either way; at M = 128 the 16 tile's K loop (K / 16 dependent steps) was
+// the step's largest family on the H200 (docs/performance.md, issue 29). So a 32x128x784 layer on 132 SMs
+// takes scalar.16.k9 (144 workgroups), 128x576x576 scalar.64.k6 (108), 1024^3 scalar.64 (256) and 4096^3
 // scalar.128 (1024).
 constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
+// More slices than this multiply the partial products (S x M x N floats written and read back) while each
+// slice's K loop is already a few tiles long.
+constexpr uint32_t kMaxFillSplit = 8;
 uint32_t target_workgroups(
     const runtime::DeviceCaps& caps);  // caps.compute_units (one 256-thread group each)
 MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,
@@ -185,7 +198,7 @@ struct MatmulPass {
   bool rewrite_to_khr = false;           // CoopMatKHR: compile, validate, then rewrite the SPIR-V
   std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they
                                          // are defines (part of the shader cache key)
-  uint32_t num_buffers = 3;  // A, B, C, then the epilogue's (see the binding list above)
+  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's (see the binding list above)
   uint32_t push_constant_bytes = sizeof(MatmulPush);
   MatmulPush push{};
   uint32_t grid[3] = {1, 1, 1};         // workgroups: x over N (or M,N tiles), y over M, z over the batch

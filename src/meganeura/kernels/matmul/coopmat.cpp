@@ -221,6 +221,17 @@ CoopMatTile default_coopmat_tile(const runtime::DeviceCaps& caps, const MatmulSh
   // A·Bᵀ gains with guarded loads too; A·B and Aᵀ·B only when the loads go unguarded. f16 buffers only:
   // rounding f32 buffers on load (Mixed16) runs at half the subgroup tile's speed.
   const bool ab_t = s.trans_b && !s.trans_a;
+  // Small outputs (SmolLM2's M = 128 rows against N = 576 .. 1536): where even split 128x128 tiles leave more
+  // than half the device idle, the 64x64 tile (4 subgroups) gives four times the workgroups.
+  if (tiers::cooperative(tier) && t == CoopMatTile{} && s.m >= 64 && s.n >= 64) {
+    MatmulVariant v;
+    v.tier = tier;
+    v.coop = t;
+    if (2 * tiers::fill_workgroups(caps, s, v) < target_workgroups(caps)) {
+      const CoopMatTile small = CoopMatTile::parse("64x64x32/2x2");
+      if (tile_problem(caps, small, s.trans_a, s.trans_b).empty()) return small;
+    }
+  }
   if (t.bn != 256 || tier != MatmulTier::CoopMatKHR || !caps.coopmat2_workgroup ||
       s.input != MatmulInput::F16 || s.m % w.bm || s.n % w.bn || !stores_direct(s, epilogue) ||
       !(ab_t || full_tiles(s, w, 1))) {

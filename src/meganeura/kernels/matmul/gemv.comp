@@ -1,11 +1,10 @@
 
 // Threads split into GEMV_NT output columns x GEMV_KS slices of K. With B stored N x K (TRANS_B) the K slices
-// are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses.
-#if TRANS_B
+// are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses (with B
+// stored K x N, eight lanes read one 32-byte sector of a row). Eight columns a workgroup either way: each lane's
+// K loop is K / 32 dependent loads long, and N / 8 workgroups spread a 576-wide layer over 72 SMs (64 columns
+// a workgroup made it 9 workgroups of K / 4 loads each).
 const uint GEMV_NT = 8u, GEMV_KS = 32u;
-#else
-const uint GEMV_NT = 64u, GEMV_KS = 4u;
-#endif
 const uint MMAX = 8u;
 shared float red[MMAX * 256u];
 void main() {

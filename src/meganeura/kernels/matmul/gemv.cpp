@@ -20,8 +20,7 @@ std::string gemv_unavailable(const MatmulShape& shape) {
 
 void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass) {
   pass.source.glsl = glsl::gemv(pe, block_code(s));
-  // gemv.comp's columns per workgroup: 8 with B stored N x K (K slices on adjacent lanes), else 64.
-  pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
+  pass.grid[0] = ceil_div(s.n, 8);  // gemv.comp's GEMV_NT columns a workgroup
 }
 
 }  // namespace tiers
