@@ -3,8 +3,11 @@
 // fragments (the standard's and the file's own) expanded, NNEF broadcasting, and ImportError collecting every
 // unsupported operation at once. Models converted by nnef-tools: tests/oracle/test_nnef_models.cpp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -294,6 +297,32 @@ TEST(Nnef, SupportedOpsListIsSortedAndCoversTheTestModels) {
   for (const char* op : {"conv", "linear", "matmul", "batch_normalization", "max_pool", "avg_pool", "softmax",
                          "reshape", "transpose", "concat", "split", "mean_reduce", "pad", "clamp"})
     EXPECT_TRUE(std::find(ops.begin(), ops.end(), op) != ops.end()) << op;
+}
+
+TEST(Nnef, FolderLoadsAndInspectListsUnsupportedInsteadOfThrowing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("nnef_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "fc");
+  {
+    std::ofstream(dir / "graph.nnef") << "version 1.0;\ngraph g( x ) -> ( y, z )\n{\n"
+                                         "    x = external(shape = [1, 2]);\n"
+                                         "    w = variable(shape = [1, 2], label = 'fc/w');\n"
+                                         "    y = mul(x, w);\n    z = floor(y);\n}\n";
+    const auto bytes = test::nnef_writer::f32({1, 2}, {2, 3});
+    std::ofstream(dir / "fc" / "w.dat", std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  EXPECT_THROW(load_nnef(dir.string()), ImportError);
+  const NnefInspection info = inspect_nnef((dir / "graph.nnef").string());
+  ASSERT_EQ(info.unsupported.size(), 1u);
+  EXPECT_EQ(info.unsupported[0].op, "floor");
+  ASSERT_EQ(info.parameters.size(), 1u);
+  EXPECT_EQ(info.parameters[0].name, "fc/w");
+  const std::string text = describe(info);
+  EXPECT_NE(text.find("x [1,2]"), std::string::npos) << text;
+  EXPECT_NE(text.find("unsupported: 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("mul 1"), std::string::npos) << text;
+  fs::remove_all(dir);
 }
 
 }  // namespace

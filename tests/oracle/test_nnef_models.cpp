@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "meganeura/nnef/nnef.hpp"
 #include "meganeura/onnx/onnx.hpp"
 #include "meganeura/reference/interpreter.hpp"
+#include "meganeura/session/session.hpp"
 #include "paths.hpp"
 
 namespace meganeura::test {

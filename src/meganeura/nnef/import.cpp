@@ -516,8 +516,12 @@ std::string lhs_names(const Expr& e) {
 }  // namespace
 }  // namespace nnef
 
-NnefModel load_nnef_text(std::string_view text, const std::string& origin, const NnefTensorSource& tensors,
-                         const NnefOptions& options) {
+namespace {
+
+// The whole lowering; what could not be lowered is left in `items` (load_nnef_text throws it, inspect_nnef
+// lists it).
+NnefModel lower(std::string_view text, const std::string& origin, const NnefTensorSource& tensors,
+                const NnefOptions& options, std::vector<ImportError::Item>& items) {
   using namespace nnef;
   const Document doc = parse(text, origin);
   if (doc.version.empty() || doc.version[0] != '1' || (doc.version.size() > 1 && doc.version[1] != '.'))
@@ -560,17 +564,30 @@ NnefModel load_nnef_text(std::string_view text, const std::string& origin, const
     outs.push_back(it->second.node);
     model.outputs.push_back({name, model.graph.node(it->second.node).shape});
   }
-  if (!ev.items.empty()) {
-    std::string msg = "[load_nnef] " + origin + ": expected operations the importer lowers, got " +
-                      std::to_string(ev.items.size()) + " it does not:";
-    for (const auto& i : ev.items) msg += "\n  " + i.op + " at '" + i.node + "': " + i.reason;
-    throw ImportError(msg, std::move(ev.items));
-  }
-  model.graph.set_outputs(outs);
+  items = std::move(ev.items);
+  if (items.empty()) model.graph.set_outputs(outs);
   return model;
 }
 
-NnefModel load_nnef(const std::string& path, const NnefOptions& options) {
+}  // namespace
+
+NnefModel load_nnef_text(std::string_view text, const std::string& origin, const NnefTensorSource& tensors,
+                         const NnefOptions& options) {
+  std::vector<ImportError::Item> items;
+  NnefModel model = lower(text, origin, tensors, options, items);
+  if (!items.empty()) {
+    std::string msg = "[load_nnef] " + origin + ": expected operations the importer lowers, got " +
+                      std::to_string(items.size()) + " it does not:";
+    for (const auto& i : items) msg += "\n  " + i.op + " at '" + i.node + "': " + i.reason;
+    throw ImportError(msg, std::move(items));
+  }
+  return model;
+}
+
+namespace {
+
+template <typename Fn>
+auto with_folder(const std::string& path, Fn fn) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path p(path);
@@ -584,8 +601,51 @@ NnefModel load_nnef(const std::string& path, const NnefOptions& options) {
     MappedFile m(f.string());
     return std::vector<std::byte>(m.bytes().begin(), m.bytes().end());
   };
-  return load_nnef_text(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                        file.string(), source, options);
+  return fn(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file.string(),
+            source);
+}
+
+}  // namespace
+
+NnefModel load_nnef(const std::string& path, const NnefOptions& options) {
+  return with_folder(path,
+                     [&](std::string_view text, const std::string& origin, const NnefTensorSource& source) {
+                       return load_nnef_text(text, origin, source, options);
+                     });
+}
+
+NnefInspection inspect_nnef(const std::string& path) {
+  return with_folder(path,
+                     [&](std::string_view text, const std::string& origin, const NnefTensorSource& source) {
+                       NnefOptions options;
+                       options.allow_missing_tensors = true;
+                       NnefInspection r;
+                       NnefModel m = lower(text, origin, source, options, r.unsupported);
+                       r.version = m.version;
+                       r.inputs = m.inputs;
+                       r.outputs = m.outputs;
+                       for (const auto& [name, values] : m.parameters)
+                         r.parameters.push_back({name, m.graph.node(*m.graph.find(name)).shape});
+                       r.op_histogram = m.op_histogram;
+                       return r;
+                     });
+}
+
+std::string describe(const NnefInspection& m) {
+  std::string s = "NNEF " + m.version + "\ninputs:\n";
+  for (const auto& i : m.inputs) s += "  " + i.name + " " + shape_str(i.shape) + "\n";
+  s += "outputs:\n";
+  for (const auto& o : m.outputs) s += "  " + o.name + " " + shape_str(o.shape) + "\n";
+  int64_t total = 0;
+  for (const auto& p : m.parameters) total += numel(p.shape);
+  s += "parameters: " + std::to_string(m.parameters.size()) + " tensors, " + std::to_string(total) +
+       " values\n";
+  for (const auto& p : m.parameters) s += "  " + p.name + " " + shape_str(p.shape) + "\n";
+  s += "operations:\n";
+  for (const auto& [op, n] : m.op_histogram) s += "  " + op + " " + std::to_string(n) + "\n";
+  s += "unsupported: " + std::to_string(m.unsupported.size()) + "\n";
+  for (const auto& i : m.unsupported) s += "  " + i.op + " at '" + i.node + "': " + i.reason + "\n";
+  return s;
 }
 
 std::vector<std::string> nnef_supported_ops() {

@@ -64,6 +64,18 @@ struct NnefTensor {
 NnefTensor read_nnef_tensor_bytes(std::span<const std::byte> bytes, const std::string& origin);
 NnefTensor read_nnef_tensor(const std::string& path);
 
+// What `meganeura inspect model.nnef` prints: the model lowered as far as it goes (missing .dat files read as
+// zeros), with every unsupported operation listed instead of thrown.
+struct NnefInspection {
+  std::string version;
+  std::vector<NnefValueInfo> inputs, outputs;
+  std::vector<NnefValueInfo> parameters;  // by label
+  std::map<std::string, size_t> op_histogram;
+  std::vector<ImportError::Item> unsupported;
+};
+NnefInspection inspect_nnef(const std::string& path);
+std::string describe(const NnefInspection& m);  // the lines `inspect` prints
+
 // Operations load_nnef lowers (primitives and standard compound fragments), sorted.
 std::vector<std::string> nnef_supported_ops();
 
