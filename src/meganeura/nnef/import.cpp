@@ -21,7 +21,6 @@ constexpr int kMaxFragmentDepth = 64;
 constexpr size_t kMaxSteps =
     4'000'000;  // evaluation steps of one file: bounds comprehensions of hostile input
 constexpr size_t kMaxArray = 1 << 20;
-constexpr int64_t kMaxMissingItems = int64_t(1) << 26;
 
 using K = Val::K;
 using Env = std::map<std::string, Val>;
@@ -319,6 +318,8 @@ class Evaluator {
       if (x.k == K::Str) return Val::logical(!x.s.empty());
     } else if (x.numeric() || x.k == K::Bool) {
       const double v = x.k == K::Bool ? (x.b ? 1.0 : 0.0) : x.num;
+      if (name == "integer" && std::fabs(v) > 9007199254740992.0)
+        fail(e.pos, "expected a value below 2^53 to convert with integer()");
       return name == "integer" ? Val::integer(std::trunc(v)) : Val::real(v);
     }
     fail(e.pos, "expected a literal to convert with " + name + "(), got " + kind_name(x.k));
@@ -462,12 +463,14 @@ class Evaluator {
     }
     std::optional<std::vector<std::byte>> bytes = L_.source(label);
     std::vector<double> values;
-    const int64_t n = numel(shape);
     if (!bytes) {
       if (!L_.options.allow_missing_tensors)
         fail(pos, "expected the tensor file '" + label + ".dat' of variable '" + L_.node + "', got none");
-      if (n > kMaxMissingItems) fail(pos, "expected a variable below 2^26 items without its file");
-      values.assign(size_t(n), 0.0);
+      // no values: a parameter without an initial value (inspect; set_parameter later), a zero constant
+      NodeId node = generic == "scalar" ? L_.g.parameter(label, shape) : L_.g.fill(0.0, shape);
+      if (generic == "scalar") L_.model.parameters.emplace_back(label, std::vector<float>{});
+      L_.variables[label] = node;
+      return Val::tensor(node);
     } else {
       NnefTensor t = read_nnef_tensor_bytes(*bytes, label + ".dat");
       if (t.value.shape != shape)

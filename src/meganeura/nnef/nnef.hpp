@@ -22,8 +22,9 @@
 namespace meganeura {
 
 struct NnefOptions {
-  // A variable whose .dat file is missing starts at zeros instead of failing the load (inspecting or
-  // fine-tuning a graph description alone). Off: a missing file is a FormatError naming it.
+  // A variable whose .dat file is missing becomes a parameter without an initial value (its entry in
+  // NnefModel::parameters is empty: set it before running) instead of failing the load, so a graph
+  // description alone can be inspected or trained from scratch. Off: a missing file is a FormatError.
   bool allow_missing_tensors = false;
 };
 
@@ -36,7 +37,8 @@ struct NnefModel {
   Graph graph;
   std::vector<NnefValueInfo> inputs;   // the graph's `external` tensors, in the graph's input order
   std::vector<NnefValueInfo> outputs;  // graph.outputs() holds their nodes
-  // The initial value of every parameter (float variable) the graph uses, by its label.
+  // The initial value of every parameter (float variable) the graph uses, by its label (empty for a
+  // variable without its file under allow_missing_tensors).
   std::vector<std::pair<std::string, std::vector<float>>> parameters;
   std::string version;
   std::vector<std::string> extensions;

@@ -368,6 +368,7 @@ Val pool(Args& a, bool max) {
   if (!padded || border == "constant") return T(y);
   // 'ignore': the mean over the cells inside the input only
   const Shape ys = g.node(y).shape;
+  if (ys[2] * ys[3] > (int64_t(1) << 24)) a.unsupported("expected at most 2^24 output cells for border 'ignore'");
   std::vector<float> scale(size_t(ys[2] * ys[3]));
   for (int64_t oh = 0; oh < ys[2]; ++oh)
     for (int64_t ow = 0; ow < ys[3]; ++ow) {
@@ -418,8 +419,8 @@ Val reshape(Args& a) {
     } else if (shape[i] < 0 || shape[i] >= (int64_t(1) << 31)) {
       a.unsupported("expected extents in [-1, 2^31)");
     } else {
+      if (double(known) * double(shape[i]) >= double(int64_t(1) << 40)) a.unsupported("expected fewer than 2^40 items");
       known *= shape[i];
-      if (known > (int64_t(1) << 40)) a.unsupported("expected fewer than 2^40 items");
     }
   }
   if (infer >= 0) {
@@ -557,6 +558,9 @@ Val tile(Args& a) {
   NodeId x = a.tensor("input");
   const std::vector<int64_t> reps = a.ints("repeats");
   if (reps.size() != g.node(x).shape.size()) a.unsupported("expected one repeat count per axis");
+  double total = double(numel(g.node(x).shape));
+  for (int64_t r : reps) total *= double(r);
+  if (total >= double(int64_t(1) << 40)) a.unsupported("expected a result of fewer than 2^40 items");
   for (size_t ax = 0; ax < reps.size(); ++ax) {
     if (reps[ax] < 1 || reps[ax] > 1024) a.unsupported("expected repeat counts in [1, 1024]");
     if (reps[ax] > 1) x = g.concat(std::vector<NodeId>(size_t(reps[ax]), x), int64_t(ax));
