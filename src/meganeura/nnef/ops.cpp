@@ -368,7 +368,8 @@ Val pool(Args& a, bool max) {
   if (!padded || border == "constant") return T(y);
   // 'ignore': the mean over the cells inside the input only
   const Shape ys = g.node(y).shape;
-  if (ys[2] * ys[3] > (int64_t(1) << 24)) a.unsupported("expected at most 2^24 output cells for border 'ignore'");
+  if (ys[2] * ys[3] > (int64_t(1) << 24))
+    a.unsupported("expected at most 2^24 output cells for border 'ignore'");
   std::vector<float> scale(size_t(ys[2] * ys[3]));
   for (int64_t oh = 0; oh < ys[2]; ++oh)
     for (int64_t ow = 0; ow < ys[3]; ++ow) {
@@ -419,7 +420,8 @@ Val reshape(Args& a) {
     } else if (shape[i] < 0 || shape[i] >= (int64_t(1) << 31)) {
       a.unsupported("expected extents in [-1, 2^31)");
     } else {
-      if (double(known) * double(shape[i]) >= double(int64_t(1) << 40)) a.unsupported("expected fewer than 2^40 items");
+      if (double(known) * double(shape[i]) >= double(int64_t(1) << 40))
+        a.unsupported("expected fewer than 2^40 items");
       known *= shape[i];
     }
   }
