@@ -23,7 +23,7 @@ const std::vector<std::string> kStageOrder = {
     "core",    "quant",  "tokenizer", "hub",      "distributed", "ir",       "formats",
     "config",  "ops",    "reference", "autodiff", "rewrite",     "schedule", "plan",
     "runtime", "shader", "kernels",   "codegen",  "session",     "eager",    "nn",
-    "data",    "train",  "models",    "onnx",
+    "data",    "train",  "models",    "onnx",     "nnef",
 };
 
 // The top folder under src/meganeura of a path relative to it ("" for a file at the top, meganeura.hpp).
