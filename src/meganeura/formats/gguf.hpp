@@ -178,4 +178,11 @@ struct Contents {
 std::vector<uint8_t> serialize(const Contents& c);
 void write_gguf(const std::string& path, const Contents& c);
 
+// `f`'s contents with every matrix (two or more dimensions, rows a whole number of `to`'s blocks) converted
+// to `to` through f32: dequantized exactly, then quantized with quant::quantize. Vectors (norms, biases) and
+// matrices whose rows are not whole blocks keep their type. general.file_type, which would name the old
+// type, is dropped (llama.cpp infers it from the tensors). For benchmarks and oracles: a Q4_1 file made Q8_0
+// this way has Q4_1's accuracy in Q8_0's layout.
+Contents requantize(const File& f, quant::Type to);
+
 }  // namespace meganeura::gguf

@@ -1,0 +1,121 @@
+// A GGUF file through load_gguf, timed the way llama-bench times llama.cpp (issue 24 item 7; the llama.cpp
+// twin is scripts/llamacpp_oracle.c's `bench` mode, both run by scripts/device/llamacpp.sh):
+//   bench_gguf run MODEL.gguf [--pp 512] [--tg 128] [--reps 5]
+//       prompt processing: one prefill of PP tokens (logits of the last one only, as llama_batch_get_one);
+//       generation: TG decode steps at batch 1, each reading the vocabulary's logits back to the host
+//       (llama.cpp copies them out of every llama_decode too). REPS timed runs after one warm-up; one JSON
+//       line each figure with the median, min and max tokens/s.
+//   bench_gguf requantize IN.gguf OUT.gguf TYPE
+//       every matrix of IN re-encoded as TYPE (F32, F16, BF16, Q8_0, Q4_0, ...) by gguf::requantize: the
+//       speed of a type, not its accuracy (a Q4_1 file made Q8_0 keeps Q4_1's values).
+#include <strings.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "meganeura/core/error.hpp"
+#include "meganeura/formats/gguf.hpp"
+#include "meganeura/models/gguf_model.hpp"
+#include "meganeura/session/session.hpp"
+
+using namespace meganeura;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+quant::Type type_named(const std::string& name) {
+  for (const quant::TypeInfo& t : quant::kTypes)
+    if (strcasecmp(t.name, name.c_str()) == 0) return t.type;
+  throw ConfigError(
+      "[bench_gguf] expected a type F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K, got " +
+      name);
+}
+
+void print(const char* what, const std::string& model, int n, std::vector<double> rate) {
+  std::sort(rate.begin(), rate.end());
+  std::printf(
+      "{\"bench\":\"%s\",\"model\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f,\"min\":%.1f,\"max\":%.1f,"
+      "\"runs\":%zu}\n",
+      what, model.c_str(), n, rate[rate.size() / 2], rate.front(), rate.back(), rate.size());
+  std::fflush(stdout);
+}
+
+int run(const std::string& path, int pp, int tg, int reps) {
+  const models::LanguageModel m = models::load_gguf(path);
+  models::LlamaConfig c = m.config;
+  c.max_context = pp + tg + 8;
+  SessionConfig cfg = SessionConfig::from_env();
+  cfg.training = false;
+  cfg.optimizer.kind = OptimizerKind::None;
+  cfg.frames_in_flight = 1;
+  Session prefill = build(models::build_llama(c, 1, pp).graph, cfg);
+  Session decode = build(models::build_llama(c, 1, 1).graph, cfg, prefill);
+  for (const auto& w : m.weights) prefill.set_parameter_bytes(w.name, w.bytes);
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+
+  std::vector<int32_t> tokens(static_cast<size_t>(pp));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919 + 13) % size_t(c.vocab));
+  prefill.set_input("tokens", tokens);
+  prefill.set_input("start", std::vector<int32_t>{0});
+  prefill.set_input("last", std::vector<int32_t>{pp - 1});
+  std::vector<double> rate;
+  for (int r = -1; r < reps; ++r) {
+    const double t0 = now_s();
+    prefill.run();
+    const std::vector<float> logits = prefill.read_output("logits");
+    if (r >= 0) rate.push_back(pp / (now_s() - t0));
+  }
+  print("pp", name, pp, rate);
+
+  rate.clear();
+  decode.set_input("last", std::vector<int32_t>{0});
+  for (int r = -1; r < reps; ++r) {
+    const double t0 = now_s();
+    for (int k = 0; k < tg; ++k) {
+      decode.set_input("tokens", std::vector<int32_t>{tokens[size_t(k) % tokens.size()]});
+      decode.set_input("start", std::vector<int32_t>{k});
+      decode.run();
+      const std::vector<float> logits = decode.read_output("logits");
+    }
+    if (r >= 0) rate.push_back(tg / (now_s() - t0));
+  }
+  print("tg", name, tg, rate);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::vector<std::string> a(argv + 1, argv + argc);
+  if (a.size() == 4 && a[0] == "requantize") {
+    const gguf::File in = gguf::File::open(a[1]);
+    gguf::write_gguf(a[2], gguf::requantize(in, type_named(a[3])));
+    std::printf("bench_gguf: %s -> %s (%s)\n", a[1].c_str(), a[2].c_str(), a[3].c_str());
+    return 0;
+  }
+  if (a.size() >= 2 && a[0] == "run") {
+    int pp = 512, tg = 128, reps = 5;
+    for (size_t i = 2; i < a.size(); ++i) {
+      if (i + 1 >= a.size()) throw ConfigError("[bench_gguf] expected a value after " + a[i]);
+      int* dst = a[i] == "--pp" ? &pp : a[i] == "--tg" ? &tg : a[i] == "--reps" ? &reps : nullptr;
+      if (!dst) throw ConfigError("[bench_gguf] unknown option " + a[i]);
+      *dst = std::stoi(a[++i]);
+    }
+    if (pp < 1 || tg < 1 || reps < 1) throw ConfigError("[bench_gguf] expected --pp, --tg and --reps >= 1");
+    return run(a[1], pp, tg, reps);
+  }
+  std::fprintf(stderr,
+               "usage: bench_gguf run MODEL.gguf [--pp 512] [--tg 128] [--reps 5] | bench_gguf requantize IN "
+               "OUT TYPE\n");
+  return 2;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}
