@@ -512,8 +512,24 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
     case MatmulTier::Gemv:
-      pass.source.glsl = glsl::gemv(pe, block_code(s));
-      pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
+      if (pe.products.empty()) {
+        pass.source.glsl = glsl::gemv(pe, block_code(s));
+        pass.grid[0] = ceil_div(s.n, s.trans_b ? 8 : 64);
+      } else {  // several weights of one A (MatmulEpilogue::products): the grid covers the widest
+        if (!s.trans_b || s.trans_a)
+          throw ConfigError("[kernels::select_matmul] expected x·Wᵀ for a GEMV of several weights");
+        std::string blocks = block_code(s);
+        uint32_t n = s.n;
+        for (size_t j = 0; j < pe.products.size(); ++j) {
+          if (is_block_load(s.load_b))
+            blocks += quant::glsl_dequantize(block_type(s.load_b), "e" + std::to_string(j) + "w",
+                                             "mnq_e" + std::to_string(j));
+          n = std::max(n, pe.products[j].n);
+        }
+        pass.source.glsl = glsl::gemv_multi(pe, blocks);
+        pass.grid[0] = ceil_div(n, 8);
+        label += ".x" + std::to_string(pe.products.size() + 1);
+      }
       break;
     case MatmulTier::Scalar: {
       const uint32_t t = variant.tile;

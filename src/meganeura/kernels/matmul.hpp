@@ -97,6 +97,17 @@ struct MatmulEpilogue {
   std::string operand_decls;
   std::string c_type = "float";
   std::string store;
+  // GEMV with B transposed only: further products of the same A, each over its own weight (the load and K of
+  // B, `n` rows), computed in the same pass over A (glsl::gemv_multi). Product j's weight is the next binding
+  // from 3 on, followed by its output (f32, [M, n]) when `stored`; an unstored product's value is in the
+  // global `mm_extra<j>` (declared in decls) when epilogue() runs for the same row and column. Epilogue
+  // buffers follow (buffer_decls / extra_buffers count these bindings too); the grid covers the widest
+  // product.
+  struct GemvProduct {
+    uint32_t n = 0;
+    bool stored = false;
+  };
+  std::vector<GemvProduct> products;
 };
 
 // Block tile of the cooperative tiers: BM x BN outputs per workgroup of warps_m x warps_n subgroups (4, 8 or
@@ -185,7 +196,7 @@ struct MatmulPass {
   bool rewrite_to_khr = false;           // CoopMatKHR: compile, validate, then rewrite the SPIR-V
   std::vector<uint32_t> spec_constants;  // empty: tile sizes size shared arrays and unrolled loops, so they
                                          // are defines (part of the shader cache key)
-  uint32_t num_buffers = 3;  // A, B, C, then the epilogue's (see the binding list above)
+  uint32_t num_buffers = 3;              // A, B, C, then the epilogue's (see the binding list above)
   uint32_t push_constant_bytes = sizeof(MatmulPush);
   MatmulPush push{};
   uint32_t grid[3] = {1, 1, 1};         // workgroups: x over N (or M,N tiles), y over M, z over the batch

@@ -53,7 +53,9 @@ layout(push_constant) uniform Push { uint M, N, K, lda, ldb, ldc, sa, sb, sc; } 
   if (!ep.buffer_decls.empty()) {
     s += ep.buffer_decls;
   } else {
-    for (unsigned i = 0; i < ep.extra_buffers; ++i) {
+    unsigned taken = 0;  // gemv_multi's product bindings come first and are declared by the template
+    for (const MatmulEpilogue::GemvProduct& pr : ep.products) taken += pr.stored ? 2 : 1;
+    for (unsigned i = taken; i < ep.extra_buffers; ++i) {
       const std::string n = std::to_string(i);
       s += "layout(std430, set = 0, binding = " + std::to_string(3 + i) + ") readonly buffer BufE" + n +
            " { float e" + n + "[]; };\n";
@@ -747,6 +749,102 @@ void main() {
 std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + kScalarInputs + blocks + kScalarAccess + kGemv;
 }
+namespace {
+
+// The buffers of gemv_multi's further products (bindings from 3, each weight read like B).
+std::string product_buffers(const MatmulEpilogue& ep) {
+  std::string s;
+  uint32_t binding = 3;
+  for (size_t j = 0; j < ep.products.size(); ++j) {
+    const std::string w = "e" + std::to_string(j) + "w", b = std::to_string(binding++);
+    s += "#if B_LOAD == 0\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w +
+         " { ELEM " + w + "[]; };\n#define E" + std::to_string(j) + "_VALUE(i) to_in(" + w + "[i])\n";
+    s += "#elif B_LOAD >= 3\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w +
+         " { uint " + w + "[]; };\n";
+    s += "#else\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w + " { uint16_t " + w +
+         "[]; };\n#if B_LOAD == 1\n#define E" + std::to_string(j) + "_VALUE(i) to_in(mm_half_value(uint(" +
+         w + "[i])))\n#else\n#define E" + std::to_string(j) + "_VALUE(i) to_in(uintBitsToFloat(uint(" + w +
+         "[i]) << 16u))\n#endif\n#endif\n";
+    if (ep.products[j].stored)
+      s += "layout(std430, set = 0, binding = " + std::to_string(binding++) + ") buffer BufE" +
+           std::to_string(j) + "c { float e" + std::to_string(j) + "c[]; };\n";
+  }
+  return s;
+}
+
+// main() of gemv_multi: kGemv's layout (8 columns x 32 K slices, TRANS_B) with one accumulator set per
+// product; the partial sums go through one shared array, a product at a time. Each reducing thread owns the
+// same (row, column) in every phase, so an unstored product's value is in its mm_extra<j> when the core's
+// epilogue runs.
+std::string gemv_multi_main(const MatmulEpilogue& ep) {
+  const size_t P = ep.products.size();
+  auto J = [](size_t j) { return std::to_string(j); };
+  std::string s = R"(
+const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;
+shared float red[MMAX * 256u];
+void main() {
+  const uint tid = gl_LocalInvocationIndex, nl = tid / GEMV_KS, ks = tid % GEMV_KS;
+  const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
+  const uint abase = a_base(batch), bbase = b_base(batch);
+  float acc[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+)";
+  for (size_t j = 0; j < P; ++j)
+    s += "  float acc" + J(j) + "[MMAX];\n  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
+         "[i] = 0.0;\n";
+  s += "#if B_LOAD >= 3\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    float bv[8];\n";
+  s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
+       "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
+       "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += A_at(abase, i, g + q) * to_in(bv[q]);\n"
+       "        acc[i] += t;\n      }\n    }\n";
+  for (size_t j = 0; j < P; ++j)
+    s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      mnq_e" + J(j) +
+         "_8(n * p.ldb + g, bv);\n"
+         "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
+         "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += A_at(abase, i, g + q) * to_in(bv[q]);\n"
+         "        acc" +
+         J(j) + "[i] += t;\n      }\n    }\n";
+  s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
+       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? A_at(abase, i, k) : 0.0;\n"
+       "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
+       "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
+  for (size_t j = 0; j < P; ++j)
+    s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      const float bv = E" + J(j) +
+         "_VALUE(n * p.ldb + k);\n      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
+         "[i] += x[i] * bv;\n    }\n";
+  s += "  }\n#endif\n";
+  // One phase per product (the core last): partial sums into red, then one thread per (row, column) sums
+  // them.
+  const uint32_t nt = 8, mmax = 8;
+  (void)nt;
+  (void)mmax;
+  auto phase = [&](const std::string& accv, const std::string& n, const std::string& use) {
+    return "  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = " + accv +
+           "[i];\n  barrier();\n"
+           "  if (tid < GEMV_NT * MMAX) {\n    const uint col = tid % GEMV_NT, row = tid / GEMV_NT;\n"
+           "    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n    if (row < p.M && gn < " +
+           n +
+           ") {\n      float s = 0.0;\n"
+           "      for (uint q = 0u; q < GEMV_KS; ++q) s += red[row * 256u + col * GEMV_KS + q];\n      " +
+           use + "\n    }\n  }\n  barrier();\n";
+  };
+  for (size_t j = 0; j < P; ++j) {
+    const std::string n = std::to_string(ep.products[j].n) + "u";
+    s += phase("acc" + J(j), n,
+               ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
+                                     : "mm_extra" + J(j) + " = s;");
+  }
+  s += phase("acc", "p.N", "STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));");
+  return s + "}\n";
+}
+
+}  // namespace
+
+std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + kScalarInputs + product_buffers(epilogue) + blocks + kScalarAccess +
+         gemv_multi_main(epilogue);
+}
+
 std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + kScalarInputs + blocks + kScalarAccess + kSplit + kScalar;
 }

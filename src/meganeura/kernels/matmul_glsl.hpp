@@ -12,6 +12,9 @@ namespace meganeura::kernels::glsl {
 // `blocks`: the dequantizing loads of block-quantized operands (A_LOAD / B_LOAD >= 3): GLSL defining
 // float mnq_a(uint i) over `a`, float mnq_b(uint i) and void mnq_b_8(uint i, out float v[8]) over `b`.
 std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks = "");
+// GEMV over several weights of one A (MatmulEpilogue::products; TRANS_B): `blocks` also defines mnq_e<j>_8
+// over `e<j>w` for each product when B is block-quantized.
+std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks = "");
 std::string scalar(const MatmulEpilogue& epilogue,
                    const std::string& blocks = "");  // BT x BT tile, BT = 128 or 64
 std::string scalar_small(const MatmulEpilogue& epilogue,
