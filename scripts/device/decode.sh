@@ -14,8 +14,8 @@ mkdir -p "$out"
 here=$(dirname "$0")
 bin=${BIN:-build/bin}
 export PYTHONUNBUFFERED=1
-dtypes=${DTYPES:-f32 f16 q8_0 q4_1}
-torch_dtypes=${TORCH_DTYPES:-float32 float16}
+dtypes=${DTYPES-f32 f16 q8_0 q4_1}
+torch_dtypes=${TORCH_DTYPES-float32 float16}
 args=${DECODE_ARGS:---steps 64}
 [ -n "${QUICK:-}" ] && args="--tiny --steps 2 --prompt 8 --context 64 --batches 1,2"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$out/gpu.txt"

@@ -133,7 +133,10 @@ void emit_matmul(Emitter& e) {
   // region binds from 3 on.
   // A Fill has no storage: the template returns its literal (scalar and GEMV tiers) and the binding holds
   // the root's buffer, never read.
-  e.bind_value_unshared(a_fill ? e.k.root : a, false);
+  // An RMSNorm fused as A's prologue (schedule.cpp, GEMV passes of several products): A binds the rows it
+  // normalises; the template sums their squares and reads the norm weight through mn_norm_w.
+  const bool a_norm = e.k.fused(a) && e.g.node(a).op == Op::RmsNorm;
+  e.bind_value_unshared(a_fill ? e.k.root : a_norm ? e.g.node(a).inputs[0] : a, false);
   e.bind_value_unshared(b_fill ? e.k.root : bnode, false);
   // With a fused update C is the parameter, and each element of the product goes into its update.
   e.bind_value_unshared(e.k.update.valid() ? e.k.update : e.k.root, true);
@@ -161,6 +164,13 @@ void emit_matmul(Emitter& e) {
     ep.products.push_back({uint32_t(e.g.node(products[j]).shape.back()), stored});
   }
   e.dedup_from = uint32_t(e.out.bindings.size());
+  if (a_norm) {
+    if (ep.products.empty())
+      throw GraphError("[codegen] expected a fused RMSNorm only in a GEMV pass of several products at " + at);
+    const std::string w = e.load(e.g.node(a).inputs[1], "k");
+    e.decls += "#define A_RMSNORM 1\n#define A_RMS_EPS " + float_lit(e.g.node(a).attrs.reals.at(0)) +
+               "\nfloat mn_norm_w(uint k) { return " + w + "; }\n";
+  }
   ep.c_type = glsl_storage_type(root_type);
   if (e.k.root != e.k.core || !e.k.epilogue.empty()) {
     const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);

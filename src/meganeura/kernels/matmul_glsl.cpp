@@ -779,13 +779,42 @@ std::string product_buffers(const MatmulEpilogue& ep) {
 std::string gemv_multi_main(const MatmulEpilogue& ep) {
   const size_t P = ep.products.size();
   auto J = [](size_t j) { return std::to_string(j); };
+  // A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and
+  // mn_norm_w): A's rows are the norm's input; a first pass sums each row's squares into rn (1 / rms),
+  // products read x·w and each sum is scaled by its row's rn.
   std::string s = R"(
 const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;
 shared float red[MMAX * 256u];
+#ifndef A_RMSNORM
+#define A_RMSNORM 0
+#endif
+#if A_RMSNORM
+shared float rn[MMAX];
+float X_at(uint base, uint m, uint k) { return A_at(base, m, k) * mn_norm_w(k); }
+#else
+float X_at(uint base, uint m, uint k) { return A_at(base, m, k); }
+#endif
 void main() {
   const uint tid = gl_LocalInvocationIndex, nl = tid / GEMV_KS, ks = tid % GEMV_KS;
   const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
   const uint abase = a_base(batch), bbase = b_base(batch);
+#if A_RMSNORM
+  {
+    float sq[MMAX];
+    [[unroll]] for (uint i = 0u; i < MMAX; ++i) sq[i] = 0.0;
+    for (uint k = tid; k < p.K; k += 256u) {
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float x = A_at(abase, i, k); sq[i] += x * x; }
+    }
+    [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = sq[i];
+    barrier();
+    if (tid < MMAX) {
+      float t = 0.0;
+      for (uint q = 0u; q < 256u; ++q) t += red[tid * 256u + q];
+      rn[tid] = inversesqrt(t / float(p.K) + A_RMS_EPS);
+    }
+    barrier();
+  }
+#endif
   float acc[MMAX];
   [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
 )";
@@ -795,17 +824,17 @@ void main() {
   s += "#if B_LOAD >= 3\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    float bv[8];\n";
   s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
-       "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += A_at(abase, i, g + q) * to_in(bv[q]);\n"
+       "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
        "        acc[i] += t;\n      }\n    }\n";
   for (size_t j = 0; j < P; ++j)
     s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      mnq_e" + J(j) +
          "_8(n * p.ldb + g, bv);\n"
          "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
-         "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += A_at(abase, i, g + q) * to_in(bv[q]);\n"
+         "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
          "        acc" +
          J(j) + "[i] += t;\n      }\n    }\n";
   s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
-       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? A_at(abase, i, k) : 0.0;\n"
+       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? X_at(abase, i, k) : 0.0;\n"
        "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
   for (size_t j = 0; j < P; ++j)
@@ -825,7 +854,8 @@ void main() {
            "    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n    if (row < p.M && gn < " +
            n +
            ") {\n      float s = 0.0;\n"
-           "      for (uint q = 0u; q < GEMV_KS; ++q) s += red[row * 256u + col * GEMV_KS + q];\n      " +
+           "      for (uint q = 0u; q < GEMV_KS; ++q) s += red[row * 256u + col * GEMV_KS + q];\n"
+           "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
            use + "\n    }\n  }\n  barrier();\n";
   };
   for (size_t j = 0; j < P; ++j) {

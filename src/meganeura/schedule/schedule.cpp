@@ -269,6 +269,28 @@ struct Builder {
     }
   }
 
+  // The RMSNorm producing the A of a GEMV pass of several products (twin or siblings: the Q/K/V and gate/up
+  // passes), when nothing else reads it, joins that kernel's prologue: each workgroup sums the squares of the
+  // rows it reads anyway, so the normalised rows are never stored (glsl::gemv_multi's A_RMSNORM).
+  void fuse_norm_prologue(int k) {
+    Kernel& K = kg.kernels[size_t(k)];
+    if (!opt.fuse || opt.keep_intermediates || !K.core.valid() || g.node(K.core).op != Op::MatMul ||
+        (!K.twin.valid() && K.siblings.empty()))
+      return;
+    const NodeId a = g.node(K.core).inputs[0];
+    const Node& an = g.node(a);
+    if (an.op != Op::RmsNorm || is_root[a.v] || forced[a.v] || owner[a.v] >= 0 || an.dtype != DType::F32 ||
+        g.node(an.inputs[0]).dtype != DType::F32 || g.node(an.inputs[0]).op == Op::Fill)
+      return;
+    for (NodeId c : consumers[a.v])
+      if (owner[c.v] != k || g.node(c).op != Op::MatMul || g.node(c).inputs[1] == a) return;
+    check_supported(a);
+    owner[a.v] = k;
+    region[a.v] = Pro;
+    K.prologue.push_back(a);
+    std::sort(K.prologue.begin(), K.prologue.end());
+  }
+
   // A Rope that only kernel k reads (a forward attention's queries, a cache write's keys) is computed inside
   // it, so a decode step never stores rotated queries or keys (codegen: rope_function).
   void fuse_rope_operand(int k, NodeId operand) {
@@ -374,6 +396,7 @@ struct Builder {
       grow(int(kg.kernels.size()) - 1);
       if (nd.op == Op::WriteSlice) fuse_rope_operand(int(kg.kernels.size()) - 1, nd.inputs[1]);
       group_gemv(int(kg.kernels.size()) - 1);
+      fuse_norm_prologue(int(kg.kernels.size()) - 1);
       Kernel& K = kg.kernels.back();
       if (K.core.valid()) K.arch = archetype_of(op_class(g.node(K.core).op));
     }
