@@ -2,10 +2,15 @@
 # Issue 22 item 8 in one device call: bench_decode (SmolLM2-135M configuration, random weights: prefill of a
 # 128-token prompt, decode at batch 1 and 16, dispatches a step) in f32, f16, q8_0 and q4_1, and
 # decode_torch.py (transformers LlamaForCausalLM, same config: eager and static cache + torch.compile) in
-# float32 and float16, then the side-by-side table (decode_table.py). From the project root, after
-# scripts/device/stage-loader.sh and a Release, stripped build of bench_decode copied to .stage/bin:
+# float32 and float16, then the side-by-side table (decode_table.py). Staging, from the project root here:
+#   scripts/device/stage-loader.sh                       # .gl: the Vulkan loader and glvnd for the NVIDIA ICD
+#   scripts/build.sh --target bench_decode               # Release (static libstdc++, shaderc combined)
+#   grep -qx '/.stage/' .git/info/exclude || echo '/.stage/' >> .git/info/exclude
+#   mkdir -p .stage/bin && strip -o .stage/bin/bench_decode build/bin/bench_decode    # about 11 MB
+# there:
 #   run(command: "source .gl/prelude.sh && BIN=.stage/bin bash scripts/device/decode.sh",
-#       carry: [".gl", ".stage"])
+#       carry: [".gl", ".stage"], timeout_s: 600)
+# If it runs past 600 s, split it: TORCH_DTYPES=float32 in one call, DTYPES= TORCH_DTYPES=float16 in the next.
 # Raw JSON lines and logs go to $OUT; DTYPES / TORCH_DTYPES / DECODE_ARGS narrow or extend a run; QUICK=1 is a
 # lavapipe smoke test (bench_decode --tiny, 2 steps; no torch without CUDA).
 set -uo pipefail
