@@ -2,8 +2,8 @@
 // and decode tokens/s at batch 1 and 16 (prefill and decode sessions sharing weights and KV cache), plus the
 // dispatches and barriers of one decode step. One JSON line per figure. The PyTorch twin is
 // scripts/device/decode_torch.py (transformers LlamaForCausalLM, same config).
-//   bench_decode [--dtype f32|f16|bf16] [--context 512] [--prompt 128] [--steps 64] [--batches 1,16]
-//   bench_decode --tiny   (a small config: the lavapipe smoke test); --profile adds per-family times
+//   bench_decode [--dtype f32|f16|bf16|q8_0|q4_1|q4_0] [--context 512] [--prompt 128] [--steps 64] [--batches
+//   1,16] bench_decode --tiny   (a small config: the lavapipe smoke test); --profile adds per-family times
 // Decode steps feed a fixed token each (no sampling on the host): the figure is the step's own cost.
 #include <algorithm>
 #include <chrono>
@@ -45,9 +45,13 @@ Args parse(int argc, char** argv) {
       const std::string v = next();
       a.dtype = v == "f16"    ? DType::F16
                 : v == "bf16" ? DType::BF16
+                : v == "q8_0" ? DType::Q8_0
+                : v == "q4_1" ? DType::Q4_1
+                : v == "q4_0" ? DType::Q4_0
                 : v == "f32"
                     ? DType::F32
-                    : throw ConfigError("[bench_decode] expected --dtype f32, f16 or bf16, got " + v);
+                    : throw ConfigError(
+                          "[bench_decode] expected --dtype f32, f16, bf16, q8_0, q4_1 or q4_0, got " + v);
     } else if (k == "--context")
       a.context = std::stoll(next());
     else if (k == "--prompt")
@@ -88,6 +92,12 @@ int main(int argc, char** argv) try {
   }
   c.max_context = a.context;
   c.weight_dtype = a.dtype;
+  // Block-quantized runs store every matrix (embedding and tied head included) in the block type, quantized
+  // on the host by the project's quantizers (Session::set_parameter); norm weights stay f32, as GGUF files
+  // keep them.
+  if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16)
+    for (const auto& [name, shape] : models::llama_parameters(c))
+      if (shape.size() == 1) c.tensor_dtypes[name] = DType::F32;
   SessionConfig cfg = SessionConfig::from_env();
   cfg.training = false;
   cfg.optimizer.kind = OptimizerKind::None;

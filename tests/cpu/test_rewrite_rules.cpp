@@ -170,6 +170,22 @@ TEST_P(Rules, PermuteFolding) {
   EXPECT_GE(fired(rep, "permute_permute"), 2);
 }
 
+// Moving only axes of size 1 keeps the layout: the permute becomes a reshape (no kernel). A permute that
+// reorders two axes of size > 1 stays.
+TEST_P(Rules, PermuteOfUnitAxesIsAReshape) {
+  Graph g;
+  NodeId x = g.input("x", {2, 1, 3, 4});
+  NodeId heads = g.permute(x, {0, 2, 1, 3});  // [2, 3, 1, 4]: the layout of x
+  NodeId swap = g.permute(x, {0, 1, 3, 2});   // [2, 1, 4, 3]: a real transpose
+  g.set_outputs({g.exp(heads), g.exp(swap)});
+  auto r = run(g);
+  const Node& h = r.graph.node(out(r, 0).inputs[0]);
+  EXPECT_EQ(h.op, Op::Reshape);
+  EXPECT_EQ(h.shape, (Shape{2, 3, 1, 4}));
+  EXPECT_EQ(r.graph.node(out(r, 1).inputs[0]).op, Op::Permute);
+  EXPECT_EQ(fired(rep, "permute_unit_axes"), 1);
+}
+
 TEST_P(Rules, MatMulTransposedOperandsBecomeFlags) {
   Graph g;
   NodeId a = g.input("a", {4, 3}), b = g.input("b", {5, 4});

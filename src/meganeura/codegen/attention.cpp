@@ -53,6 +53,18 @@ AttnKernel attention_outputs(const Emitter& e) {
   return a;
 }
 
+// The query at flat offset `off`: a load, or the rotation of a Rope fused into the kernel (schedule.cpp fuses
+// a query's RoPE that only this forward kernel reads, so the rotated queries are never stored).
+std::string query_load(Emitter& e, NodeId q, const std::string& off) {
+  if (!e.k.fused(q))
+    return e.g.node(q).op == Op::Fill ? float_lit(e.g.node(q).attrs.reals.at(0)) : e.load(q, off);
+  if (e.decls.find("mn_rope_query(") == std::string::npos) {
+    const std::string fn = rope_function(e, q, "mn_rope_query");
+    e.decls += fn;
+  }
+  return "mn_rope_query(" + off + ")";
+}
+
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
 
 // Floats of shared memory each kernel needs for square tiles of `t`.
@@ -201,15 +213,17 @@ bool emit_attention_rows(Emitter& e) {
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
        "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
        "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
-  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " + ld(q, "(bh * AT_S + i) * AT_D + x") +
-       ";\n  barrier();\n";
+  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " +
+       query_load(e, q, "(bh * AT_S + i) * AT_D + x") + ";\n  barrier();\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask).
   m += causal ? "  uint kend = uint(clamp(int(i) + " + ilit(T - S + 1) + ", 0, int(AT_T)));\n"
               : "  uint kend = AT_T;\n";
-  m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float s = 0.0;\n"
+  // A key the mask hides (-inf: cache rows past a sequence's length in decode) is skipped before its K row is
+  // read, and its V row is never read: a step reads only the valid part of the cache.
+  m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float mk = " + mask_term +
+       ";\n    if (mk == AT_NEG_INF) { p_s[j] = AT_NEG_INF; continue; }\n    float s = 0.0;\n"
        "    for (uint x = 0u; x < AT_D; ++x) s += q_s[x] * ldK(kbase + j * AT_D + x);\n"
-       "    s = s * AT_SCALE + " +
-       mask_term + ";\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
+       "    s = s * AT_SCALE + mk;\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
   m += "  mx = reduce_max(mx);\n";
   m += "  float sum = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
        "    float p = mx == AT_NEG_INF ? 0.0 : exp(p_s[j] - mx);\n    p_s[j] = p;\n    sum += p;\n  }\n";
@@ -217,8 +231,8 @@ bool emit_attention_rows(Emitter& e) {
   if (out.out.valid()) {
     m += "  for (uint e = tid; e < AT_PARTS * AT_DV; e += AT_WG) {\n    uint part = e / AT_DV, dd = e % "
          "AT_DV;\n"
-         "    float a = 0.0;\n    for (uint j = part; j < kend; j += AT_PARTS) a += p_s[j] * ldV(vbase + j * "
-         "AT_DV + dd);\n"
+         "    float a = 0.0;\n    for (uint j = part; j < kend; j += AT_PARTS)\n"
+         "      if (p_s[j] != 0.0) a += p_s[j] * ldV(vbase + j * AT_DV + dd);\n"
          "    acc_s[e] = a;\n  }\n  barrier();\n";
     m += "  for (uint dd = tid; dd < AT_DV; dd += AT_WG) {\n    float a = 0.0;\n"
          "    for (uint part = 0u; part < AT_PARTS; ++part) a += acc_s[part * AT_DV + dd];\n    " +
@@ -265,7 +279,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
   d += "bool visible(uint i, uint j) { return j < AT_T" +
        (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
-  d += "float ldQ(uint o) { return " + ld(q, "o") + "; }\n";
+  d += "float ldQ(uint o) { return " + query_load(e, q, "o") + "; }\n";
   d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
   d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
   // The additive mask broadcast from [B, HQ, S, T].

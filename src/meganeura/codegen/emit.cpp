@@ -134,6 +134,7 @@ uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
 std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
   if (g.node(n).op == Op::Fill) return fill_lit(g.node(n));
+  if (auto it = computed.find(n); it != computed.end()) return it->second;
   uint32_t b = bind_value(n, false);
   const DType dt = g.node(kg.storage_of(n)).dtype;
   if (is_quantized(dt)) {  // GGUF blocks as words, dequantized element by element (quant/glsl.hpp)

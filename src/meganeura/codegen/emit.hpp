@@ -1,6 +1,7 @@
 #pragma once
 // Internal helpers shared by the archetype templates: buffer bindings, index arithmetic with baked
 // shapes, and fused pointwise regions emitted as GLSL functions.
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct Emitter {
   uint32_t dedup_from = 0;  // bind_value shares bindings from this index on (the matmul keeps 0..2 its own)
   bool update_emitted = false;  // store() of a fused update's root has declared mn_update
   KernelVariant variant;        // the tuner's choices for this kernel (default: the heuristic)
+  // Values the kernel computes itself and hands to its epilogue by name (a matmul's twin product, see
+  // Kernel::twin): load() returns the expression instead of reading storage. Same index space as the root.
+  std::map<NodeId, std::string> computed;
 
   // Threads per workgroup: the variant's, else CodegenOptions::workgroup.
   uint32_t wg() const { return variant.workgroup ? variant.workgroup : opt.workgroup; }
@@ -90,6 +94,8 @@ void emit_conv(Emitter& e);  // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWei
 void emit_reduce(Emitter& e);
 void emit_sample(Emitter& e);    // sample.cpp: Op::Sample, a RowReduce kernel of its own
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
+// `float <name>(uint ix)`: element ix of a Rope node, for kernels that fuse one (movement.cpp).
+std::string rope_function(Emitter& e, NodeId rope, const std::string& name);
 // window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
 // output coordinates c0..c3 of node `c`.
 std::string window_core(Emitter& e, const Node& c);

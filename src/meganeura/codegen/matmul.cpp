@@ -133,13 +133,44 @@ void emit_matmul(Emitter& e) {
   // region binds from 3 on.
   // A Fill has no storage: the template returns its literal (scalar and GEMV tiers) and the binding holds
   // the root's buffer, never read.
-  e.bind_value_unshared(a_fill ? e.k.root : a, false);
+  // An RMSNorm fused as A's prologue (schedule.cpp, GEMV passes of several products): A binds the rows it
+  // normalises; the template sums their squares and reads the norm weight through mn_norm_w.
+  const bool a_norm = e.k.fused(a) && e.g.node(a).op == Op::RmsNorm;
+  e.bind_value_unshared(a_fill ? e.k.root : a_norm ? e.g.node(a).inputs[0] : a, false);
   e.bind_value_unshared(b_fill ? e.k.root : bnode, false);
   // With a fused update C is the parameter, and each element of the product goes into its update.
   e.bind_value_unshared(e.k.update.valid() ? e.k.update : e.k.root, true);
   e.dedup_from = 3;
-
   kernels::MatmulEpilogue ep;
+  // Further products of the same A in the same GEMV pass (kernels::MatmulEpilogue::products): the twin, which
+  // only the epilogue reads (as mm_extra<j>), then the stored siblings; each weight binds next, then its
+  // output.
+  std::string extra_decls;
+  std::vector<NodeId> products;
+  if (e.k.twin.valid()) products.push_back(e.k.twin);
+  products.insert(products.end(), e.k.siblings.begin(), e.k.siblings.end());
+  for (size_t j = 0; j < products.size(); ++j) {
+    const NodeId pw = e.g.node(products[j]).inputs.at(1);
+    if (e.g.node(e.kg.storage_of(pw)).dtype != e.g.node(e.kg.storage_of(bnode)).dtype)
+      throw GraphError("[codegen] expected the weights of one GEMV pass to share a dtype at " + at);
+    e.bind_value_unshared(pw, false);
+    const bool stored = products[j] != e.k.twin;
+    if (stored) {
+      e.bind_value_unshared(products[j], true);
+    } else {
+      e.computed[products[j]] = round_to(e.g.node(products[j]).dtype, "mm_extra" + std::to_string(j));
+      extra_decls += "float mm_extra" + std::to_string(j) + ";\n";
+    }
+    ep.products.push_back({uint32_t(e.g.node(products[j]).shape.back()), stored});
+  }
+  e.dedup_from = uint32_t(e.out.bindings.size());
+  if (a_norm) {
+    if (ep.products.empty())
+      throw GraphError("[codegen] expected a fused RMSNorm only in a GEMV pass of several products at " + at);
+    const std::string w = e.load(e.g.node(a).inputs[1], "k");
+    e.decls += "#define A_RMSNORM 1\n#define A_RMS_EPS " + float_lit(e.g.node(a).attrs.reals.at(0)) +
+               "\nfloat mn_norm_w(uint k) { return " + w + "; }\n";
+  }
   ep.c_type = glsl_storage_type(root_type);
   if (e.k.root != e.k.core || !e.k.epilogue.empty()) {
     const std::string fn = e.region_fn(e.k.root, e.k.epilogue, os, e.k.core);
@@ -156,13 +187,13 @@ void emit_matmul(Emitter& e) {
   std::string fills;
   if (a_fill) fills += "#define A_FILL " + float_lit(e.g.node(a).attrs.reals.at(0)) + "\n";
   if (b_fill) fills += "#define B_FILL " + float_lit(e.g.node(bnode).attrs.reals.at(0)) + "\n";
-  ep.decls = std::string(ops::pointwise_glsl_prelude()) + storage_glsl() + e.decls;
+  ep.decls = std::string(ops::pointwise_glsl_prelude()) + storage_glsl() + extra_decls + e.decls;
   if ((e.uses_16bit() || loads16) && !e.caps.storage_16bit)
     throw GraphError(
         "[codegen] expected a device with 16-bit storage (storageBuffer16BitAccess) for f16/bf16 values, "
         "got " +
         e.caps.name + " without it at " + at);
-  ep.buffer_decls = e.buffer_decls(3);
+  ep.buffer_decls = e.buffer_decls(e.dedup_from);
   ep.extra_buffers = uint32_t(e.out.bindings.size() - 3);
   // Mixed16's f16 copy (kernels::kMinF16CopyMacs): A's halves at 0, B's from b_offset in the kernel's
   // scratch.
@@ -178,6 +209,9 @@ void emit_matmul(Emitter& e) {
     const kernels::MatmulTier tier =
         e.variant.tier ? *e.variant.tier
                        : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
+    if (!ep.products.empty() && tier != kernels::MatmulTier::Gemv)
+      throw ConfigError("[codegen] expected the GEMV tier for a kernel of several products, got " +
+                        std::string(kernels::tier_name(tier)));
     const bool coop = tier == kernels::MatmulTier::CoopMatNV || tier == kernels::MatmulTier::CoopMatKHR;
     if (e.variant.tier && coop && (a_fill || b_fill || tier != e.opt.matmul_best))
       throw ConfigError(

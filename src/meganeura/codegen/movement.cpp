@@ -111,13 +111,68 @@ void emit_write_slice(Emitter& e) {
   for (size_t d = 0; d < ss.size(); ++d)
     off += (d ? " + " : "") + (d == ax ? std::string("uint(at)") : "c" + std::to_string(d)) + " * " +
            uint_lit(st[d]);
-  body += "  " + e.store(e.k.root, off, e.load(c.inputs[1], "ix")) + "\n";
+  // A Rope producing the value may be fused into this kernel (schedule.cpp: the decode step's rotated keys go
+  // straight into the cache): its element is computed here.
+  std::string value;
+  if (e.k.fused(c.inputs[1])) {
+    const std::string fn = rope_function(e, c.inputs[1], "mn_rope_value");
+    e.decls += fn;
+    value = "mn_rope_value(ix)";
+  } else {
+    value = e.load(c.inputs[1], "ix");
+  }
+  body += "  " + e.store(e.k.root, off, value) + "\n";
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);
 }
 
 }  // namespace
+
+// The body of a `float f(uint ix)` returning element ix of a Rope node (the function's coordinates c0.. of
+// the node's shape already declared). Rotate-half pairs (x[i], x[i + D/2]) by angle (offset + s) *
+// theta^(-2i/D); the inverse rotation (the VJP) negates the sine. The angle is reduced exactly: each
+// frequency in turns, f / 2pi, is a 64-bit binary fraction computed in double on the host, and position *
+// fraction mod 1 is integer arithmetic. A float angle loses ~pos * 6e-8 rad before any sine is taken, and
+// GPUs' fast sin/cos are only accurate near [-pi, pi]; the reduced angle is in [-pi, pi). `turns` names the
+// frequency table it declares.
+std::string rope_body(Emitter& e, NodeId rope, const std::string& turns_name) {
+  const Node& c = e.g.node(rope);
+  const Shape& os = c.shape;
+  const size_t rank = os.size();
+  int64_t D = os.at(rank - 1), half = D / 2;
+  const double theta = c.attrs.reals.at(0);
+  std::string turns, f;
+  for (int64_t i = 0; i < half; ++i) {
+    const double t = std::pow(theta, -2.0 * double(i) / double(D)) / (2.0 * 3.14159265358979323846);
+    const double hi = std::floor(std::ldexp(t, 32));  // t <= 1 / 2pi: no whole turns
+    const double lo = std::floor(std::ldexp(std::ldexp(t, 32) - hi, 32));
+    turns +=
+        std::string(i ? ", " : "") + "uvec2(" + uint_lit(int64_t(hi)) + ", " + uint_lit(int64_t(lo)) + ")";
+  }
+  e.decls += "const uvec2 " + turns_name + "[" + std::to_string(half) + "] = uvec2[](" + turns + ");\n";
+  std::string H = uint_lit(half);
+  f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
+  f += "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ")";
+  if (c.inputs.size() == 2)  // the step's start: one value, or one per index of the first axis
+    f += " + int(" + e.load(c.inputs[1], e.g.node(c.inputs[1]).shape.empty() ? "0u" : "c0") + ")";
+  f += ";\n";
+  f += "  uint p = uint(abs(pos)), lo_hi, lo_lo;\n";
+  f += "  umulExtended(p, " + turns_name + "[j].y, lo_hi, lo_lo);\n";
+  f += "  uint frac = p * " + turns_name + "[j].x + lo_hi;  // |pos| * f / 2pi mod 1, in units of 2^-32\n";
+  f += "  float ang = (float(int(frac)) + float(lo_lo) * 2.3283064365386963e-10) * 1.4629180792671596e-09;\n";
+  f += "  if (pos < 0) ang = -ang;\n";
+  f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
+  f += "  float a = " + e.load(c.inputs[0], "base + j") + ", b = " + e.load(c.inputs[0], "base + j + " + H) +
+       ";\n";
+  f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
+  return f;
+}
+
+std::string rope_function(Emitter& e, NodeId rope, const std::string& name) {
+  return "float " + name + "(uint ix) {\n" + coords(e.g.node(rope).shape) +
+         rope_body(e, rope, name + "_turns") + "}\n";
+}
 
 void emit_movement(Emitter& e) {
   if (e.k.arch == Archetype::Scatter)
@@ -194,42 +249,7 @@ void emit_movement(Emitter& e) {
       f += "  return 0.0;\n";
       break;
     }
-    case Op::Rope: {
-      // rotate-half pairs (x[i], x[i + D/2]) by angle (offset + s) * theta^(-2i/D); the inverse rotation
-      // (the VJP) negates the sine. The angle is reduced exactly: each frequency in turns, f / 2pi, is a
-      // 64-bit binary fraction computed in double on the host, and position * fraction mod 1 is integer
-      // arithmetic. A float angle loses ~pos * 6e-8 rad before any sine is taken, and GPUs' fast sin/cos are
-      // only accurate near [-pi, pi]; the reduced angle is in [-pi, pi).
-      int64_t D = os.at(rank - 1), half = D / 2;
-      const double theta = c.attrs.reals.at(0);
-      std::string turns;
-      for (int64_t i = 0; i < half; ++i) {
-        const double t = std::pow(theta, -2.0 * double(i) / double(D)) / (2.0 * 3.14159265358979323846);
-        const double hi = std::floor(std::ldexp(t, 32));  // t <= 1 / 2pi: no whole turns
-        const double lo = std::floor(std::ldexp(std::ldexp(t, 32) - hi, 32));
-        turns += std::string(i ? ", " : "") + "uvec2(" + uint_lit(int64_t(hi)) + ", " +
-                 uint_lit(int64_t(lo)) + ")";
-      }
-      e.decls += "const uvec2 rope_turns[" + std::to_string(half) + "] = uvec2[](" + turns + ");\n";
-      std::string H = uint_lit(half);
-      f += "  uint i = c" + std::to_string(rank - 1) + ", base = ix - i, j = i % " + H + ";\n";
-      f +=
-          "  int pos = int(c" + std::to_string(rank - 2) + ") + (" + std::to_string(c.attrs.ints.at(0)) + ")";
-      if (c.inputs.size() == 2)  // the step's start: one value, or one per index of the first axis
-        f += " + int(" + e.load(c.inputs[1], e.g.node(c.inputs[1]).shape.empty() ? "0u" : "c0") + ")";
-      f += ";\n";
-      f += "  uint p = uint(abs(pos)), lo_hi, lo_lo;\n";
-      f += "  umulExtended(p, rope_turns[j].y, lo_hi, lo_lo);\n";
-      f += "  uint frac = p * rope_turns[j].x + lo_hi;  // |pos| * f / 2pi mod 1, in units of 2^-32\n";
-      f += "  float ang = (float(int(frac)) + float(lo_lo) * 2.3283064365386963e-10) * "
-           "1.4629180792671596e-09;\n";
-      f += "  if (pos < 0) ang = -ang;\n";
-      f += "  float co = cos(ang), si = " + std::string(c.attrs.flag_a ? "-" : "") + "sin(ang);\n";
-      f += "  float a = " + e.load(c.inputs[0], "base + j") +
-           ", b = " + e.load(c.inputs[0], "base + j + " + H) + ";\n";
-      f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
-      break;
-    }
+    case Op::Rope: f += rope_body(e, e.k.core, "rope_turns"); break;
     case Op::Dropout: {
       // the mask of ops/dropout_hash.hpp, bit for bit; keys and threshold are literals of this kernel
       const double p = c.attrs.reals.at(0);

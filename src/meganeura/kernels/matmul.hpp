@@ -100,6 +100,17 @@ struct MatmulEpilogue {
   std::string operand_decls;
   std::string c_type = "float";
   std::string store;
+  // GEMV with B transposed only: further products of the same A, each over its own weight (the load and K of
+  // B, `n` rows), computed in the same pass over A (glsl::gemv_multi). Product j's weight is the next binding
+  // from 3 on, followed by its output (f32, [M, n]) when `stored`; an unstored product's value is in the
+  // global `mm_extra<j>` (declared in decls) when epilogue() runs for the same row and column. Epilogue
+  // buffers follow (buffer_decls / extra_buffers count these bindings too); the grid covers the widest
+  // product.
+  struct GemvProduct {
+    uint32_t n = 0;
+    bool stored = false;
+  };
+  std::vector<GemvProduct> products;
 };
 
 // Block tile of the cooperative tiers: BM x BN outputs per workgroup of warps_m x warps_n subgroups (4, 8 or

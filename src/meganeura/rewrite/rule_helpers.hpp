@@ -109,5 +109,6 @@ void add_fold_rules(std::vector<Rule>& rs, const RuleOptions& opt);
 void add_algebra_rules(std::vector<Rule>& rs);
 void add_movement_rules(std::vector<Rule>& rs);
 void add_fusion_rules(std::vector<Rule>& rs);
+void add_layout_rules(std::vector<Rule>& rs);  // rules_layout.cpp
 
 }  // namespace meganeura::rewrite

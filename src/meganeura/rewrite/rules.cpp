@@ -9,6 +9,7 @@ std::vector<Rule> default_rules(const RuleOptions& opt) {
   add_fold_rules(rs, opt);  // first: a constant subexpression needs no other rule
   add_algebra_rules(rs);
   add_movement_rules(rs);
+  add_layout_rules(rs);
   add_fusion_rules(rs);
   return rs;
 }

@@ -13,7 +13,7 @@
 namespace meganeura {
 
 bool Kernel::fused(NodeId n) const {
-  if (n == root || n == core) return true;
+  if (n == root || n == core || n == twin) return true;
   if (std::find(siblings.begin(), siblings.end(), n) != siblings.end()) return true;
   return std::binary_search(epilogue.begin(), epilogue.end(), n) ||
          std::binary_search(prologue.begin(), prologue.end(), n);
@@ -214,6 +214,10 @@ struct Builder {
         region[p.v] = r;
         (r == Epi ? K.epilogue : K.prologue).push_back(p);
         push_inputs(p);
+      } else if (r == Epi && c == OpClass::MatMul && !K.twin.valid() && gemv_partner(K, p, true)) {
+        K.twin = p;
+        owner[p.v] = k;
+        region[p.v] = Epi;
       } else if (r == Epi && !K.core.valid() &&
                  // a scatter stays its kernel's root: with float atomics it adds into the stored result
                  (c == OpClass::Reduce || c == OpClass::MatMul || c == OpClass::Conv || c == OpClass::Copy ||
@@ -227,6 +231,80 @@ struct Builder {
     }
     Kernel& K = kg.kernels[size_t(k)];
     std::sort(K.epilogue.begin(), K.epilogue.end());
+    std::sort(K.prologue.begin(), K.prologue.end());
+  }
+
+  // Whether matmul p can join kernel K's matmul core in one GEMV pass (Kernel::twin, Kernel::siblings): both
+  // x·Wᵀ over the same A of at most kGemvMaxRows rows (kernels::choose_tier's GEMV bound), 2-D weights of one
+  // dtype, f32 results; a twin also has the core's shape.
+  bool gemv_partner(const Kernel& K, NodeId p, bool twin) const {
+    static constexpr int64_t kGemvMaxRows = 8;
+    if (!K.core.valid() || K.update.valid() || p == K.core) return false;
+    const Node &c = g.node(K.core), &t = g.node(p);
+    if (c.op != Op::MatMul || t.op != Op::MatMul || c.inputs[0] != t.inputs[0] || c.attrs != t.attrs ||
+        c.attrs.flag_a || !c.attrs.flag_b || c.dtype != DType::F32 || t.dtype != DType::F32 ||
+        (twin && c.shape != t.shape))
+      return false;
+    const Node &a = g.node(c.inputs[0]), &b1 = g.node(c.inputs[1]), &b2 = g.node(t.inputs[1]);
+    if (b1.shape.size() != 2 || b2.shape.size() != 2 || b1.dtype != b2.dtype || b1.op == Op::Fill ||
+        b2.op == Op::Fill || a.op == Op::Fill)
+      return false;
+    const int64_t n = c.shape.back(), rows = numel(c.shape) / std::max<int64_t>(1, n);
+    return rows <= kGemvMaxRows;
+  }
+
+  // Further products of a GEMV core's A (Q, K and V of one normalised row) join its kernel as stored
+  // siblings, at most two (registers: one accumulator set each).
+  void group_gemv(int k) {
+    Kernel& K = kg.kernels[size_t(k)];
+    if (!opt.fuse || opt.keep_intermediates || !K.core.valid() || g.node(K.core).op != Op::MatMul) return;
+    const NodeId a = g.node(K.core).inputs[0];
+    for (NodeId c : consumers[a.v]) {
+      if (K.siblings.size() + (K.twin.valid() ? 1 : 0) >= 2) break;
+      if (owner[c.v] >= 0 || g.node(c).inputs[0] != a || !gemv_partner(K, c, false)) continue;
+      check_supported(c);
+      owner[c.v] = k;
+      region[c.v] = Epi;
+      K.siblings.push_back(c);
+    }
+  }
+
+  // The RMSNorm producing the A of a GEMV pass of several products (twin or siblings: the Q/K/V and gate/up
+  // passes), when nothing else reads it, joins that kernel's prologue: each workgroup sums the squares of the
+  // rows it reads anyway, so the normalised rows are never stored (glsl::gemv_multi's A_RMSNORM).
+  void fuse_norm_prologue(int k) {
+    Kernel& K = kg.kernels[size_t(k)];
+    if (!opt.fuse || opt.keep_intermediates || !K.core.valid() || g.node(K.core).op != Op::MatMul ||
+        (!K.twin.valid() && K.siblings.empty()))
+      return;
+    const NodeId a = g.node(K.core).inputs[0];
+    const Node& an = g.node(a);
+    if (an.op != Op::RmsNorm || is_root[a.v] || forced[a.v] || owner[a.v] >= 0 || an.dtype != DType::F32 ||
+        g.node(an.inputs[0]).dtype != DType::F32 || g.node(an.inputs[0]).op == Op::Fill)
+      return;
+    for (NodeId c : consumers[a.v])
+      if (owner[c.v] != k || g.node(c).op != Op::MatMul || g.node(c).inputs[1] == a) return;
+    check_supported(a);
+    owner[a.v] = k;
+    region[a.v] = Pro;
+    K.prologue.push_back(a);
+    std::sort(K.prologue.begin(), K.prologue.end());
+  }
+
+  // A Rope that only kernel k reads (a forward attention's queries, a cache write's keys) is computed inside
+  // it, so a decode step never stores rotated queries or keys (codegen: rope_function).
+  void fuse_rope_operand(int k, NodeId operand) {
+    const Node& pn = g.node(operand);
+    if (!opt.fuse || opt.keep_intermediates || pn.op != Op::Rope || is_root[operand.v] || forced[operand.v] ||
+        owner[operand.v] >= 0)
+      return;
+    for (NodeId c : consumers[operand.v])
+      if (owner[c.v] != k) return;
+    check_supported(operand);
+    owner[operand.v] = k;
+    region[operand.v] = Pro;
+    Kernel& K = kg.kernels[size_t(k)];
+    K.prologue.push_back(operand);
     std::sort(K.prologue.begin(), K.prologue.end());
   }
 
@@ -307,11 +385,18 @@ struct Builder {
         for (NodeId& sib : k.siblings)
           if (sib < k.root) std::swap(sib, k.root);
         k.core = k.root;
+        const Op forward = g.node(k.root).op;
+        const NodeId query = g.node(k.root).inputs[0];
         kg.kernels.push_back(std::move(k));
+        if (forward == Op::Attention || forward == Op::AttentionLse)
+          fuse_rope_operand(int(kg.kernels.size()) - 1, query);
         continue;
       }
       kg.kernels.push_back(std::move(k));
       grow(int(kg.kernels.size()) - 1);
+      if (nd.op == Op::WriteSlice) fuse_rope_operand(int(kg.kernels.size()) - 1, nd.inputs[1]);
+      group_gemv(int(kg.kernels.size()) - 1);
+      fuse_norm_prologue(int(kg.kernels.size()) - 1);
       Kernel& K = kg.kernels.back();
       if (K.core.valid()) K.arch = archetype_of(op_class(g.node(K.core).op));
     }
@@ -339,6 +424,7 @@ struct Builder {
         }
       };
       if (K.core.valid()) scan(K.core);
+      if (K.twin.valid()) scan(K.twin);
       for (NodeId n : K.epilogue) scan(n);
       for (NodeId n : K.prologue) scan(n);
       for (NodeId n : K.siblings) scan(n);
@@ -359,6 +445,7 @@ struct Builder {
     for (Kernel& K : kg.kernels) {
       std::vector<NodeId> nodes(K.prologue);
       if (K.core.valid()) nodes.push_back(K.core);
+      if (K.twin.valid()) nodes.push_back(K.twin);
       nodes.insert(nodes.end(), K.epilogue.begin(), K.epilogue.end());
       nodes.insert(nodes.end(), K.siblings.begin(), K.siblings.end());
       std::sort(nodes.begin(), nodes.end());
@@ -455,7 +542,8 @@ std::vector<std::pair<NodeId, NodeId>> fuse_updates(KernelGraph& kg, const Graph
     for (const auto& [alias, storage] : kg.storage)  // no other view of the gradient is read or returned
       if (storage == gs && alias != gr && (readers.count(alias) || outputs.count(alias))) return nullptr;
     Kernel& k = kg.kernels[it->second];
-    if (k.root != gs || !k.siblings.empty() || k.update.valid() || reads_parameter(k)) return nullptr;
+    if (k.root != gs || !k.siblings.empty() || k.update.valid() || k.twin.valid() || reads_parameter(k))
+      return nullptr;
     const Op core = k.core.valid() ? g.node(k.core).op : Op::Count_;
     // one thread writes each element once, after everything the kernel reads
     if (k.arch == Archetype::MatMul ||

@@ -42,8 +42,13 @@ struct Kernel {
   std::vector<NodeId> prologue;  // fused pointwise nodes evaluated at the core input's index, ascending
   std::vector<NodeId> reads;     // materialised values read (possibly Reshape aliases), ascending ids
   // Further values the kernel writes, computed from the same inputs as the core: an Attention kernel's
-  // AttentionLse, a dK kernel's dV. Never fused into by other nodes; empty for every other archetype.
+  // AttentionLse, a dK kernel's dV, a GEMV's further products of the same A (Q, K and V of one row: x·Wᵀ
+  // each, no epilogue). Never fused into by other nodes; empty for every other archetype.
   std::vector<NodeId> siblings;
+  // MatMul at GEMV sizes: a second product of the same A (same shape and flags, its own 2-D weight) that only
+  // the epilogue reads, computed in the same pass over A and never stored (SwiGLU's gate beside its up).
+  // Codegen: kernels::MatmulEpilogue::products.
+  NodeId twin;
   NodeId grad;  // Optimizer, Accumulate: the gradient read
   // MatMul / RowReduce: the parameter this kernel updates with its root as the gradient (append_optimizer's
   // fused updates). The root is then not stored: each output element goes straight into the update.

@@ -29,7 +29,9 @@ std::string common(const MatmulEpilogue& ep, bool coopmat) {
   if (!ep.buffer_decls.empty()) {
     s += ep.buffer_decls;
   } else {
-    for (unsigned i = 0; i < ep.extra_buffers; ++i) {
+    unsigned taken = 0;  // gemv_multi's product bindings come first and are declared by the template
+    for (const MatmulEpilogue::GemvProduct& pr : ep.products) taken += pr.stored ? 2 : 1;
+    for (unsigned i = taken; i < ep.extra_buffers; ++i) {
       const std::string n = std::to_string(i);
       s += "layout(std430, set = 0, binding = " + std::to_string(3 + i) + ") readonly buffer BufE" + n +
            " { float e" + n + "[]; };\n";

@@ -1,13 +1,143 @@
 // The GEMV tier (M <= 8): one pass over B, K split across a 256-thread workgroup and reduced in shared memory
 // (bandwidth-bound; the inference and small-batch case). Shader: gemv.comp.
+#include <algorithm>
+
+#include "meganeura/core/error.hpp"
 #include "meganeura/kernels/matmul/shaders.hpp"  // generated from kernels/matmul/*.comp, *.glsl
 #include "meganeura/kernels/matmul/tiers.hpp"
+#include "meganeura/quant/glsl.hpp"
 
 namespace meganeura::kernels {
 
 namespace glsl {
 std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl + shaders::gemv_comp;
+}
+
+namespace {
+
+// The buffers of gemv_multi's further products (bindings from 3, each weight read like B).
+std::string product_buffers(const MatmulEpilogue& ep) {
+  std::string s;
+  uint32_t binding = 3;
+  for (size_t j = 0; j < ep.products.size(); ++j) {
+    const std::string w = "e" + std::to_string(j) + "w", b = std::to_string(binding++);
+    s += "#if B_LOAD == 0\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w +
+         " { ELEM " + w + "[]; };\n#define E" + std::to_string(j) + "_VALUE(i) to_in(" + w + "[i])\n";
+    s += "#elif B_LOAD >= 3\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w +
+         " { uint " + w + "[]; };\n";
+    s += "#else\nlayout(std430, set = 0, binding = " + b + ") readonly buffer BufE" + w + " { uint16_t " + w +
+         "[]; };\n#if B_LOAD == 1\n#define E" + std::to_string(j) + "_VALUE(i) to_in(mm_half_value(uint(" +
+         w + "[i])))\n#else\n#define E" + std::to_string(j) + "_VALUE(i) to_in(uintBitsToFloat(uint(" + w +
+         "[i]) << 16u))\n#endif\n#endif\n";
+    if (ep.products[j].stored)
+      s += "layout(std430, set = 0, binding = " + std::to_string(binding++) + ") buffer BufE" +
+           std::to_string(j) + "c { float e" + std::to_string(j) + "c[]; };\n";
+  }
+  return s;
+}
+
+// main() of gemv_multi: kGemv's layout (8 columns x 32 K slices, TRANS_B) with one accumulator set per
+// product; the partial sums go through one shared array, a product at a time. Each reducing thread owns the
+// same (row, column) in every phase, so an unstored product's value is in its mm_extra<j> when the core's
+// epilogue runs.
+std::string gemv_multi_main(const MatmulEpilogue& ep) {
+  const size_t P = ep.products.size();
+  auto J = [](size_t j) { return std::to_string(j); };
+  // A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and
+  // mn_norm_w): A's rows are the norm's input; a first pass sums each row's squares into rn (1 / rms),
+  // products read x·w and each sum is scaled by its row's rn.
+  std::string s = R"(
+const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;
+shared float red[MMAX * 256u];
+#ifndef A_RMSNORM
+#define A_RMSNORM 0
+#endif
+#if A_RMSNORM
+shared float rn[MMAX];
+float X_at(uint base, uint m, uint k) { return A_at(base, m, k) * mn_norm_w(k); }
+#else
+float X_at(uint base, uint m, uint k) { return A_at(base, m, k); }
+#endif
+void main() {
+  const uint tid = gl_LocalInvocationIndex, nl = tid / GEMV_KS, ks = tid % GEMV_KS;
+  const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
+  const uint abase = a_base(batch), bbase = b_base(batch);
+#if A_RMSNORM
+  {
+    float sq[MMAX];
+    [[unroll]] for (uint i = 0u; i < MMAX; ++i) sq[i] = 0.0;
+    for (uint k = tid; k < p.K; k += 256u) {
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float x = A_at(abase, i, k); sq[i] += x * x; }
+    }
+    [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = sq[i];
+    barrier();
+    if (tid < MMAX) {
+      float t = 0.0;
+      for (uint q = 0u; q < 256u; ++q) t += red[tid * 256u + q];
+      rn[tid] = inversesqrt(t / float(p.K) + A_RMS_EPS);
+    }
+    barrier();
+  }
+#endif
+  float acc[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+)";
+  for (size_t j = 0; j < P; ++j)
+    s += "  float acc" + J(j) + "[MMAX];\n  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
+         "[i] = 0.0;\n";
+  s += "#if B_LOAD >= 3\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    float bv[8];\n";
+  s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
+       "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
+       "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
+       "        acc[i] += t;\n      }\n    }\n";
+  for (size_t j = 0; j < P; ++j)
+    s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      mnq_e" + J(j) +
+         "_8(n * p.ldb + g, bv);\n"
+         "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
+         "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
+         "        acc" +
+         J(j) + "[i] += t;\n      }\n    }\n";
+  s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
+       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? X_at(abase, i, k) : 0.0;\n"
+       "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
+       "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
+  for (size_t j = 0; j < P; ++j)
+    s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      const float bv = E" + J(j) +
+         "_VALUE(n * p.ldb + k);\n      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
+         "[i] += x[i] * bv;\n    }\n";
+  s += "  }\n#endif\n";
+  // One phase per product (the core last): partial sums into red, then one thread per (row, column) sums
+  // them.
+  const uint32_t nt = 8, mmax = 8;
+  (void)nt;
+  (void)mmax;
+  auto phase = [&](const std::string& accv, const std::string& n, const std::string& use) {
+    return "  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = " + accv +
+           "[i];\n  barrier();\n"
+           "  if (tid < GEMV_NT * MMAX) {\n    const uint col = tid % GEMV_NT, row = tid / GEMV_NT;\n"
+           "    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n    if (row < p.M && gn < " +
+           n +
+           ") {\n      float s = 0.0;\n"
+           "      for (uint q = 0u; q < GEMV_KS; ++q) s += red[row * 256u + col * GEMV_KS + q];\n"
+           "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
+           use + "\n    }\n  }\n  barrier();\n";
+  };
+  for (size_t j = 0; j < P; ++j) {
+    const std::string n = std::to_string(ep.products[j].n) + "u";
+    s += phase("acc" + J(j), n,
+               ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
+                                     : "mm_extra" + J(j) + " = s;");
+  }
+  s += phase("acc", "p.N", "STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));");
+  return s + "}\n";
+}
+
+}  // namespace
+
+std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + shaders::inputs_glsl + product_buffers(epilogue) + blocks +
+         shaders::access_glsl + gemv_multi_main(epilogue);
 }
 }  // namespace glsl
 
@@ -18,9 +148,26 @@ std::string gemv_unavailable(const MatmulShape& shape) {
   return "";
 }
 
-void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass) {
-  pass.source.glsl = glsl::gemv(pe, block_code(s));
-  pass.grid[0] = ceil_div(s.n, 8);  // gemv.comp's GEMV_NT columns a workgroup
+void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass, std::string& label) {
+  if (pe.products.empty()) {
+    pass.source.glsl = glsl::gemv(pe, block_code(s));
+    pass.grid[0] = ceil_div(s.n, 8);  // gemv.comp's GEMV_NT columns a workgroup
+    return;
+  }
+  // several weights of one A (MatmulEpilogue::products): the grid covers the widest
+  if (!s.trans_b || s.trans_a)
+    throw ConfigError("[kernels::select_matmul] expected x·Wᵀ for a GEMV of several weights");
+  std::string blocks = block_code(s);
+  uint32_t n = s.n;
+  for (size_t j = 0; j < pe.products.size(); ++j) {
+    if (is_block_load(s.load_b))
+      blocks += quant::glsl_dequantize(block_type(s.load_b), "e" + std::to_string(j) + "w",
+                                       "mnq_e" + std::to_string(j));
+    n = std::max(n, pe.products[j].n);
+  }
+  pass.source.glsl = glsl::gemv_multi(pe, blocks);
+  pass.grid[0] = ceil_div(n, 8);
+  label += ".x" + std::to_string(pe.products.size() + 1);
 }
 
 }  // namespace tiers

@@ -24,6 +24,9 @@ namespace glsl {
 // defining float mnq_a(uint i) over `a`, float mnq_b(uint i) and void mnq_b_8(uint i, out float v[8]) over
 // `b`.
 std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks = "");
+// GEMV over several weights of one A (MatmulEpilogue::products; TRANS_B): `blocks` also defines mnq_e<j>_8
+// over `e<j>w` for each product when B is block-quantized.
+std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks = "");
 // BT x BT tile, BT = 128 or 64 (define BT; VEC_LOADS for 16-byte f32 loads).
 std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks = "");
 // 16x16, one output a thread.
@@ -63,7 +66,8 @@ uint64_t fill_workgroups(const runtime::DeviceCaps& caps, const MatmulShape& sha
 
 // gemv.cpp: the GEMV pass's shader and grid.
 std::string gemv_unavailable(const MatmulShape& shape);
-void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass);
+// appends to `label` (".x<P>" for a GEMV of several weights)
+void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass, std::string& label);
 // scalar.cpp: the `tile` x `tile` pass (128, 64 or 16): shader, defines, grid; appends to `label`.
 void scalar_pass(const MatmulShape& s, uint32_t tile, const MatmulEpilogue& pe, MatmulPass& pass,
                  std::string& label);
