@@ -80,6 +80,7 @@ class Lowering {
   std::map<std::string, Value> values;
   std::set<std::string> read_attrs;
   reference::Feeds* feeds = nullptr;
+  bool constants_as_parameters = false;  // OnnxOptions::constants_as_parameters
 
  private:
   OnnxModel& model_;
