@@ -8,6 +8,8 @@
 #   magika 1.0.3:               content-type model over file bytes (standard_v3_3, + its config.min.json)
 #                                                                            -> .models/onnx/magika*.{onnx,json}
 #   nudenet 3.4.2:              a YOLOv8n-style 320x320 detector              -> .models/onnx/nudenet_320n.onnx
+#   silero-vad 6.2.3:           voice activity over 576-sample chunks (conv encoder + LSTM)
+#                                                                 -> .models/onnx/silero_vad_16k_sequence.onnx
 #   scikit-image 0.25.2:        sample images (page.png: a photographed text page; astronaut.png)
 #                                                                            -> .models/onnx/images/
 # `scripts/fetch-onnx-models.sh ci` fetches only what the CI subset needs (the classifier and page.png).
@@ -53,6 +55,7 @@ if [ "$SUBSET" != ci ]; then
   fetch magika==1.0.3 magika/models/standard_v3_3/model.onnx $DIR/magika_standard_v3_3.onnx
   fetch magika==1.0.3 magika/models/standard_v3_3/config.min.json $DIR/magika_standard_v3_3.json
   fetch nudenet==3.4.2 nudenet/320n.onnx $DIR/nudenet_320n.onnx
+  fetch silero-vad==6.2.3 silero_vad/data/silero_vad_16k_sequence.onnx $DIR/silero_vad_16k_sequence.onnx
   fetch $img skimage/data/astronaut.png $DIR/images/astronaut.png
 fi
 ls -l "$DIR" "$DIR/images" | sed 's/^/fetch-onnx-models: /'

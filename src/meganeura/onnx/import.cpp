@@ -23,6 +23,7 @@ const ConverterTable& converters() {
     add_resize_ops(t);
     add_loss_ops(t);
     add_index_ops(t);
+    add_rnn_ops(t);
     return t;
   }();
   return table;

@@ -97,6 +97,7 @@ void add_attention_ops(ConverterTable& t);
 void add_resize_ops(ConverterTable& t);
 void add_loss_ops(ConverterTable& t);
 void add_index_ops(ConverterTable& t);
+void add_rnn_ops(ConverterTable& t);
 
 // numpy-style helpers on load-time values
 HostTensor host_ints(const std::vector<int64_t>& v);
