@@ -21,7 +21,7 @@ if [ "${1:-}" = stage ]; then
   mkdir -p $dst/bin $dst/models $dst/wheels
   scripts/fetch-onnx-models.sh >/dev/null
   BUILD_DIR=${BUILD_DIR:-build} scripts/build.sh --target bench_onnx >/dev/null
-  cp "${BUILD_DIR:-build}/bin/bench_onnx" $dst/bin/
+  strip -o $dst/bin/bench_onnx "${BUILD_DIR:-build}/bin/bench_onnx"
   cp .models/onnx/ppocr_det_v4.onnx .models/onnx/nudenet_320n.onnx $dst/models/
   cp scripts/device/onnx_latency.sh scripts/device/onnx_torch.py $dst/
   [ -n "$(ls $dst/wheels/onnx2torch-1.5.15-*.whl 2>/dev/null)" ] ||
