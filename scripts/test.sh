@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-oracles.sh
+scripts/fetch-onnx-models.sh ci  # the real ONNX model CI checks (tests/oracle/test_onnx_real.cpp; docs/onnx.md)
 scripts/build.sh
 export MEGANEURA_VALIDATION=${MEGANEURA_VALIDATION:-1}
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"

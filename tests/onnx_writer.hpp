@@ -56,6 +56,10 @@ inline std::string attr_int(const std::string& name, int64_t v) {
 inline std::string attr_float(const std::string& name, float v) {
   return field_bytes(1, name) + field_float(2, v) + field_varint(20, 1);
 }
+// A TENSOR attribute (a Constant node's "value"): `tensor` is a serialized TensorProto (tensor_f32, ...).
+inline std::string attr_tensor(const std::string& name, const std::string& tensor) {
+  return field_bytes(1, name) + field_bytes(5, tensor) + field_varint(20, 4);
+}
 inline std::string node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
                         const std::string& name, std::vector<std::string> attrs = {}) {
   std::string n;

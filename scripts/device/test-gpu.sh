@@ -46,9 +46,10 @@ PRE
   for t in "${tools[@]}"; do strip -o ".stage/bin/$t" "build/bin/$t"; done
   tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
   # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12, but those it has
-  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver; the
+  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver;
+  # onnxruntime, 17 MB, for the real ONNX models, whose files are not carried either; the
   # CLI/citation/bindings tools): a run carries at most 64 MiB.
-  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|jsonschema|PyYAML|nanobind|pytest)==' scripts/requirements-oracle.txt \
+  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|onnxruntime|jsonschema|PyYAML|nanobind|pytest)==' scripts/requirements-oracle.txt \
     > /tmp/oracles-device.txt
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -67,8 +68,9 @@ run() {
   mkdir -p "$out"
   # The hub downloads' tests (HubTest, HubPython) use no device and need Debian's libcurl and huggingface_hub's
   # dependencies, which this run does not stage: CI runs them.
-  # The NNEF model tests convert with nnef-tools (CI-only wheels, like onnx): CI runs them.
-  export GTEST_FILTER='-HubTest.*:HubPython.*:HfHub.*:OnnxConformance.*:NnefTools/NnefModels.*:NnefModelsGpu.*'
+  # The NNEF model tests convert with nnef-tools (CI-only wheels, like onnx), the real ONNX models are not
+  # staged (OnnxReal: scripts/check-real-onnx.sh): CI runs them.
+  export GTEST_FILTER='-HubTest.*:HubPython.*:HfHub.*:OnnxConformance.*:NnefTools/NnefModels.*:NnefModelsGpu.*:OnnxReal.*'
   for tier in gpu oracle cpu; do
     local pids=()
     for ((i = 0; i < shards; ++i)); do

@@ -52,6 +52,44 @@ TEST(Onnx, UnboundSymbolicDimIsAnImportErrorNamingIt) {
   }
 }
 
+TEST(Onnx, ShapesOptionBindsInputsWhoseDimensionsShareAName) {
+  // paddle2onnx names a text crop's height and width both "?": OnnxOptions::dims cannot bind them apart
+  const std::string bytes =
+      model({node("Relu", {"x"}, {"y"}, "act")}, {}, {value_info("x", 1, {"1", "?", "?"})},
+            {value_info("y", 1, {"1", "?", "?"})});
+  OnnxOptions o;
+  o.shapes["x"] = {1, 48, 192};
+  OnnxModel m = load_onnx_bytes(as_bytes(bytes), "m", o);
+  EXPECT_EQ(m.inputs.at(0).shape, (Shape{1, 48, 192}));
+  o.shapes["x"] = {2, 48, 192};  // the fixed first dimension is 1
+  try {
+    load_onnx_bytes(as_bytes(bytes), "m", o);
+    FAIL() << "expected ImportError";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Onnx, ConstantWeightsBecomeParametersOnRequest) {
+  // y = x * w + s with w a Constant tensor (a weight as paddle2onnx writes it) and s a Constant scalar
+  const std::string bytes =
+      model({node("Constant", {}, {"w"}, "weight", {attr_tensor("value", tensor_f32("", {2}, {2, 3}))}),
+             node("Constant", {}, {"s"}, "shift", {attr_tensor("value", tensor_f32("", {}, {1}))}),
+             node("Mul", {"x", "w"}, {"xw"}, "mul"), node("Add", {"xw", "s"}, {"y"}, "add")},
+            {}, {value_info("x", 1, {"2"})}, {value_info("y", 1, {"2"})});
+  EXPECT_TRUE(load_onnx_bytes(as_bytes(bytes), "m", {}).parameters.empty());
+  OnnxOptions o;
+  o.constants_as_parameters = true;
+  OnnxModel m = load_onnx_bytes(as_bytes(bytes), "m", o);
+  ASSERT_EQ(m.parameters.size(), 1u);  // the scalar stays a constant
+  EXPECT_EQ(m.parameters[0].first, "w");
+  EXPECT_EQ(m.parameters[0].second, (std::vector<float>{2, 3}));
+  reference::Feeds feeds;
+  feeds["x"] = HostTensor({2}, {1, -1});
+  feeds["w"] = HostTensor({2}, {2, 3});
+  EXPECT_EQ(reference::evaluate_outputs(m.graph, feeds)[0].data, (std::vector<double>{3, -2}));
+}
+
 TEST(Onnx, ShapeComputationsFoldAtLoadTime) {
   // Reshape(x, Concat(Shape(x)[0:1], [-1])) with the shape computed at load time
   const std::string bytes =

@@ -23,6 +23,7 @@ const ConverterTable& converters() {
     add_resize_ops(t);
     add_loss_ops(t);
     add_index_ops(t);
+    add_rnn_ops(t);
     return t;
   }();
   return table;
@@ -263,6 +264,7 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
   Lowering L(g, model, model.opset);
   reference::Feeds feeds;
   L.feeds = &feeds;
+  L.constants_as_parameters = options.constants_as_parameters && !options.initializers_as_constants;
   std::vector<ImportError::Item> items;
   auto fail = [&](const std::string& what) -> void {
     throw FormatError("[load_onnx] " + origin + ": " + what);
@@ -306,7 +308,26 @@ OnnxModel load_onnx_bytes(std::span<const std::byte> bytes, const std::string& o
       continue;
     }
     Shape shape;
-    for (const Dim& d : in.dims) {
+    const auto given = options.shapes.find(in.name);
+    if (given != options.shapes.end()) {
+      const Shape& want = given->second;
+      bool agrees = want.size() == in.dims.size();
+      for (size_t k = 0; agrees && k < want.size(); ++k)
+        agrees =
+            want[k] > 0 && !(in.dims[k].has_value && in.dims[k].value >= 0 && in.dims[k].value != want[k]);
+      if (!agrees)
+        throw ImportError("[load_onnx] " + origin + ": OnnxOptions::shapes gives input '" + in.name +
+                              "' the shape " + shape_str(want) +
+                              ", which does not fit its declared dimensions",
+                          {{"(graph)", "shapes", in.name,
+                            "expected a shape fitting the declared one, got " + shape_str(want)}});
+    }
+    for (size_t k = 0; k < in.dims.size(); ++k) {
+      const Dim& d = in.dims[k];
+      if (given != options.shapes.end()) {
+        shape.push_back(given->second[k]);
+        continue;
+      }
       if (d.has_value && d.value >= 0) {
         shape.push_back(d.value);
         continue;

@@ -80,6 +80,7 @@ class Lowering {
   std::map<std::string, Value> values;
   std::set<std::string> read_attrs;
   reference::Feeds* feeds = nullptr;
+  bool constants_as_parameters = false;  // OnnxOptions::constants_as_parameters
 
  private:
   OnnxModel& model_;
@@ -96,6 +97,7 @@ void add_attention_ops(ConverterTable& t);
 void add_resize_ops(ConverterTable& t);
 void add_loss_ops(ConverterTable& t);
 void add_index_ops(ConverterTable& t);
+void add_rnn_ops(ConverterTable& t);
 
 // numpy-style helpers on load-time values
 HostTensor host_ints(const std::vector<int64_t>& v);

@@ -20,11 +20,19 @@ struct OnnxOptions {
   // Sizes of symbolic input dimensions (dim_param), by name. An input dimension that is symbolic and not
   // bound here, or unknown, is an ImportError naming the input.
   std::map<std::string, int64_t> dims;
+  // Whole input shapes, by input name: for inputs whose dimensions have no usable name (exporters write "?"
+  // for several different dimensions, or -1). Each must have the declared rank and agree with every fixed
+  // declared dimension; it takes precedence over `dims` for that input.
+  std::map<std::string, Shape> shapes;
   // Graph inputs given a value at load time: they become constants and fold into shape computations (a
   // "shape" or "axes" input of a test model). Shapes must match the input's declared shape.
   std::map<std::string, HostTensor> values;
   // Float initializers become constants instead of parameters (nothing to fine-tune, more to fold).
   bool initializers_as_constants = false;
+  // Float tensors of Constant nodes with two or more elements become parameters too, named after the
+  // node's output: exporters such as paddle2onnx write every weight as a Constant node, and fine-tuning such
+  // a model needs them as parameters. Scalars stay constants. Off by default: ONNX says Constant is constant.
+  bool constants_as_parameters = false;
 };
 
 struct OnnxValueInfo {

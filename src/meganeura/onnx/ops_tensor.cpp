@@ -73,7 +73,13 @@ void add_tensor_ops(ConverterTable& t) {
       const std::string name = n;
       if (name == "value") {
         const int32_t type = a->t.empty() ? 1 : a->t[0].data_type;
-        return L.out_known(0, tensor_attr(L, *a), type);
+        HostTensor value = tensor_attr(L, *a);
+        // Weights that an exporter wrote as Constant nodes (paddle2onnx does) train like initializers; a
+        // scalar (an activation's 6, an epsilon) stays a constant.
+        const bool weight = L.constants_as_parameters && is_float_type(type) && value.size() >= 2;
+        L.out_known(0, std::move(value), type);
+        if (weight && L.has_output(0)) L.values[L.node->output[0]].parameter = true;
+        return;
       }
       if (name == "value_float") return L.out_known(0, HostTensor::scalar(a->f), 1);
       if (name == "value_int") return L.out_known(0, HostTensor::scalar(double(a->i)), kInt64);
