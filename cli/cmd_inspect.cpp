@@ -19,6 +19,7 @@
 #include "meganeura/formats/safetensors.hpp"
 #include "meganeura/models/gguf_model.hpp"
 #include "meganeura/models/hf.hpp"
+#include "meganeura/nnef/nnef.hpp"
 #include "meganeura/onnx/onnx.hpp"
 #include "meganeura/onnx/proto.hpp"
 
@@ -173,6 +174,19 @@ Summary inspect_hf(const std::string& path) {
   return s;
 }
 
+Summary inspect_nnef_model(const std::string& path) {
+  Summary s;
+  s.format = "nnef";
+  const NnefInspection m = inspect_nnef(path);  // lists what it cannot lower instead of throwing
+  s.facts.push_back({"version", m.version});
+  for (const auto& i : m.inputs) s.inputs.push_back({i.name, i.shape, "f32"});
+  for (const auto& o : m.outputs) s.outputs.push_back({o.name, o.shape, "f32"});
+  for (const auto& p : m.parameters) s.parameters.push_back({p.name, p.shape, "f32"});
+  s.ops = m.op_histogram;
+  for (const auto& u : m.unsupported) s.unsupported.push_back(u.op + " at '" + u.node + "': " + u.reason);
+  return s;
+}
+
 struct Inspector {
   const char* format;
   bool (*accepts)(const fs::path& path);
@@ -192,6 +206,11 @@ const Inspector kInspectors[] = {
     {"safetensors",
      [](const fs::path& p) { return fs::is_regular_file(p) && p.extension() == ".safetensors"; },
      inspect_safetensors},
+    {"nnef",
+     [](const fs::path& p) {
+       return fs::is_regular_file(p / "graph.nnef") || (fs::is_regular_file(p) && p.extension() == ".nnef");
+     },
+     inspect_nnef_model},
     {"huggingface", [](const fs::path& p) { return fs::is_directory(p) && fs::exists(p / "config.json"); },
      inspect_hf},
 };
