@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<char> file;
   if (size > 0 && (data[0] & 1)) {
     const uint64_t sum = detail::fnv1a64(data + 1, size - 1);
-    file.assign("MNSPV002", "MNSPV002" + 8);
+    static const char magic[] = "MNSPV002";
+    file.assign(magic, magic + 8);
     file.insert(file.end(), reinterpret_cast<const char*>(&sum), reinterpret_cast<const char*>(&sum) + 8);
     file.insert(file.end(), reinterpret_cast<const char*>(data + 1),
                 reinterpret_cast<const char*>(data + size));

@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
-# -O1 and line tables only (what libFuzzer's documentation suggests): sanitizer reports still name file and
-# line, and the build takes markedly less time than -O2 -g on the 2-core CI machine.
+# -O1 and line tables only (libFuzzer's documentation suggests -O1 or -O2 with -g): sanitizer reports still
+# name file and line, while the build and the binaries are lighter than with -O2 -g (docs/reliability.md).
 flags="-O1 -gline-tables-only -DNDEBUG"
 CC=clang-16 CXX=clang++-16 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" \

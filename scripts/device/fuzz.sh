@@ -6,8 +6,9 @@
 # corpus each target grew goes to $OUT/corpus.tar.xz (bring it back into build-fuzz/corpus/ for a head
 # start next time). Run from the project root:
 #   scripts/device/fuzz.sh [SECONDS]          carry [".fuzz"], timeout_s 570
-# Workers per target (WORKERS below) follow the rates measured on the 2-core machine (docs/reliability.md,
-# ## Fuzzing): slower targets get more cores, so each gets roughly its share of the 10 M executions.
+# At the rates measured here (RATES below), one 480 s call on 16 cores gives each target 0.74 M (graph) to
+# 29 M (spirv_cache) executions, at least 1 M for all but graph and tokenizer; on 128 cores (kind
+# nvidia-h100-x8) 9.1 M to 10.4 M each (spirv_cache 29 M). The "expected" column prints that estimate.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 T=${1:-480}
@@ -18,14 +19,32 @@ tar -C "$work" -xJf .fuzz/fuzz.tar.xz || { echo "fuzz: no .fuzz/fuzz.tar.xz (run
 export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-# name:workers, 16 in all (the machine has 16 cores); a target missing here gets 1.
-WORKERS=${WORKERS:-"idx:1 checkpoint:1 spirv_cache:1 tune_cache:1 graph:2 gguf:1 gguf_model:2 safetensors:1 hf_config:2 tokenizer:2 onnx:2"}
+# Executions a second of one worker, measured on the shared 2-core machine (15 s a target, nice 10, load
+# ~15; 2026-12-05, docs/reliability.md). Workers go to targets in proportion to 1/rate, so that every
+# target reaches about the same number of executions: the fast ones get one core, the slow ones the rest.
+RATES=${RATES:-"idx:7177 checkpoint:2697 spirv_cache:61384 tune_cache:3024 graph:774 gguf:2103 gguf_model:1270 safetensors:3233 hf_config:2593 tokenizer:497 onnx:3037"}
+cores=${CORES:-$(nproc)}
+names=$(ls "$work/bin" | sed 's/^fuzz_//')
+# name workers: at least one each, then every remaining core to the target furthest behind (need / workers).
+WORKERS=$(for n in $names; do
+  r=$(for x in $RATES; do [ "${x%%:*}" = "$n" ] && echo "${x#*:}"; done)
+  echo "$n ${r:-1000}"
+done | awk -v cores="$cores" '
+  { name[NR] = $1; need[NR] = 1 / $2; w[NR] = 1 }
+  END {
+    for (left = cores - NR; left > 0; --left) {
+      best = 1
+      for (i = 2; i <= NR; ++i) if (need[i] / w[i] > need[best] / w[best]) best = i
+      ++w[best]
+    }
+    for (i = 1; i <= NR; ++i) printf "%s:%d ", name[i], w[i]
+  }')
 workers_of() {
   local w
   for w in $WORKERS; do [ "${w%%:*}" = "$1" ] && { echo "${w#*:}"; return; }; done
   echo 1
 }
-echo "fuzz: $(nproc) cores, ${T} s per worker, $(ls "$work/bin" | wc -l) targets"
+echo "fuzz: $cores cores, ${T} s per worker, workers: $WORKERS"
 for b in "$work"/bin/fuzz_*; do
   name=$(basename "$b"); name=${name#fuzz_}
   n=$(workers_of "$name")
@@ -40,7 +59,7 @@ for b in "$work"/bin/fuzz_*; do
 done
 wait
 status=0
-printf '%-12s %14s %8s %8s %s\n' target executions crashes workers "exec/s (all workers)"
+printf '%-12s %12s %8s %8s %12s %s\n' target executions crashes workers expected "exec/s (all workers)"
 for d in "$work"/run/*; do
   name=$(basename "$d")
   execs=$(cat "$d"/fuzz-*.log 2>/dev/null | awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}')
@@ -48,7 +67,9 @@ for d in "$work"/run/*; do
   # A worker that died without an artifact (a sanitizer abort outside an input) still shows in its log.
   deaths=$(grep -l -E '^==[0-9]+==ERROR|deadly signal|runtime error:' "$d"/fuzz-*.log 2>/dev/null | wc -l)
   [ "$crashes" -lt "$deaths" ] && crashes=$deaths
-  printf '%-12s %14s %8s %8s %s\n' "$name" "$execs" "$crashes" "$(workers_of "$name")" "$((execs / T))"
+  r=$(for x in $RATES; do [ "${x%%:*}" = "$name" ] && echo "${x#*:}"; done)
+  printf '%-12s %12s %8s %8s %12s %s\n' "$name" "$execs" "$crashes" "$(workers_of "$name")" \
+    "$(( ${r:-0} * $(workers_of "$name") * T ))" "$((execs / T))"
   if [ "$crashes" -gt 0 ]; then
     status=1
     mkdir -p "$OUT/crashes/$name"

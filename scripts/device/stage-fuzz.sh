@@ -2,7 +2,7 @@
 # Stages the libFuzzer targets (clang-16, ASan + UBSan, built here by scripts/fuzz.sh into build-fuzz/) for
 # a device run of scripts/device/fuzz.sh: .fuzz/fuzz.tar.xz (git-ignored) holds every fuzz_* binary with its
 # debug info stripped (the symbol table stays, so sanitizer reports still name functions), the shared
-# libraries they need beyond glibc, libstdc++ and libgcc (libvulkan.so.1 and the like, from this machine:
+# libraries they need beyond glibc (libc, libm, libresolv, ...: never copied, the device's own must be used), libstdc++ and libgcc (libvulkan.so.1 and the like, from this machine:
 # the device's Ubuntu 24.04 has a newer glibc and libstdc++, which run bookworm binaries), and the corpus
 # each target has grown here (build-fuzz/corpus/NAME/, a head start; the seeds in fuzz/corpus/ travel
 # with the tree). Carry: [".fuzz"] (the archive must stay under the 64 MiB carry limit; the script checks).
@@ -19,7 +19,7 @@ for b in build-fuzz/bin/fuzz_*; do
   # Every library outside the C and C++ runtimes goes along (ldd prints "name => path (address)").
   ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
     case "$name" in
-      libc.so.* | libm.so.* | libstdc++.so.* | libgcc_s.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) ;;
+      libc.so.* | libm.so.* | libresolv.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux* | libstdc++.so.* | libgcc_s.so.*) ;;
       *) cp -L "$path" "$stage/lib/$name" ;;
     esac
   done
