@@ -1,13 +1,11 @@
-// Checkpoint reader: any file either restores wholly (the store then holds the file's tensors) or throws
-// CheckpointError and leaves the store untouched; nothing else may happen (another exception, a crash, a
-// partial write). The input is written to a private file, as restore_checkpoint reads paths.
-#include <unistd.h>
-
+// Checkpoint reader: any byte string either restores wholly (the store then holds the file's tensors) or
+// throws CheckpointError and leaves the store untouched; nothing else may happen (another exception, a
+// crash, a partial write). The bytes go through restore_checkpoint_bytes, the reader behind
+// restore_checkpoint's path, so no file is written per execution.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <span>
 #include <string>
 
 #include "meganeura/core/error.hpp"
@@ -26,28 +24,20 @@ MemoryStore model() {
   return s;
 }
 
-const std::string& path() {
-  static const std::string p = "/tmp/meganeura-fuzz-checkpoint-" + std::to_string(::getpid()) + ".ckpt";
-  return p;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  {
-    std::ofstream f(path(), std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(data), std::streamsize(size));
-  }
+  const std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);
   MemoryStore store = model();
   const auto meta = store.metadata();
   try {
-    restore_checkpoint(path(), store);
+    restore_checkpoint_bytes(file, "fuzz.ckpt", store);
     if (store.writes() != store.tensors().size()) std::abort();  // a success writes every tensor once
   } catch (const CheckpointError&) {
     if (store.writes() != 0 || store.metadata() != meta) std::abort();  // a refusal changes nothing
   }
   try {
-    (void)inspect_checkpoint(path());
+    (void)inspect_checkpoint_bytes(file, "fuzz.ckpt");
   } catch (const CheckpointError&) {
   }
   return 0;

@@ -1,13 +1,11 @@
-// Tuning cache reader: any file gives its entries, or none with a warning (and a damaged file deleted);
-// never a crash or an exception. Inputs whose first byte is odd get a valid header line and checksum over
-// the rest, so the fuzzer reaches the JSON and schema checks behind the checksum.
-#include <unistd.h>
-
+// Tuning cache reader: any file's text gives its entries, or none with a reason (foreign: intact but made
+// for another device; otherwise damage, which the loader deletes); never a crash or an exception. Inputs
+// whose first byte is odd get a valid header line and checksum over the rest, so the fuzzer reaches the
+// JSON and schema checks behind the checksum. The text goes through tune_cache_parse, the reader behind
+// tune_cache_load's path, so no file is written per execution.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "meganeura/session/tune_cache.hpp"
@@ -16,7 +14,7 @@
 using namespace meganeura;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static runtime::DeviceCaps caps = [] {
+  static const runtime::DeviceCaps caps = [] {
     runtime::DeviceCaps c;
     c.name = "fuzz";
     c.vendor_id = 0x10005;
@@ -24,10 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.driver_version = 1;
     return c;
   }();
-  static const std::string dir = "/tmp/meganeura-fuzz-tune-" + std::to_string(::getpid());
-  static const std::string path = tune_cache_path(dir, caps);
-  static const bool made = std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  (void)made;
   std::string file;
   if (size > 0 && (data[0] & 1)) {
     char sum[24];
@@ -38,12 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     file.assign(reinterpret_cast<const char*>(data), size);
   }
-  {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(file.data(), std::streamsize(file.size()));
-  }
-  std::string warning;
-  const TuneCache entries = tune_cache_load(path, caps, &warning);
-  if (!entries.empty() && !warning.empty()) __builtin_trap();
+  const TuneCacheParse r = tune_cache_parse(file, caps);
+  if (!r.entries.empty() && !r.problem.empty()) __builtin_trap();
+  if (r.foreign && r.problem.empty()) __builtin_trap();
   return 0;
 }

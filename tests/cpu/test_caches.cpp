@@ -1,5 +1,6 @@
 // The tuning cache file on its own (no device): every damaged byte is detected, the file deleted and named.
-// The SPIR-V cache's twin of this test needs the compiler and lives in tests/gpu/test_shader.cpp.
+// The SPIR-V cache's twin of this test needs the compiler and lives in tests/gpu/test_shader.cpp; its file
+// format (the in-memory reader and writer the fuzz target drives) is checked here.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "fake_caps.hpp"
 #include "meganeura/session/tune_cache.hpp"
+#include "meganeura/shader/cache.hpp"
 
 using namespace meganeura;
 namespace fs = std::filesystem;
@@ -59,6 +61,64 @@ TEST(TuneCacheFile, EveryCorruptedByteIsDetectedDeletedAndNamed) {
   ASSERT_TRUE(tune_cache_store(path, caps, entries));
   EXPECT_EQ(bytes_of(path), good);
   EXPECT_EQ(tune_cache_load(path, caps).size(), 2u);
+  fs::remove_all(dir);
+}
+
+// tune_cache_parse (the reader behind tune_cache_load, driven by fuzz/fuzz_tune_cache.cpp) reads the file's
+// text to the same entries, tells a file of another device (kept) from a damaged one (deleted by the loader).
+TEST(TuneCacheFile, ParseOfTheTextIsWhatLoadReads) {
+  std::random_device rd;
+  const fs::path dir = fs::temp_directory_path() / ("meganeura-tuneparse-" + std::to_string(rd()));
+  runtime::DeviceCaps caps = meganeura::test::fake_caps();
+  const std::string path = tune_cache_path(dir.string(), caps);
+  TuneCache entries;
+  entries[7] = {KernelVariant::parse("wg=128"), "fc0", "pointwise", 2.0, 1.0};
+  ASSERT_TRUE(tune_cache_store(path, caps, entries));
+  const std::vector<char> good = bytes_of(path);
+  const std::string text(good.begin(), good.end());
+  const TuneCacheParse p = tune_cache_parse(text, caps);
+  EXPECT_EQ(p.problem, "");
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries.at(7).variant.to_string(), tune_cache_load(path, caps).at(7).variant.to_string());
+  std::string flipped = text;
+  flipped.back() = char(flipped.back() ^ 1);
+  const TuneCacheParse bad = tune_cache_parse(flipped, caps);
+  EXPECT_TRUE(bad.entries.empty());
+  EXPECT_EQ(bad.problem, "checksum mismatch");
+  EXPECT_FALSE(bad.foreign);
+  caps.driver_version += 1;
+  const TuneCacheParse foreign = tune_cache_parse(text, caps);
+  EXPECT_TRUE(foreign.entries.empty());
+  EXPECT_TRUE(foreign.foreign) << foreign.problem;
+  EXPECT_NE(tune_cache_parse("", caps).problem, "");
+  fs::remove_all(dir);
+}
+
+// cache_encode is byte for byte what cache_store writes; cache_parse reads it back as a hit for its key, a
+// plain miss for another key (a hash collision), and damage for any changed byte.
+TEST(SpirvCacheFile, EncodeIsWhatStoreWritesAndParseReadsItBack) {
+  std::random_device rd;
+  const fs::path dir = fs::temp_directory_path() / ("meganeura-spvparse-" + std::to_string(rd()));
+  const std::string key = "compiler=test\nsource\nvoid main() {}";
+  const std::vector<uint32_t> words = {0x07230203u, 0x00010300u, 7, 9, 0};
+  const std::string path = shader::detail::cache_file(dir.string(), key);
+  ASSERT_TRUE(shader::detail::cache_store(path, key, words));
+  const std::vector<char> entry = shader::detail::cache_encode(key, words);
+  EXPECT_EQ(bytes_of(path), entry);
+  const shader::detail::CacheRead hit = shader::detail::cache_parse(entry, key);
+  ASSERT_TRUE(hit.spirv.has_value());
+  EXPECT_EQ(*hit.spirv, words);
+  EXPECT_EQ(hit.damage, "");
+  const shader::detail::CacheRead other = shader::detail::cache_parse(entry, key + " ");
+  EXPECT_FALSE(other.spirv.has_value());
+  EXPECT_EQ(other.damage, "");
+  for (size_t i = 0; i < entry.size(); ++i) {
+    std::vector<char> bad = entry;
+    bad[i] = char(bad[i] ^ 0x10);
+    const shader::detail::CacheRead r = shader::detail::cache_parse(bad, key);
+    EXPECT_FALSE(r.spirv.has_value()) << "byte " << i;
+    EXPECT_NE(r.damage, "") << "byte " << i;
+  }
   fs::remove_all(dir);
 }
 

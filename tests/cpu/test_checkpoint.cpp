@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/train/checkpoint.hpp"
@@ -207,6 +208,41 @@ TEST(Checkpoint, SaveInterruptedBeforeRenameKeepsThePreviousFile) {
   save_checkpoint(path.string(), second);
   restore_checkpoint(path.string(), dst);
   expect_holds(dst, 7);
+  fs::remove_all(d);
+}
+
+// The in-memory reader (what fuzz/fuzz_checkpoint.cpp drives) is the one behind the path: same tensors,
+// same header, the same refusals, named by the name it was given.
+TEST(Checkpoint, BytesEntryReadsWhatThePathReadsAndNamesTheGivenName) {
+  const fs::path d = temp_dir("bytes");
+  MemoryStore src = model(1);
+  save_checkpoint((d / "a.ckpt").string(), src);
+  const std::vector<uint8_t> b = bytes_of(d / "a.ckpt");
+  const auto file = std::as_bytes(std::span<const uint8_t>(b));
+  MemoryStore dst = model(50);
+  const RestoreReport r = restore_checkpoint_bytes(file, "in-memory.ckpt", dst);
+  EXPECT_EQ(r.parameters, 2u);
+  EXPECT_EQ(r.optimizer_state, 2u);
+  expect_holds(dst, 1);
+  EXPECT_EQ(dst.metadata().at("optimizer_step"), "6");
+  const CheckpointContents a = inspect_checkpoint((d / "a.ckpt").string());
+  const CheckpointContents m = inspect_checkpoint_bytes(file, "in-memory.ckpt");
+  EXPECT_EQ(m.metadata, a.metadata);
+  ASSERT_EQ(m.entries.size(), a.entries.size());
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    EXPECT_EQ(m.entries[i].info.name, a.entries[i].info.name);
+    EXPECT_EQ(m.entries[i].offset, a.entries[i].offset);
+    EXPECT_EQ(m.entries[i].crc32, a.entries[i].crc32);
+  }
+  MemoryStore other = model(50);
+  try {
+    restore_checkpoint_bytes(file.first(file.size() - 1), "in-memory.ckpt", other);
+    ADD_FAILURE() << "a truncated image restored";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'in-memory.ckpt'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(other.writes(), 0u);
+  EXPECT_THROW(inspect_checkpoint_bytes({}, "empty.ckpt"), CheckpointError);
   fs::remove_all(d);
 }
 

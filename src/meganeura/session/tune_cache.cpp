@@ -65,6 +65,30 @@ std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& c
   return (std::filesystem::path(dir) / "tune" / name).string();
 }
 
+TuneCacheParse tune_cache_parse(std::string_view text, const runtime::DeviceCaps& caps) {
+  TuneCacheParse r;
+  const size_t eol = text.find('\n');
+  const std::string_view header = text.substr(0, eol);
+  const size_t h = std::string_view(kHeader).size();
+  if (eol == std::string_view::npos || header.size() != h + 16 || header.compare(0, h, kHeader) != 0 ||
+      header.find_first_not_of("0123456789abcdef", h) != std::string_view::npos) {
+    r.problem = "expected a first line '" + std::string(kHeader) + "<16 hex digits>'";
+    return r;
+  }
+  if (std::stoull(std::string(header.substr(h)), nullptr, 16) !=
+      shader::detail::fnv1a64(text.data() + eol + 1, text.size() - eol - 1)) {
+    r.problem = "checksum mismatch";
+    return r;
+  }
+  try {
+    r.entries = parse(nlohmann::json::parse(text.substr(eol + 1)), caps);
+  } catch (const std::exception& e) {
+    r.problem = e.what();
+    r.foreign = r.problem.find("another device") != std::string::npos;
+  }
+  return r;
+}
+
 namespace {
 
 // The entries, or none with `why` set. A damaged file (header, checksum, JSON, schema) is deleted: the
@@ -75,34 +99,17 @@ TuneCache load(const std::string& path, const runtime::DeviceCaps& caps, std::st
   if (!in) return {};
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
-  std::string damage;
-  const size_t eol = text.find('\n');
-  const std::string header = text.substr(0, eol);
-  const size_t h = std::string(kHeader).size();
-  if (eol == std::string::npos || header.size() != h + 16 || header.compare(0, h, kHeader) != 0 ||
-      header.find_first_not_of("0123456789abcdef", h) != std::string::npos) {
-    damage = "expected a first line '" + std::string(kHeader) + "<16 hex digits>'";
-  } else if (std::stoull(header.substr(h), nullptr, 16) !=
-             shader::detail::fnv1a64(text.data() + eol + 1, text.size() - eol - 1)) {
-    damage = "checksum mismatch";
-  } else {
-    try {
-      return parse(nlohmann::json::parse(text.substr(eol + 1)), caps);
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      if (what.find("another device") != std::string::npos) {
-        why = "ignoring the tuning cache '" + path + "' (" + what +
-              "); kernels keep their default variants, and "
-              "the next Session::tune_with rewrites the file";
-        return {};
-      }
-      damage = what;
-    }
+  TuneCacheParse p = tune_cache_parse(buf.str(), caps);
+  if (p.problem.empty()) return std::move(p.entries);
+  if (p.foreign) {
+    why = "ignoring the tuning cache '" + path + "' (" + p.problem +
+          "); kernels keep their default variants, and "
+          "the next Session::tune_with rewrites the file";
+    return {};
   }
   std::error_code ec;
   std::filesystem::remove(path, ec);
-  why = "the tuning cache '" + path + "' is damaged (" + damage + "); " +
+  why = "the tuning cache '" + path + "' is damaged (" + p.problem + "); " +
         (ec ? "could not delete it (" + ec.message() + ")" : std::string("deleted it")) +
         ": kernels keep their default variants until Session::tune_with runs again";
   return {};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "meganeura/codegen/variant.hpp"
 #include "meganeura/runtime/device.hpp"
@@ -25,6 +26,15 @@ std::string tune_cache_path(const std::string& dir, const runtime::DeviceCaps& c
 // device, gives no entries and sets `warning` (also printed to stderr).
 TuneCache tune_cache_load(const std::string& path, const runtime::DeviceCaps& caps,
                           std::string* warning = nullptr);
+// What a tuning file's text holds (tune_cache_load reads the file and calls tune_cache_parse): the entries,
+// or none with `problem` set. `foreign` tells an intact file made for another device or driver (kept on
+// disk) from a damaged one (header, checksum, JSON or schema: deleted by the loader).
+struct TuneCacheParse {
+  TuneCache entries;
+  std::string problem;
+  bool foreign = false;
+};
+TuneCacheParse tune_cache_parse(std::string_view text, const runtime::DeviceCaps& caps);
 // Merges `entries` into the file (entries win), written to a private name and renamed. Returns false (with
 // a warning on stderr) when it cannot be written.
 bool tune_cache_store(const std::string& path, const runtime::DeviceCaps& caps, const TuneCache& entries);

@@ -17,7 +17,7 @@ constexpr char kMagic[8] = {'M', 'N', 'S', 'P', 'V', '0', '0', '2'};
 constexpr size_t kMaxWords = size_t(1) << 26;
 
 template <class T>
-bool take(const std::vector<char>& b, size_t& pos, T& out) {
+bool take(std::span<const char> b, size_t& pos, T& out) {
   if (b.size() - pos < sizeof(T)) return false;
   std::memcpy(&out, b.data() + pos, sizeof(T));
   pos += sizeof(T);
@@ -53,6 +53,11 @@ CacheRead cache_load(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return r;  // unreadable: a miss (the store will fail the same way and say nothing)
   const std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cache_parse(b, key);
+}
+
+CacheRead cache_parse(std::span<const char> b, const std::string& key) {
+  CacheRead r;
   size_t pos = 0;
   uint64_t sum = 0, key_len = 0, words = 0;
   if (b.size() < 8 || std::memcmp(b.data(), kMagic, 8) != 0) {
@@ -86,30 +91,39 @@ CacheRead cache_load(const std::string& path, const std::string& key) {
   return r;
 }
 
+std::vector<char> cache_encode(const std::string& key, const std::vector<uint32_t>& spirv) {
+  const uint64_t key_len = key.size(), words = spirv.size();
+  // Sized once and filled by memcpy: GCC 12 misreads vector range inserts here (-Warray-bounds, bug 105329).
+  std::vector<char> out(16 + 8 + key.size() + 8 + words * 4);
+  size_t at = 0;
+  auto put = [&](const void* p, size_t n) {
+    if (n > 0) std::memcpy(out.data() + at, p, n);
+    at += n;
+  };
+  put(kMagic, 8);
+  at += 8;  // the checksum, filled in last
+  put(&key_len, 8);
+  put(key.data(), key.size());
+  put(&words, 8);
+  put(spirv.data(), words * 4);
+  const uint64_t sum = fnv1a64(out.data() + 16, out.size() - 16);
+  std::memcpy(out.data() + 8, &sum, 8);
+  return out;
+}
+
 bool cache_store(const std::string& path, const std::string& key, const std::vector<uint32_t>& spirv) {
   std::error_code ec;
   const std::filesystem::path target(path);
   std::filesystem::create_directories(target.parent_path(), ec);
   if (ec) return false;
-  std::vector<char> body;
-  auto put = [&](const void* p, size_t n) {
-    body.insert(body.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
-  };
-  const uint64_t key_len = key.size(), words = spirv.size();
-  put(&key_len, 8);
-  put(key.data(), key.size());
-  put(&words, 8);
-  put(spirv.data(), words * 4);
-  const uint64_t sum = fnv1a64(body.data(), body.size());
+  const std::vector<char> entry = cache_encode(key, spirv);
   // Write to a private name and rename, so a concurrent reader never sees half a file.
   std::random_device rd;
   const std::filesystem::path tmp = target.string() + ".tmp" + std::to_string(rd());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return false;
-    out.write(kMagic, 8);
-    out.write(reinterpret_cast<const char*>(&sum), 8);
-    out.write(body.data(), static_cast<std::streamsize>(body.size()));
+    out.write(entry.data(), static_cast<std::streamsize>(entry.size()));
     if (!out) {
       out.close();
       std::filesystem::remove(tmp, ec);

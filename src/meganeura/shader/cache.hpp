@@ -6,6 +6,7 @@
 // reported, and the kernel compiles from source: the cache only ever saves time.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct CacheRead {
 // A missing file, or one made for another key (a hash collision), is a plain miss; anything else that is
 // not an intact entry comes back with `damage` set.
 CacheRead cache_load(const std::string& path, const std::string& key);
+// The same reading of an entry's bytes (cache_load reads the file and calls it): hit, collision or damage.
+CacheRead cache_parse(std::span<const char> entry, const std::string& key);
+// The bytes cache_store writes for `key` and `spirv` (what cache_parse reads back as a hit).
+std::vector<char> cache_encode(const std::string& key, const std::vector<uint32_t>& spirv);
 // Returns false when the directory cannot be written; the cache is an optimisation, never a failure.
 bool cache_store(const std::string& path, const std::string& key, const std::vector<uint32_t>& spirv);
 // Deletes a damaged entry and prints "meganeura: warning: ..." naming it and why (once per path per process

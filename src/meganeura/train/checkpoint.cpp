@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 
 #include "meganeura/core/error.hpp"
 
@@ -94,7 +95,7 @@ class Writer {
 // Bounds-checked reads: a corrupt length must produce an error, never a read past the buffer.
 class Reader {
  public:
-  Reader(const std::vector<uint8_t>& b, size_t begin, size_t end, const std::string& path)
+  Reader(std::span<const uint8_t> b, size_t begin, size_t end, const std::string& path)
       : b_(b), pos_(begin), end_(end), path_(path) {}
   void need(size_t n, const char* what) {
     if (n > end_ - pos_)
@@ -120,7 +121,7 @@ class Reader {
   size_t pos() const { return pos_; }
 
  private:
-  const std::vector<uint8_t>& b_;
+  std::span<const uint8_t> b_;
   size_t pos_, end_;
   const std::string& path_;
 };
@@ -213,7 +214,7 @@ void remove_orphans(const std::string& path) {
 
 // Parses and checks the file's own consistency; tensor payload CRCs are checked too so that a restore
 // never starts on a damaged file.
-CheckpointContents parse(const std::vector<uint8_t>& b, const std::string& path) {
+CheckpointContents parse(std::span<const uint8_t> b, const std::string& path) {
   const std::string at = "[restore_checkpoint] '" + path + "': ";
   const size_t fixed = sizeof(kMagic) + 8;
   if (b.size() < fixed + 4 + sizeof(kEnd) + 8)
@@ -383,10 +384,26 @@ void save_checkpoint(const std::string& path, TensorStore& store, const SaveOpti
   }
 }
 
+namespace {
+std::span<const uint8_t> as_u8(std::span<const std::byte> b) {
+  return {reinterpret_cast<const uint8_t*>(b.data()), b.size()};
+}
+}  // namespace
+
 CheckpointContents inspect_checkpoint(const std::string& path) { return parse(read_file(path), path); }
+
+CheckpointContents inspect_checkpoint_bytes(std::span<const std::byte> file, const std::string& name) {
+  return parse(as_u8(file), name);
+}
 
 RestoreReport restore_checkpoint(const std::string& path, TensorStore& store) {
   const std::vector<uint8_t> file = read_file(path);
+  return restore_checkpoint_bytes(std::as_bytes(std::span<const uint8_t>(file)), path, store);
+}
+
+RestoreReport restore_checkpoint_bytes(std::span<const std::byte> bytes, const std::string& path,
+                                       TensorStore& store) {
+  const std::span<const uint8_t> file = as_u8(bytes);
   const CheckpointContents c = parse(file, path);
   const std::vector<TensorInfo> wanted = store.tensors();
   bool wants_state = false;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,5 +54,10 @@ void save_checkpoint(const std::string& path, TensorStore& store, const SaveOpti
 RestoreReport restore_checkpoint(const std::string& path, TensorStore& store);
 // The header of a checkpoint, after the same format and checksum checks as a restore.
 CheckpointContents inspect_checkpoint(const std::string& path);
+// The same two on a checkpoint's bytes already in memory (the path-taking ones read the file and call
+// these); `name` stands for the file in error messages.
+RestoreReport restore_checkpoint_bytes(std::span<const std::byte> file, const std::string& name,
+                                       TensorStore& store);
+CheckpointContents inspect_checkpoint_bytes(std::span<const std::byte> file, const std::string& name);
 
 }  // namespace meganeura
