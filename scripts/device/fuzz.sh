@@ -22,7 +22,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Executions a second of one worker, measured on the shared 2-core machine (15 s a target, nice 10, load
 # ~15; 2026-12-05, docs/reliability.md). Workers go to targets in proportion to 1/rate, so that every
 # target reaches about the same number of executions: the fast ones get one core, the slow ones the rest.
-RATES=${RATES:-"idx:7177 checkpoint:2697 spirv_cache:61384 tune_cache:3024 graph:774 gguf:2103 gguf_model:1270 safetensors:3233 hf_config:2593 tokenizer:497 onnx:3037"}
+RATES=${RATES:-"idx:7177 checkpoint:2697 spirv_cache:61384 tune_cache:3024 graph:774 gguf:2103 gguf_model:1270 safetensors:3233 hf_config:2593 tokenizer:497 onnx:3037 nnef:1658"}
 cores=${CORES:-$(nproc)}
 names=$(ls "$work/bin" | sed 's/^fuzz_//')
 # name workers: at least one each, then every remaining core to the target furthest behind (need / workers).
