@@ -13,9 +13,11 @@ import yaml
 
 
 def schema():
-    import cffconvert  # only for the schema file it carries
-
-    path = pathlib.Path(cffconvert.__file__).parent / "schemas" / "1.2.0" / "schema.json"
+    # Only the schema file cffconvert carries: found without importing the package, whose imports need
+    # dependencies (pykwalify, ...) that install-oracles.sh leaves out.
+    import importlib.util
+    spec = importlib.util.find_spec("cffconvert")
+    path = pathlib.Path(spec.origin).parent / "schemas" / "1.2.0" / "schema.json"
     return json.loads(path.read_text())
 
 

@@ -446,6 +446,24 @@ class RunAndInspect(unittest.TestCase):
         r = run(MEGANEURA, "inspect", self.model)
         self.assertIn("unsupported (1):", r.stdout)
 
+    def test_inspect_nnef_folder_names_its_unsupported_op(self):
+        # A hand-written NNEF graph (the standard's syntax): one supported and one unsupported operation.
+        folder = os.path.join(self.dir.name, "nnef")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "graph.nnef"), "w") as f:
+            f.write("version 1.0;\n\ngraph G( x ) -> ( y )\n{\n"
+                    "    x = external<scalar>(shape = [2, 4]);\n    h = relu(x);\n"
+                    "    y = box(h, size = [1, 1, 1, 1]);\n}\n")
+        j = self.inspect(folder)
+        self.assertEqual(j["format"], "nnef")
+        self.assertEqual([(i["name"], i["shape"]) for i in j["inputs"]], [("x", [2, 4])])
+        self.assertEqual([(o["name"], o["shape"]) for o in j["outputs"]], [("y", [-1])])  # shape unknown: box
+        self.assertEqual(j["ops"].get("relu"), 1)
+        self.assertEqual(len(j["unsupported"]), 1)
+        self.assertTrue(j["unsupported"][0].startswith("box at 'y'"), j["unsupported"])
+        j2 = self.inspect(os.path.join(folder, "graph.nnef"))  # the file itself selects the same reader
+        self.assertEqual(j2["unsupported"], j["unsupported"])
+
     def test_inspect_gguf_safetensors_and_hf_folder(self):
         from gguf import GGUFReader
         from safetensors.numpy import load_file
@@ -470,7 +488,7 @@ class RunAndInspect(unittest.TestCase):
         self.assertEqual((j["format"], j["facts"]["architecture"], j["unsupported"]), ("huggingface", "llama", []))
         r = run(MEGANEURA, "inspect", os.path.join(hf, "tokenizer.json"))
         self.assertEqual(r.returncode, 1)
-        self.assertIn("expected a model in one of the formats onnx, gguf, safetensors, huggingface", r.stderr)
+        self.assertIn("expected a model in one of the formats onnx, gguf, safetensors, nnef, huggingface", r.stderr)
 
 
 if __name__ == "__main__":

@@ -559,7 +559,10 @@ NnefModel lower(std::string_view text, const std::string& origin, const NnefTens
     auto it = env.find(name);
     if (it == env.end())
       ev.fail(doc.graph_pos, "expected graph output '" + name + "' to be assigned, got none");
-    if (poisoned(it->second)) continue;
+    if (poisoned(it->second)) {  // computed by an unsupported operation: named for inspect, shape unknown
+      model.outputs.push_back({name, Shape{-1}});
+      continue;
+    }
     if (it->second.k != Val::K::Tensor) {
       ev.items.push_back({"(graph)", "", name, "expected a tensor output, got " + kind_name(it->second.k)});
       continue;

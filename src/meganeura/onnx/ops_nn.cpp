@@ -331,8 +331,11 @@ void add_nn_ops(ConverterTable& t) {
     const double eps = L.attr_f("epsilon", 1e-5);
     const size_t r = L.shape(0).size();
     NodeId x = L.in(0);
-    NodeId inv = L.g.rsqrt(L.g.add(channel(L, L.in(4), r), L.g.scalar(eps)));
-    NodeId y = L.g.mul(L.g.sub(x, channel(L, L.in(3), r)), L.g.mul(inv, channel(L, L.in(1), r)));
+    // The running statistics are buffers, not weights (as in PyTorch): fine-tuning an imported model must not
+    // move them, and a gradient step on the variance can take it below zero under the square root.
+    NodeId mean = L.g.stop_gradient(L.in(3)), var = L.g.stop_gradient(L.in(4));
+    NodeId inv = L.g.rsqrt(L.g.add(channel(L, var, r), L.g.scalar(eps)));
+    NodeId y = L.g.mul(L.g.sub(x, channel(L, mean, r)), L.g.mul(inv, channel(L, L.in(1), r)));
     L.out(0, L.g.add(y, channel(L, L.in(2), r)));
   };
   t["InstanceNormalization"] = [](Lowering& L) {
