@@ -78,3 +78,32 @@ TEST(State, StateReadBesideItsWriteIsAGraphError) {
   const KernelGraph ok = schedule(g, {g.exp(w)});
   EXPECT_EQ(ok.storage_of(w), s);  // the write's result is the state's storage
 }
+
+// Two state writes at the same start with values of one shape (a decode step's K and V cache writes) are one
+// kernel; a write whose value is computed from another write's result stays apart, after it; and a kernel
+// reading a write's result sits at a later level than the write (the result lives in the state's storage).
+TEST(State, WritesAtOneStartShareAKernel) {
+  Graph g;
+  const NodeId start = g.input("start", {}, DType::I32);
+  const NodeId k = g.write_slice(g.state("k", {1, 4, 2}), g.input("kv", {1, 1, 2}), start, 1);
+  const NodeId v = g.write_slice(g.state("v", {1, 4, 2}), g.input("vv", {1, 1, 2}), start, 1);
+  const NodeId out = g.add(g.exp(k), g.exp(v));
+  const KernelGraph kg = schedule(g, {out});
+  ASSERT_EQ(kg.producer.count(k), 1u);
+  ASSERT_EQ(kg.producer.count(v), 1u);
+  EXPECT_EQ(kg.producer.at(k), kg.producer.at(v));
+  const Kernel& w = kg.kernels[kg.producer.at(k)];
+  EXPECT_EQ(w.siblings.size(), 1u);
+  EXPECT_GT(kg.kernels[kg.producer.at(out)].level, w.level);
+
+  Graph h;
+  const NodeId s0 = h.input("start", {}, DType::I32);
+  const NodeId a = h.write_slice(h.state("a", {1, 4, 2}), h.input("av", {1, 1, 2}), s0, 1);
+  const NodeId row = h.slice(a, 1, 0, 1);  // the first row of a's result feeds b's write
+  const NodeId b = h.write_slice(h.state("b", {1, 4, 2}), h.exp(row), s0, 1);
+  const KernelGraph hk = schedule(h, {b});
+  ASSERT_EQ(hk.producer.count(a), 1u);
+  ASSERT_EQ(hk.producer.count(b), 1u);
+  EXPECT_NE(hk.producer.at(a), hk.producer.at(b));
+  EXPECT_LT(hk.kernels[hk.producer.at(a)].level, hk.kernels[hk.producer.at(b)].level);
+}

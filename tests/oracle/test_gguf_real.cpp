@@ -5,6 +5,9 @@
 //   - the embedded tokenizer against llama.cpp's tokenizer (and against PyPI tokenizers on the tokenizer.json
 //     equivalent) on the tokenizer corpus (scripts/tokenizer_corpus.py, >= 2,000 strings)
 //   - greedy generation on the GPU against llama.cpp's (CPU) greedy generation from the same prompt ids
+//   - our GGUF writer: a small random-weight llama in each tensor type (the real file's tokenizer), written
+//   by
+//     gguf::write_gguf, loaded by llama.cpp and by load_gguf, the logits of both compared at every step
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,11 +17,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "gguf_oracle.hpp"
 #include "gpu/gpu_fixture.hpp"
+#include "meganeura/formats/gguf.hpp"
 #include "meganeura/models/gguf_model.hpp"
+#include "meganeura/quant/quant.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
 
@@ -338,4 +344,153 @@ TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
             << ", worst last-position logit diff " << worst_logit << ", " << secs << " s for " << prompts
             << " prompts, decode " << (decode_steps ? decode_s / decode_steps : 0.0) << " s/token\n";
   EXPECT_GE(median, 0.75 * steps);
+}
+
+namespace {
+
+// A random-weight llama (hidden 256, 2 layers, 4 heads / 2 KV heads, FFN 512: rows of whole K-quant blocks)
+// with the real file's tokenizer metadata, every matrix (the tied embedding too) in `type`, norms in F32.
+gguf::Contents random_llama(const gguf::File& real, quant::Type type, uint32_t seed) {
+  gguf::Contents c;
+  auto kv = [&](const std::string& k, gguf::Value v) { c.metadata.push_back({k, std::move(v)}); };
+  kv("general.architecture", gguf::Value::of_string("llama"));
+  kv("general.name", gguf::Value::of_string(std::string("meganeura random llama ") + quant::name(type)));
+  kv("llama.context_length", gguf::Value::of_u32(256));
+  kv("llama.embedding_length", gguf::Value::of_u32(256));
+  kv("llama.block_count", gguf::Value::of_u32(2));
+  kv("llama.feed_forward_length", gguf::Value::of_u32(512));
+  kv("llama.attention.head_count", gguf::Value::of_u32(4));
+  kv("llama.attention.head_count_kv", gguf::Value::of_u32(2));
+  kv("llama.rope.dimension_count", gguf::Value::of_u32(64));
+  kv("llama.rope.freq_base", gguf::Value::of_f32(10000.0f));
+  kv("llama.attention.layer_norm_rms_epsilon", gguf::Value::of_f32(1e-5f));
+  for (const auto& [k, v] : real.metadata())
+    if (k.rfind("tokenizer.", 0) == 0) kv(k, v);
+  const uint64_t vocab = real.tensor("token_embd.weight").dims.at(1);
+  std::mt19937 rng(seed);
+  auto tensor = [&](const std::string& name, std::vector<uint64_t> dims, float mean, float sd, bool matrix) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    std::normal_distribution<float> dist(mean, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    const quant::Type t = matrix ? type : quant::Type::F32;
+    c.tensors.push_back({name, dims, t, quant::quantize(t, v)});
+  };
+  tensor("token_embd.weight", {256, vocab}, 0.0f, 0.5f, true);
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    tensor(b + "attn_norm.weight", {256}, 1.0f, 0.1f, false);
+    tensor(b + "attn_q.weight", {256, 256}, 0.0f, 0.08f, true);
+    tensor(b + "attn_k.weight", {256, 128}, 0.0f, 0.08f, true);
+    tensor(b + "attn_v.weight", {256, 128}, 0.0f, 0.08f, true);
+    tensor(b + "attn_output.weight", {256, 256}, 0.0f, 0.06f, true);
+    tensor(b + "ffn_norm.weight", {256}, 1.0f, 0.1f, false);
+    tensor(b + "ffn_gate.weight", {256, 512}, 0.0f, 0.06f, true);
+    tensor(b + "ffn_up.weight", {256, 512}, 0.0f, 0.06f, true);
+    tensor(b + "ffn_down.weight", {512, 256}, 0.0f, 0.04f, true);
+  }
+  tensor("output_norm.weight", {256}, 1.0f, 0.1f, false);
+  return c;
+}
+
+}  // namespace
+
+// Issue 24's writer check: for each tensor type, a random-weight model written by gguf::write_gguf must load
+// in llama.cpp and give the logits we compute from the same file. Both sides read the same bytes, so the only
+// differences are arithmetic: llama.cpp (CPU) rounds activations to f16 for F16/BF16 products and to 8 bits
+// for quantized ones, and keeps its KV cache in f32 here ("kv32"). A writer fault (a wrong block layout, dims
+// order, alignment or Q/K row order) moves the logits by about their own size (relative rms ~1.4), and
+// llama.cpp refuses a malformed file outright. Bounds are on rms(diff) / rms(llama.cpp's logits) over every
+// step's full vocabulary row; measured values are printed (docs/inference.md records them).
+TEST_F(GgufRealGpu, WriterRandomModelsInEachTypeMatchLlamaCpp) {
+  REQUIRE_REAL(path);
+  REQUIRE_LLAMACPP(ll);
+  const gguf::File real = gguf::File::open(path);
+  const fs::path dir = test::gguf_scratch("writer-llamacpp");
+  constexpr int kSteps = 4;
+  const std::vector<int32_t> prompt{1, 504, 3458, 282, 4649, 314, 6355, 30};
+  {
+    std::ofstream f(dir / "prompt.ids");
+    for (int32_t id : prompt) f << id << ' ';
+    f << "\n";
+  }
+  struct Case {
+    quant::Type type;
+    double bound;  // rms(diff) / rms(ref)
+  };
+  const Case cases[] = {{quant::Type::F32, 2e-3},  {quant::Type::F16, 1e-2},  {quant::Type::BF16, 2e-2},
+                        {quant::Type::Q8_0, 3e-2}, {quant::Type::Q4_0, 3e-2}, {quant::Type::Q4_1, 3e-2},
+                        {quant::Type::Q5_0, 3e-2}, {quant::Type::Q5_1, 3e-2}, {quant::Type::Q4_K, 3e-2},
+                        {quant::Type::Q5_K, 3e-2}, {quant::Type::Q6_K, 3e-2}};
+  SessionConfig cfg = test::gpu_config();
+  cfg.training = false;
+  cfg.optimizer.kind = OptimizerKind::None;
+  cfg.dump_plan.clear();
+  std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+  for (const Case& tc : cases) {
+    const std::string name = quant::name(tc.type);
+    SCOPED_TRACE(name);
+    const fs::path file = dir / ("random-" + name + ".gguf");
+    gguf::write_gguf(file.string(), random_llama(real, tc.type, 7));
+    run("'" + (ll / "llamacpp_oracle").string() + "' '" + (ll / "bins").string() + "' generate '" +
+        file.string() + "' '" + (dir / "prompt.ids").string() + "' " + std::to_string(kSteps) + " '" +
+        (dir / (name + ".txt")).string() + "' '" + (dir / (name + ".f32")).string() +
+        "' kv32,all 2>/dev/null");
+    std::vector<int32_t> chosen;
+    {
+      std::ifstream in(dir / (name + ".txt"));
+      for (std::string word; in >> word;) {
+        if (word == "prompt") {
+          int k;
+          in >> k;
+          continue;
+        }
+        int32_t id, second;
+        double t1, t2;
+        in >> id >> t1 >> t2 >> second;
+        chosen.push_back(id);
+      }
+    }
+    ASSERT_EQ(chosen.size(), size_t(kSteps));
+    const std::vector<float> ref = test::read_f32(dir / (name + ".f32"));
+
+    const models::LanguageModel m = models::load_gguf(file.string());
+    ASSERT_EQ(m.config.hidden, 256);
+    ASSERT_EQ(m.config.layers, 2);
+    models::LlamaConfig c = m.config;
+    c.max_context = int64_t(prompt.size()) + kSteps + 8;
+    Session prefill = build(models::build_llama(c, 1, int64_t(prompt.size())).graph, cfg, dev);
+    Session decode = build(models::build_llama(c, 1, 1).graph, cfg, prefill);
+    for (const auto& w : m.weights) prefill.set_parameter_bytes(w.name, w.bytes);
+    const size_t vocab = size_t(c.vocab);
+    ASSERT_EQ(ref.size(), vocab * kSteps);
+    prefill.set_input("tokens", prompt);
+    prefill.set_input("start", std::vector<int32_t>{0});
+    prefill.set_input("last", std::vector<int32_t>{int32_t(prompt.size()) - 1});
+    prefill.run();
+    std::vector<float> logits = prefill.read_output("logits");
+    double worst = 0.0;
+    for (int k = 0; k < kSteps; ++k) {
+      ASSERT_EQ(logits.size(), vocab);
+      double d2 = 0.0, r2 = 0.0;
+      for (size_t i = 0; i < vocab; ++i) {
+        const double r = ref[size_t(k) * vocab + i], d = double(logits[i]) - r;
+        d2 += d * d;
+        r2 += r * r;
+      }
+      const double rel = std::sqrt(d2 / std::max(r2, 1e-30));
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, tc.bound) << "step " << k << ": rms(ours - llama.cpp) / rms(llama.cpp) = " << rel;
+      if (k + 1 == kSteps) break;
+      decode.set_input("tokens", std::vector<int32_t>{chosen[size_t(k)]});
+      decode.set_input("start", std::vector<int32_t>{int32_t(prompt.size()) + k});
+      decode.set_input("last", std::vector<int32_t>{0});
+      decode.run();
+      logits = decode.read_output("logits");
+    }
+    std::cout << name
+              << ": our writer's random model in llama.cpp, rms(ours - llama.cpp) / rms(llama.cpp) up to "
+              << worst << " over " << kSteps << " steps (bound " << tc.bound << ")\n";
+  }
 }

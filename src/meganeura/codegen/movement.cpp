@@ -94,7 +94,8 @@ void emit_scatter_rows(Emitter& e) {
 }
 
 // WriteSlice: one thread per element of the value, stored into the state's storage (the root's) at its row
-// shifted by start; rows that would land outside the state are dropped.
+// shifted by start; rows that would land outside the state are dropped. Sibling writes (schedule.cpp: same
+// start, same value shape, another state) store their element at the same offset of their own state.
 void emit_write_slice(Emitter& e) {
   const Node& c = e.g.node(e.k.core);
   const Shape& ss = c.shape;
@@ -111,17 +112,23 @@ void emit_write_slice(Emitter& e) {
   for (size_t d = 0; d < ss.size(); ++d)
     off += (d ? " + " : "") + (d == ax ? std::string("uint(at)") : "c" + std::to_string(d)) + " * " +
            uint_lit(st[d]);
-  // A Rope producing the value may be fused into this kernel (schedule.cpp: the decode step's rotated keys go
-  // straight into the cache): its element is computed here.
-  std::string value;
-  if (e.k.fused(c.inputs[1])) {
-    const std::string fn = rope_function(e, c.inputs[1], "mn_rope_value");
-    e.decls += fn;
-    value = "mn_rope_value(ix)";
-  } else {
-    value = e.load(c.inputs[1], "ix");
+  body += "  uint o = " + off + ";\n";
+  std::vector<NodeId> writes{e.k.core};
+  writes.insert(writes.end(), e.k.siblings.begin(), e.k.siblings.end());
+  for (size_t w = 0; w < writes.size(); ++w) {
+    const NodeId value_node = e.g.node(writes[w]).inputs[1];
+    // A Rope producing the value may be fused into this kernel (schedule.cpp: the decode step's rotated keys
+    // go straight into the cache): its element is computed here.
+    std::string value;
+    if (e.k.fused(value_node)) {
+      const std::string fn = "mn_rope_value" + std::to_string(w);
+      e.decls += rope_function(e, value_node, fn);
+      value = fn + "(ix)";
+    } else {
+      value = e.load(value_node, "ix");
+    }
+    body += "  " + e.store(writes[w], "o", value) + "\n";
   }
-  body += "  " + e.store(e.k.root, off, value) + "\n";
   e.out.spec_constants = {e.wg()};
   e.out.grid = element_grid(n, e.wg(), e.caps);
   e.finish("layout(local_size_x_id = 0) in;\n", body);

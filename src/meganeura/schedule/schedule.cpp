@@ -308,6 +308,45 @@ struct Builder {
     std::sort(K.prologue.begin(), K.prologue.end());
   }
 
+  // Whether `a` is computed from `b` (ids are topological: only ids above b's can be).
+  bool depends_on(NodeId a, NodeId b) const {
+    std::vector<NodeId> stack{a};
+    std::set<uint32_t> seen;
+    while (!stack.empty()) {
+      NodeId n = stack.back();
+      stack.pop_back();
+      if (n == b) return true;
+      if (n.v < b.v || !seen.insert(n.v).second) continue;
+      for (NodeId i : g.node(n).inputs) stack.push_back(i);
+    }
+    return false;
+  }
+
+  // Another state write at the same start with a value of the same shape (a decode step's V cache write
+  // beside its K cache write) joins WriteSlice kernel k as a sibling: one thread per value element stores
+  // into both states, one dispatch instead of two. Neither write may be computed from the other.
+  void group_write_slices(int k) {
+    if (!opt.fuse || opt.keep_intermediates) return;
+    const NodeId w = kg.kernels[size_t(k)].core;
+    const Node& wn = g.node(w);
+    for (NodeId c : consumers[wn.inputs[2].v]) {
+      if (kg.kernels[size_t(k)].siblings.size() >= 3) break;
+      const Node& cn = g.node(c);
+      if (c == w || owner[c.v] >= 0 || cn.op != Op::WriteSlice || cn.inputs[2] != wn.inputs[2] ||
+          cn.attrs != wn.attrs || cn.shape != wn.shape || cn.inputs[0] == wn.inputs[0] ||
+          g.node(cn.inputs[1]).shape != g.node(wn.inputs[1]).shape || depends_on(c, w) || depends_on(w, c))
+        continue;
+      bool clash = false;  // a state written by the kernel already: the writes would race
+      for (NodeId s : kg.kernels[size_t(k)].siblings) clash = clash || g.node(s).inputs[0] == cn.inputs[0];
+      if (clash) continue;
+      check_supported(c);
+      owner[c.v] = k;
+      region[c.v] = Epi;
+      kg.kernels[size_t(k)].siblings.push_back(c);
+      fuse_rope_operand(k, cn.inputs[1]);
+    }
+  }
+
   static Archetype archetype_of(OpClass c) {
     switch (c) {
       case OpClass::Reduce: return Archetype::RowReduce;
@@ -394,7 +433,10 @@ struct Builder {
       }
       kg.kernels.push_back(std::move(k));
       grow(int(kg.kernels.size()) - 1);
-      if (nd.op == Op::WriteSlice) fuse_rope_operand(int(kg.kernels.size()) - 1, nd.inputs[1]);
+      if (nd.op == Op::WriteSlice) {
+        fuse_rope_operand(int(kg.kernels.size()) - 1, nd.inputs[1]);
+        group_write_slices(int(kg.kernels.size()) - 1);
+      }
       group_gemv(int(kg.kernels.size()) - 1);
       fuse_norm_prologue(int(kg.kernels.size()) - 1);
       Kernel& K = kg.kernels.back();
@@ -433,7 +475,7 @@ struct Builder {
       mat.insert(kg.storage_of(K.root));
       kg.producer[K.root] = ki;
       for (NodeId n : K.siblings) {
-        mat.insert(n);
+        mat.insert(kg.storage_of(n));  // a state write's sibling stores into its state
         kg.producer[n] = ki;
       }
     }
@@ -476,7 +518,9 @@ struct Builder {
       for (size_t i = kg.kernels.size(); i-- > 0;) {
         int lv = 0;
         for (NodeId r : kg.kernels[i].reads) {
-          auto it = kg.producer.find(kg.storage_of(r));
+          // A state write's result is stored in the state: its producer is found by the write's own id.
+          auto it = kg.producer.find(r);
+          if (it == kg.producer.end()) it = kg.producer.find(kg.storage_of(r));
           if (it != kg.producer.end()) lv = std::max(lv, level[it->second] + 1);
         }
         changed = changed || lv != level[i];
