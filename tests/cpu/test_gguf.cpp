@@ -182,7 +182,8 @@ TEST(Gguf, MalformedFilesNameWhatIsWrong) {
        {"tensor 't.short'", "64 bytes", "data section of 60"}},
       {"data section past end",
        [] {
-         return Bytes{}.header(1, 0).tensor("t.nodata1", {0}, 0, 0); /* header ends at 65, data at 96 */
+         // header ends at 65, data at 96; a tensor with bytes needs it (an empty one does not: below)
+         return Bytes{}.header(1, 0).tensor("t.data1", {1}, 0, 0);
        },
        {"data section", "truncated"}},
       {"overlap",
@@ -267,6 +268,28 @@ TEST(Gguf, WriterRoundTripsThroughTheReader) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 0.5 * 8.0 / 31 * 1.01) << i;
   EXPECT_EQ(f.tensor("empty").bytes, 0u);
   std::filesystem::remove_all(dir);
+}
+
+// fuzz/corpus/gguf/slow-600mb-{a,b}.bin: a 400-byte header with general.alignment 2^28 and no tensor bytes
+// was rewritten padded to 256 MiB (~590 MB of peak memory in fuzz_gguf). Without tensor bytes there is no
+// data section to align; with them, the reader already holds the padding the writer would add.
+TEST(Gguf, HugeAlignmentWithoutTensorBytesStaysSmall) {
+  gguf::Contents c;
+  c.metadata = {{"general.alignment", Value::of_u32(1u << 28)}};
+  EXPECT_LT(gguf::serialize(c).size(), 4096u);
+  c.tensors.push_back({"empty", {0, 4}, quant::Type::F32, {}});
+  const auto empty = gguf::serialize(c);
+  EXPECT_LT(empty.size(), 4096u);
+  const auto f = gguf::File::parse(empty, "empty-tensor.gguf");
+  EXPECT_EQ(f.tensor("empty").bytes, 0u);
+  EXPECT_EQ(f.alignment(), 1u << 28);
+  // One tensor byte needs the data section: a file cut where it starts is refused.
+  gguf::Contents d;
+  d.metadata = {{"general.alignment", Value::of_u32(64)}};
+  d.tensors.push_back({"one", {1}, quant::Type::F32, std::vector<uint8_t>{0, 0, 0x80, 0x3f}});
+  const auto with_data = gguf::serialize(d);
+  const std::vector<uint8_t> cut(with_data.begin(), with_data.end() - 64);  // the aligned data section
+  EXPECT_THROW(gguf::File::parse(cut, "cut.gguf"), FormatError);
 }
 
 TEST(Gguf, GettersNameTheKeyAndTheTypes) {

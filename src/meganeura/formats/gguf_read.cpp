@@ -221,7 +221,9 @@ void File::parse_all() {
   }
 
   data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
-  if (!tensors.empty() && data_offset_ > bytes_.size())
+  // Only tensor bytes need the data section: a file whose tensors are all empty may end at its header.
+  if (data_offset_ > bytes_.size() &&
+      std::any_of(tensors.begin(), tensors.end(), [](const TensorInfo& t) { return t.bytes > 0; }))
     c.fail("expected the data section (at offset " + std::to_string(data_offset_) +
            ") inside the file, got " + std::to_string(bytes_.size()) + " bytes (truncated)");
   const uint64_t data_size = bytes_.size() > data_offset_ ? bytes_.size() - data_offset_ : 0;

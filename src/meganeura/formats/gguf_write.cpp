@@ -117,6 +117,9 @@ std::vector<uint8_t> serialize(const Contents& c) {
     o.u64(offset);
     offset += (bytes + alignment - 1) / alignment * alignment;
   }
+  // No tensor bytes, no data section: padding to a large `general.alignment` (the reader accepts any power of
+  // two) would turn a few hundred bytes of header into hundreds of MB (found by fuzz_gguf).
+  if (offset == 0) return std::move(o.b);
   o.pad(alignment);
   for (const Contents::Tensor& t : c.tensors) {
     o.b.insert(o.b.end(), t.data.begin(), t.data.end());
