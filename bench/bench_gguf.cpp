@@ -8,18 +8,29 @@
 //   bench_gguf requantize IN.gguf OUT.gguf TYPE
 //       every matrix of IN re-encoded as TYPE (F32, F16, BF16, Q8_0, Q4_0, ...) by gguf::requantize: the
 //       speed of a type, not its accuracy (a Q4_1 file made Q8_0 keeps Q4_1's values).
+//   bench_gguf skeleton IN.gguf OUT.gguf
+//       IN's metadata (tokenizer included) and the name, type and dims of each tensor, without tensor data: a
+//       few MB that a device call can carry where the model (98 MB and up) cannot.
+//   bench_gguf synth SKELETON.gguf OUT.gguf TYPE [--seed N]
+//       the skeleton's model with random weights: every matrix whose rows are whole TYPE blocks in TYPE (or,
+//       for TYPE `original`, in the type the skeleton lists for it)
+//       (normal, sd 0.02), every other tensor F32 (norm weights near 1). Same shapes, types and metadata as a
+//       `requantize` of the real file, so the same work for every kernel: a speed model, not a text model.
 #include <strings.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include <cstring>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/formats/gguf.hpp"
 #include "meganeura/models/gguf_model.hpp"
+#include "meganeura/quant/quant.hpp"
 #include "meganeura/session/session.hpp"
 
 using namespace meganeura;
@@ -45,6 +56,48 @@ void print(const char* what, const std::string& model, int n, std::vector<double
       "\"runs\":%zu}\n",
       what, model.c_str(), n, rate[rate.size() / 2], rate.front(), rate.back(), rate.size());
   std::fflush(stdout);
+}
+
+constexpr const char* kSkeletonKey = "meganeura.skeleton.tensors";  // "name type d0,d1,..." per tensor
+
+gguf::Contents skeleton(const gguf::File& in) {
+  gguf::Contents c;
+  c.version = in.version();
+  c.metadata = in.metadata();
+  std::vector<std::string> rows;
+  for (const gguf::TensorInfo& t : in.tensors()) {
+    std::string dims;
+    for (uint64_t d : t.dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    rows.push_back(t.name + " " + quant::name(t.type) + " " + dims);
+  }
+  c.metadata.push_back({kSkeletonKey, gguf::Value::string_array(rows)});
+  return c;
+}
+
+gguf::Contents synth(const gguf::File& sk, const std::string& to_name, uint32_t seed) {
+  gguf::Contents c;
+  c.version = sk.version();
+  for (const auto& kv : sk.metadata())
+    if (kv.first != kSkeletonKey) c.metadata.push_back(kv);
+  std::mt19937 rng(seed);
+  for (const std::string& row : sk.get_strings(kSkeletonKey)) {
+    std::istringstream s(row);
+    std::string name, type, dims_text;
+    s >> name >> type >> dims_text;
+    std::vector<uint64_t> dims;
+    std::istringstream ds(dims_text);
+    for (std::string d; std::getline(ds, d, ',');) dims.push_back(std::stoull(d));
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    const quant::Type to = type_named(to_name == "original" ? type : to_name);
+    const bool matrix = dims.size() >= 2 && dims[0] % quant::info(to).block_elems == 0;
+    std::normal_distribution<float> dist(matrix ? 0.0f : 1.0f, matrix ? 0.02f : 0.05f);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    const quant::Type t = matrix ? to : quant::Type::F32;
+    c.tensors.push_back({name, dims, t, quant::quantize(t, v)});
+  }
+  return c;
 }
 
 int run(const std::string& path, int pp, int tg, int reps) {
@@ -100,6 +153,17 @@ int main(int argc, char** argv) try {
     std::printf("bench_gguf: %s -> %s (%s)\n", a[1].c_str(), a[2].c_str(), a[3].c_str());
     return 0;
   }
+  if (a.size() == 3 && a[0] == "skeleton") {
+    gguf::write_gguf(a[2], skeleton(gguf::File::open(a[1])));
+    std::printf("bench_gguf: %s -> %s (skeleton)\n", a[1].c_str(), a[2].c_str());
+    return 0;
+  }
+  if ((a.size() == 4 || (a.size() == 6 && a[4] == "--seed")) && a[0] == "synth") {
+    const uint32_t seed = a.size() == 6 ? uint32_t(std::stoul(a[5])) : 1;
+    gguf::write_gguf(a[2], synth(gguf::File::open(a[1]), a[3], seed));
+    std::printf("bench_gguf: %s -> %s (random %s)\n", a[1].c_str(), a[2].c_str(), a[3].c_str());
+    return 0;
+  }
   if (a.size() >= 2 && a[0] == "run") {
     int pp = 512, tg = 128, reps = 5;
     for (size_t i = 2; i < a.size(); ++i) {
@@ -113,7 +177,7 @@ int main(int argc, char** argv) try {
   }
   std::fprintf(stderr,
                "usage: bench_gguf run MODEL.gguf [--pp 512] [--tg 128] [--reps 5] | bench_gguf requantize IN "
-               "OUT TYPE\n");
+               "OUT TYPE | bench_gguf skeleton IN OUT | bench_gguf synth SKELETON OUT TYPE [--seed N]\n");
   return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

