@@ -98,12 +98,18 @@ NodeId explicit_pad(Lowering& L, NodeId x, Window& w, double fill, bool always) 
   return x;
 }
 
-void conv(Lowering& L) {
+// Conv and ConvTranspose: input and weight of one rank >= 3, and the window their spatial dims describe.
+Window conv_window(Lowering& L) {
   const Shape xs = L.shape(0), ws = L.shape(1);
   if (ws.size() != xs.size() || xs.size() < 3)
     L.unsupported(
         "", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
-  Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
+  return window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
+}
+
+void conv(Lowering& L) {
+  const Shape ws = L.shape(1);
+  Window w = conv_window(L);
   const int64_t groups = L.attr_i("group", 1);
   NodeId x = to_2d(L, L.in(0), w.dims), weight = to_2d(L, L.in(1), w.dims);
   x = explicit_pad(L, x, w, 0.0, false);
@@ -113,11 +119,8 @@ void conv(Lowering& L) {
 }
 
 void conv_transpose(Lowering& L) {
-  const Shape xs = L.shape(0), ws = L.shape(1);
-  if (ws.size() != xs.size() || xs.size() < 3)
-    L.unsupported(
-        "", "expected input and weight of one rank >= 3, got " + shape_str(xs) + " and " + shape_str(ws));
-  Window w = window_attrs(L, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), false);
+  const Shape ws = L.shape(1);
+  Window w = conv_window(L);
   const int64_t groups = L.attr_i("group", 1);
   std::vector<int64_t> out_pad = L.attr_ints("output_padding", std::vector<int64_t>(w.dims, 0));
   std::vector<int64_t> out_shape = L.attr_ints("output_shape");
