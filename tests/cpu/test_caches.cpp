@@ -3,6 +3,7 @@
 // format (the in-memory reader and writer the fuzz target drives) is checked here.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -92,6 +93,25 @@ TEST(TuneCacheFile, ParseOfTheTextIsWhatLoadReads) {
   EXPECT_TRUE(foreign.foreign) << foreign.problem;
   EXPECT_NE(tune_cache_parse("", caps).problem, "");
   fs::remove_all(dir);
+}
+
+// fuzz_tune_cache found json's get<uint32_t> converting a driver_version of 1.3e50 (undefined behaviour, read
+// as "another device"): a device field that is not a 32-bit unsigned integer is damage, named.
+TEST(TuneCacheFile, DeviceFieldsMustBeUnsignedIntegers) {
+  const runtime::DeviceCaps caps = meganeura::test::fake_caps();
+  for (const std::string bad :
+       {"133333333333333333333333333333333333333333333333333", "1.5", "-1", "4294967296"}) {
+    const std::string body =
+        "{\"schema\": \"meganeura.tune.v1\", \"device\": {\"name\": \"x\", \"vendor_id\": " +
+        std::to_string(caps.vendor_id) + ", \"device_id\": " + std::to_string(caps.device_id) +
+        ", \"driver_version\": " + bad + "}, \"kernels\": {}}";
+    char sum[24];
+    std::snprintf(sum, sizeof sum, "%016llx",
+                  static_cast<unsigned long long>(shader::detail::fnv1a64(body.data(), body.size())));
+    const TuneCacheParse r = tune_cache_parse("meganeura.tune.v2 " + std::string(sum) + "\n" + body, caps);
+    EXPECT_FALSE(r.foreign) << bad;
+    EXPECT_NE(r.problem.find("driver_version"), std::string::npos) << bad << ": " << r.problem;
+  }
 }
 
 // cache_encode is byte for byte what cache_store writes; cache_parse reads it back as a hit for its key, a

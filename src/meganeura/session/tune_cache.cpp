@@ -37,9 +37,16 @@ TuneCache parse(const nlohmann::json& doc, const runtime::DeviceCaps& caps) {
   if (!doc.is_object() || doc.value("schema", "") != kSchema)
     throw std::runtime_error(std::string("expected schema '") + kSchema + "'");
   const nlohmann::json& d = doc.at("device");
-  if (d.at("vendor_id").get<uint32_t>() != caps.vendor_id ||
-      d.at("device_id").get<uint32_t>() != caps.device_id ||
-      d.at("driver_version").get<uint32_t>() != caps.driver_version)
+  // json's get<uint32_t> converts a float or an out-of-range integer with undefined behaviour (found by
+  // fuzz_tune_cache: a driver_version of 1.3e50): only an unsigned integer that fits is a device id.
+  auto u32 = [&](const char* key) {
+    const nlohmann::json& v = d.at(key);
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFFull)
+      throw std::runtime_error(std::string("device.") + key + " is not a 32-bit unsigned integer");
+    return uint32_t(v.get<uint64_t>());
+  };
+  if (u32("vendor_id") != caps.vendor_id || u32("device_id") != caps.device_id ||
+      u32("driver_version") != caps.driver_version)
     throw std::runtime_error("made for another device or driver");
   TuneCache out;
   for (const auto& [key, e] : doc.at("kernels").items()) {
