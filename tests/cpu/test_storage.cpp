@@ -58,3 +58,20 @@ TEST(Storage, BytesRoundTripThroughEachDtype) {
           << dtype_name(t) << " " << i;
   }
 }
+
+// Reference i32 values are exact f64 integers and may leave int64's range (the fuzzer's gather index
+// 2.77e25); converting those with a cast is undefined behaviour, so they go through these.
+TEST(Storage, IntegerValuesOutsideInt64AreNotCast) {
+  EXPECT_EQ(exact_int64(-3.0), std::optional<int64_t>(-3));
+  EXPECT_EQ(exact_int64(-9223372036854775808.0), std::optional<int64_t>(INT64_MIN));
+  EXPECT_EQ(exact_int64(9223372036854775808.0), std::nullopt);  // 2^63
+  EXPECT_EQ(exact_int64(2.77312e25), std::nullopt);
+  EXPECT_EQ(exact_int64(0.5), std::nullopt);
+  EXPECT_EQ(exact_int64(NAN), std::nullopt);
+  EXPECT_EQ(exact_int64(-INFINITY), std::nullopt);
+  EXPECT_EQ(i32_bits(-1.0), 0xffffffffu);
+  EXPECT_EQ(i32_bits(4294967296.0 + 5.0), 5u);
+  EXPECT_EQ(i32_bits(-4294967296.0 * 3 - 2.0), 0xfffffffeu);
+  EXPECT_EQ(i32_bits(2.0 * 9223372036854775808.0), 0u);  // 2^64: a multiple of 2^32
+  EXPECT_EQ(i32_bits(NAN), 0u);
+}

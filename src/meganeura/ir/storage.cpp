@@ -33,6 +33,19 @@ double dtype_round(double v, DType t) {
   return v;
 }
 
+std::optional<int64_t> exact_int64(double v) {
+  // 2^63 is exact in f64; every double in [-2^63, 2^63) converts without overflow.
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0) || std::trunc(v) != v) return std::nullopt;
+  return int64_t(v);
+}
+
+uint32_t i32_bits(double v) {
+  if (!std::isfinite(v)) return 0;
+  double w = std::fmod(std::trunc(v), 4294967296.0);  // exact, |w| < 2^32
+  if (w < 0) w += 4294967296.0;
+  return uint32_t(w);
+}
+
 namespace {
 uint32_t bits(float f) {
   uint32_t u;

@@ -5,6 +5,7 @@
 // that both sides mean the same number by a value of dtype f16.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,13 @@ namespace meganeura {
 // integers: truncation, u32 modulo 2^32). F32 values pass unchanged (the reference holds them exactly in
 // f64).
 double dtype_round(double v, DType t);
+
+// A reference value of an integer dtype as an int64_t, or nullopt where it is not one (NaN, ±Inf, a
+// fraction, beyond ±2^63: reference i32 arithmetic is exact in f64 and may leave int64's range, and casting
+// such a double is undefined behaviour in C++).
+std::optional<int64_t> exact_int64(double v);
+// The 32 bits an i32 value has on the device (two's complement, modulo 2^32); 0 for NaN and ±Inf.
+uint32_t i32_bits(double v);
 
 uint16_t f32_to_f16_bits(float f);
 float f16_bits_to_f32(uint16_t h);

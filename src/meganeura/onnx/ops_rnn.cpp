@@ -43,7 +43,7 @@ void lstm(Lowering& L) {
   if (L.has_input(4)) {
     const HostTensor& lens = L.known(4);
     for (double v : lens.data)
-      if (int64_t(v) != T) L.unsupported("", "expected every sequence_lens entry to be the full length");
+      if (v != double(T)) L.unsupported("", "expected every sequence_lens entry to be the full length");
   }
   const NodeId W = L.in(1), R = L.in(2);
   const NodeId flat_x = g.reshape(x, {T * B, I});

@@ -270,10 +270,9 @@ HostTensor rope_ref(const Node& node, const std::vector<const HostTensor*>& in) 
   const int64_t rows_per_batch = numel(x.shape) / d / std::max<int64_t>(1, x.shape[0]);
   HostTensor y(node.shape);
   for (int64_t row = 0; row < numel(x.shape) / d; ++row) {
-    int64_t start = 0;
-    if (in.size() == 2)
-      start = int64_t(in[1]->data[in[1]->data.size() == 1 ? 0 : size_t(row / rows_per_batch)]);
-    const double pos = double((row % s) + offset + start);
+    double start = 0;  // kept in f64: an i32 position can be any integer the reference holds
+    if (in.size() == 2) start = in[1]->data[in[1]->data.size() == 1 ? 0 : size_t(row / rows_per_batch)];
+    const double pos = double((row % s) + offset) + start;
     const size_t base = size_t(row * d);
     for (int64_t i = 0; i < half; ++i) {
       const double ang = pos * std::pow(theta, -2.0 * double(i) / double(d));

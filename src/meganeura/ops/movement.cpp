@@ -12,6 +12,7 @@
 //   ScatterAdd  inputs {indices (i32) [...], values [..., D]}, ints {rows}   -> [rows, D]
 #include <algorithm>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/ops.hpp"
 
 namespace meganeura::ops {
@@ -215,8 +216,9 @@ TypeInfo gather_shape(const ShapeCtx& c) {
 
 // Indices are data, so a bad one is found only when values flow; it is a DataError naming the node.
 int64_t checked_index(const Node& node, double v, int64_t rows, const char* op) {
-  const int64_t i = int64_t(v);
-  if (double(i) != v || i < 0 || i >= rows)
+  const std::optional<int64_t> e = exact_int64(v);
+  const int64_t i = e.value_or(-1);
+  if (i < 0 || i >= rows)
     throw DataError(std::string("[") + op + "] expected indices in [0, " + std::to_string(rows) + "), got " +
                     std::to_string(v) + " at node '" + node.prov.name + "' (" + where(node.prov.loc) + ")");
   return i;

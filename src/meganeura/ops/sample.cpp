@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/helpers.hpp"
 #include "meganeura/ops/sample.hpp"
 
@@ -37,8 +38,6 @@ TypeInfo sample_shape(const ShapeCtx& c) {
            std::string(dtype_name(c.dtype(3))) + " rng " + shape_str(c.shape(3)));
   return {{l[0]}, DType::I32};
 }
-
-uint32_t bits_of(double v) { return uint32_t(int64_t(v)); }  // an i32 input's value, as its 32 bits
 
 HostTensor sample_ref(const Node& n, const std::vector<const HostTensor*>& in) {
   const HostTensor &logits = *in[0], &seen = *in[1], &params = *in[2], &rng = *in[3];
@@ -82,9 +81,9 @@ HostTensor sample_ref(const Node& n, const std::vector<const HostTensor*>& in) {
       }
     }
     if (min_p > 0.0) t = std::max(t, m + std::log(min_p));
-    const uint32_t key = sample_key(bits_of(rng.data[size_t(b * kSampleRng + kSeedLo)]),
-                                    bits_of(rng.data[size_t(b * kSampleRng + kSeedHi)]),
-                                    bits_of(rng.data[size_t(b * kSampleRng + kStep)]), uint32_t(b));
+    const uint32_t key = sample_key(i32_bits(rng.data[size_t(b * kSampleRng + kSeedLo)]),
+                                    i32_bits(rng.data[size_t(b * kSampleRng + kSeedHi)]),
+                                    i32_bits(rng.data[size_t(b * kSampleRng + kStep)]), uint32_t(b));
     int64_t best = -1;
     double best_score = 0.0;
     for (int64_t v = 0; v < V; ++v) {

@@ -45,8 +45,10 @@ HostTensor write_slice_ref(const Node& node, const std::vector<const HostTensor*
       int64_t c = (i / vst[d]) % v.shape[d];
       if (d == ax) {
         const int64_t b = (i / vst[0]) % v.shape[0];
-        c += int64_t(start.data[start.data.size() == 1 ? 0 : size_t(b)]);
-        inside = c >= 0 && c < s[d];
+        // in f64: a reference i32 start may be any integer, beyond int64 too (NaN compares outside)
+        const double at = double(c) + start.data[start.data.size() == 1 ? 0 : size_t(b)];
+        inside = at >= 0 && at < double(s[d]);
+        c = inside ? int64_t(at) : 0;
       }
       dst += c * sst[d];
     }
