@@ -200,3 +200,27 @@ TEST(Plan, ArenasSplitIntoPartsThatNoValueStraddles) {
     EXPECT_NE(std::string(e.what()).find("embed.weight"), std::string::npos) << e.what();
   }
 }
+
+// NVIDIA's maxStorageBufferRange is 2^32 - 1 with a 16-byte offset alignment: parts of 2^32 - 16 bytes were
+// 2^32 once the allocator rounded them to its 256-byte blocks, past the range (the H100 refused
+// SmolLM2-135M's Adam step at batch 8, sequence 512). A part is a whole number of allocator blocks no larger
+// than the range.
+TEST(Plan, PartsAreWholeAllocatorBuffersWithinTheRange) {
+  runtime::DeviceCaps caps = meganeura::test::fake_caps();
+  caps.max_storage_buffer_range = 4294967295u;
+  caps.min_storage_buffer_offset_alignment = 16;
+  EXPECT_EQ(runtime::buffer_alignment(caps), 256u);
+  EXPECT_EQ(runtime::bindable_bytes(caps), 4294967040u);
+  Graph g;
+  NodeId x = g.input("x", {4, 8});
+  NodeId w = g.parameter("w", {8, 3});
+  g.set_outputs({g.named(g.sum(g.matmul(x, w), {}, false), "loss")});
+  SessionConfig c;
+  c.optimizer.kind = OptimizerKind::Adam;
+  const MemoryPlan p = compile_step(g, c, caps).plan;
+  EXPECT_EQ(p.part_bytes, 4294967040u);
+  EXPECT_EQ(p.part_bytes % runtime::buffer_alignment(caps), 0u);
+  caps.min_storage_buffer_offset_alignment = 1024;  // a device alignment above 256 rules
+  EXPECT_EQ(runtime::bindable_bytes(caps), 4294966272u);
+  EXPECT_EQ(compile_step(g, c, caps).plan.part_bytes, 4294966272u);
+}

@@ -2,6 +2,7 @@
 // The backend seam. Nothing here names a Vulkan type: the rest of the library sees buffers, kernels and
 // recorded command lists by handle. Vulkan (runtime/vulkan_*.cpp) is the one implementation; a Metal
 // backend would implement the same abstract classes.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -85,6 +86,18 @@ struct DeviceCaps {
   // part of the shader cache key.
   std::string fingerprint() const;
 };
+
+// Every buffer the device's allocator hands out starts and ends on this boundary: 256 bytes, or the device's
+// minStorageBufferOffsetAlignment where larger.
+inline uint64_t buffer_alignment(const DeviceCaps& c) {
+  return std::max<uint64_t>(256, c.min_storage_buffer_offset_alignment);
+}
+// The largest buffer that can be bound and allocated: maxStorageBufferRange down to buffer_alignment
+// (NVIDIA's range is 2^32 - 1, so a buffer of the range rounded to 16 bytes was 2^32 once rounded up, past
+// the range).
+inline uint64_t bindable_bytes(const DeviceCaps& c) {
+  return c.max_storage_buffer_range / buffer_alignment(c) * buffer_alignment(c);
+}
 
 struct DeviceOptions {
   std::optional<uint32_t> device_id;  // MEGANEURA_DEVICE_ID, parsed by SessionConfig::from_env

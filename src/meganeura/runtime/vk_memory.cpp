@@ -8,7 +8,6 @@ namespace {
 constexpr uint64_t kDefaultBlock = 256ull << 20;
 constexpr uint64_t kHostBlock = 4ull << 20;  // staging areas are small
 // 256 bytes keeps every buffer aligned for vec4 and cooperative-matrix loads on any device we know.
-constexpr uint64_t kMinAlignment = 256;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -21,8 +20,8 @@ std::string bytes_text(uint64_t b) {
 BlockAllocator::BlockAllocator(Instance& inst, const Fns& fns, VkDevice device, const PhysicalInfo& info,
                                bool host_visible, uint64_t block_bytes)
     : inst_(inst), f_(fns), device_(device), info_(info), host_visible_(host_visible) {
-  alignment_ = std::max<uint64_t>(kMinAlignment, info.caps.min_storage_buffer_offset_alignment);
-  const uint64_t range = info.caps.max_storage_buffer_range / alignment_ * alignment_;
+  alignment_ = buffer_alignment(info.caps);
+  const uint64_t range = bindable_bytes(info.caps);
   block_bytes_ = block_bytes ? round_up(block_bytes, alignment_) : kDefaultBlock;
   block_bytes_ = std::min(block_bytes_, range);
 

@@ -137,7 +137,7 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config,
   PlanOptions po;
   po.alias = config.alias_memory && !config.keep_intermediates;
   po.alignment = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 16);
-  po.max_buffer_bytes = caps.max_storage_buffer_range;
+  po.max_buffer_bytes = runtime::bindable_bytes(caps);  // a part is a whole allocator buffer
   po.outputs = s.outputs;
   po.param_grads = s.param_grads;
   po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
