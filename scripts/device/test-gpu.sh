@@ -44,6 +44,9 @@ ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 PRE
   for t in "${tools[@]}"; do strip -o ".stage/bin/$t" "build/bin/$t"; done
+  # The matmul GLSL lint (cpu tier) runs glslangValidator, a build tool the device lacks: Debian's needs only
+  # libc and libstdc++, which Ubuntu 24.04 has.
+  strip -o .stage/bin/glslangValidator "$(command -v glslangValidator)"
   tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
   # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12, but those it has
   # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver;
@@ -61,6 +64,7 @@ run() {
   # shellcheck disable=SC1091
   source .gl/prelude.sh
   tar -C .stage -xJf .stage/bin.tar.xz
+  export PATH="$root/.stage/bin:$PATH"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .stage/whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   export MEGANEURA_VALIDATION=1 MEGANEURA_SOURCE_DIR="$root"
