@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "meganeura/models/llama.hpp"
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/session/pipeline.hpp"
 
@@ -18,7 +19,9 @@ int main(int argc, char** argv) {
   uint32_t units = 132;
   std::string mode = "train", best;
   int64_t batch = 1, seq = 128, layers = 30;
-  bool mixed16 = false;
+  bool mixed16 = false, labels = false;  // --labels: every kernel's family and label, one a line
+  std::string
+      llama;  // --llama DTYPE: bench_decode's prefill graph (models::build_llama) with weights of DTYPE
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
@@ -34,12 +37,16 @@ int main(int argc, char** argv) {
       layers = std::stoll(argv[++i]);
     else if (a == "--best" && v)
       best = argv[++i];
+    else if (a == "--llama" && v)
+      llama = argv[++i];
+    else if (a == "--labels")
+      labels = true;
     else if (a == "--mixed16")
       mixed16 = true;
     else {
       std::fprintf(stderr,
                    "usage: llm_matmul_variants [--units N] [--mode train|forward|token] [--batch B] "
-                   "[--seq S] [--layers L] [--mixed16] [--best coopmat-khr]\n");
+                   "[--seq S] [--layers L] [--mixed16] [--best coopmat-khr] [--llama f32|f16|q8_0|...]\n");
       return 2;
     }
   }
@@ -48,21 +55,35 @@ int main(int argc, char** argv) {
   nn::Context ctx(g, 1);
   nn::CausalLmConfig cfg;
   cfg.layers = layers;
-  nn::CausalLm lm(ctx, "", cfg);
-  NodeId tokens = g.input("tokens", {batch, seq}, DType::I32);
-  NodeId logits = lm(tokens);
   SessionConfig c;
   c.precision = mixed16 ? Precision::Mixed16 : Precision::F32;
-  if (mode == "train") {
-    NodeId labels = g.input("labels", {batch, seq}, DType::I32);
-    g.set_outputs({g.named(g.cross_entropy_loss_index(g.reshape(logits, {batch * seq, cfg.vocab}),
-                                                      g.reshape(labels, {batch * seq})),
-                           "loss")});
-    c.optimizer.kind = OptimizerKind::Adam;
-  } else {
-    g.set_outputs({logits});
+  if (!llama.empty()) {  // inference only: the prefill (or, with --seq 1, the decode step) of bench_decode
+    models::LlamaConfig lc = models::LlamaConfig::smollm2_135m();
+    lc.layers = layers;
+    lc.max_context = 512;
+    lc.weight_dtype = parse_dtype(llama);
+    if (lc.weight_dtype != DType::F32 && lc.weight_dtype != DType::F16 && lc.weight_dtype != DType::BF16)
+      for (const auto& [name, shape] : models::llama_parameters(lc))
+        if (shape.size() == 1) lc.tensor_dtypes[name] = DType::F32;
+    g = models::build_llama(lc, batch, seq).graph;
     c.training = false;
     c.optimizer.kind = OptimizerKind::None;
+    mode = "llama-" + llama;
+  } else {
+    nn::CausalLm lm(ctx, "", cfg);
+    NodeId tokens = g.input("tokens", {batch, seq}, DType::I32);
+    NodeId logits = lm(tokens);
+    if (mode == "train") {
+      NodeId labels = g.input("labels", {batch, seq}, DType::I32);
+      g.set_outputs({g.named(g.cross_entropy_loss_index(g.reshape(logits, {batch * seq, cfg.vocab}),
+                                                        g.reshape(labels, {batch * seq})),
+                             "loss")});
+      c.optimizer.kind = OptimizerKind::Adam;
+    } else {
+      g.set_outputs({logits});
+      c.training = false;
+      c.optimizer.kind = OptimizerKind::None;
+    }
   }
   // An H200-like description: 16-bit storage, 32-wide subgroups, 48 KiB of shared memory; cooperative
   // matrices only where --best names a cooperative tier.
@@ -92,6 +113,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Family> fam;
   size_t total = 0, matmuls = 0;
   for (const GeneratedKernel& k : step.code) {
+    if (labels) std::printf("%s | %s\n", k.variant.c_str(), k.label.c_str());
     ++total;
     if (k.variant.rfind("matmul.", 0) != 0) continue;
     ++matmuls;
