@@ -143,6 +143,27 @@ TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
   }
 }
 
+// An f16 weight against f32 activations (16-bit parameters in an F32 session: f16 prefill) takes 8-byte loads
+// of four halves where its rows start on 4-element boundaries (K x N with N = 45: element loads), in each
+// layout of B.
+TEST_F(MatmulSplit, SixteenBitWeightVectorLoadsMatchCpu) {
+  uint32_t seed = 90;
+  for (int layout : {0, 2}) {
+    for (const char* v : {"scalar.64", "scalar.128", "scalar.64.k2", "scalar.128.k3"}) {
+      for (uint32_t n : {68u, 45u}) {
+        MatmulShape s = shape(132, n, 300, layout, 2);
+        s.load_b = kernels::MatmulLoad::F16;
+        const MatmulVariant var = MatmulVariant::parse(v);
+        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).passes.front();
+        const bool aligned = layout == 2 || n % 4 == 0;  // B's rows run along K (300) when transposed
+        EXPECT_EQ(pass.source.label.find("_v_") != std::string::npos, aligned)
+            << name(s, var) << ": " << pass.source.label;
+        expect_matches(s, var, bias_relu(n, seed++));
+      }
+    }
+  }
+}
+
 TEST_F(MatmulSplit, BatchedAndMixed16) {
   for (int layout = 0; layout < 3; ++layout) {
     expect_matches(shape(20, 30, 300, layout, 3), MatmulVariant::parse("scalar.16.k4"),

@@ -58,25 +58,32 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
   try {
     const MatmulKernel kernel = select_matmul(device.caps(), shape, variant, check.epilogue);
     result.variant = kernel.variant;
+    // An operand is stored as f16 with f16 inputs, or with an F16 load (an f16 weight against f32 values).
+    for (MatmulLoad l : {shape.load_a, shape.load_b})
+      if (l != MatmulLoad::Plain && l != MatmulLoad::F16)
+        throw ConfigError(std::string("[kernels::check_matmul] expected plain or f16 operand loads, got ") +
+                          load_name(l));
     const bool f16 = shape.input == MatmulInput::F16;
+    const bool f16_a = f16 || shape.load_a == MatmulLoad::F16, f16_b = f16 || shape.load_b == MatmulLoad::F16;
     std::mt19937 rng(check.seed);
-    std::vector<float> a = random_values(elements_a(shape), rng, f16);
-    std::vector<float> b = random_values(elements_b(shape), rng, f16);
-    for (auto [given, op, name] : {std::tuple{&check.a_values, &a, "A"}, {&check.b_values, &b, "B"}}) {
+    std::vector<float> a = random_values(elements_a(shape), rng, f16_a);
+    std::vector<float> b = random_values(elements_b(shape), rng, f16_b);
+    for (auto [given, op, name, half] :
+         {std::tuple{&check.a_values, &a, "A", f16_a}, {&check.b_values, &b, "B", f16_b}}) {
       if (given->empty()) continue;
       if (given->size() != op->size())
         throw ShapeError(std::string("[kernels::check_matmul] expected ") + std::to_string(op->size()) +
                          " values of " + name + ", got " + std::to_string(given->size()));
       for (size_t i = 0; i < op->size(); ++i)
-        (*op)[i] = f16 ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
+        (*op)[i] = half ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
     }
     const uint64_t nc = elements_c(shape);
     DeviceBuffers mem(device);
-    const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16 ? 2 : 4));
-    const runtime::Buffer db = mem.add(padded_bytes(b.size(), f16 ? 2 : 4));
+    const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16_a ? 2 : 4));
+    const runtime::Buffer db = mem.add(padded_bytes(b.size(), f16_b ? 2 : 4));
     const runtime::Buffer dc = mem.add(padded_bytes(nc, 4));
-    upload_operand(device, da, a, f16);
-    upload_operand(device, db, b, f16);
+    upload_operand(device, da, a, f16_a);
+    upload_operand(device, db, b, f16_b);
     if (shape.input == MatmulInput::F32RoundF16) {  // uploaded as f32; the kernel multiplies them rounded
       for (float& x : a) x = half_to_float(float_to_half(x));
       for (float& x : b) x = half_to_float(float_to_half(x));

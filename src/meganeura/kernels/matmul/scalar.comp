@@ -6,12 +6,24 @@ const uint BM = BT, BN = BT, BK = 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];
 #if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
-// 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs whose row starts are all on 4-float boundaries): the
+// 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs, B f32 or f16, whose row starts are all on 4-element
+// boundaries; an f16 B takes 8-byte loads of four halves): the
 // A and B tiles are 256 vec4 each, one per thread, along the stored matrix's contiguous dimension. A vec4 is
 // either wholly inside the matrix or wholly outside, so the first element's bounds decide. Fewer load and index
 // instructions per K tile (docs/performance.md).
 layout(std430, set = 0, binding = 0) readonly buffer BufAV { vec4 a_v4[]; };
+#if B_LOAD == 1
+// f16 weights (B_LOAD 1) times f32 activations: four halves in one 8-byte load, widened as B_VALUE widens one.
+layout(std430, set = 0, binding = 1) readonly buffer BufBV { uvec2 b_h4[]; };
+vec4 b_vec(uint i) {
+  const uvec2 w = b_h4[i];
+  return vec4(mm_half_value(w.x & 0xFFFFu), mm_half_value(w.x >> 16u), mm_half_value(w.y & 0xFFFFu),
+              mm_half_value(w.y >> 16u));
+}
+#else
 layout(std430, set = 0, binding = 1) readonly buffer BufBV { vec4 b_v4[]; };
+vec4 b_vec(uint i) { return b_v4[i]; }
+#endif
 vec4 va, vb;
 void vec_a(out uint mm, out uint kk) {
   const uint i = gl_LocalInvocationIndex;
@@ -44,7 +56,7 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
 #else
   const uint bi = bbase + (k0 + kb) * p.ldb + n0 + nn;
 #endif
-  vb = (k0 + kb < k_end && n0 + nn < p.N) ? b_v4[bi / 4u] : vec4(0.0);
+  vb = (k0 + kb < k_end && n0 + nn < p.N) ? b_vec(bi / 4u) : vec4(0.0);
 }
 void stash(uint buf) {
   uint mm, kk, nn, kb;
