@@ -164,6 +164,26 @@ TEST_F(MatmulSplit, SixteenBitWeightVectorLoadsMatchCpu) {
   }
 }
 
+// GEMV of x·Wᵀ with f32, f16 and bf16 weights whose rows are whole groups of eight (K = 96) reads eight
+// values a load
+// (".v8"); K = 100 takes the element loop. M = 1, 3 and 8 (every GEMV row count class), N ragged, batched.
+TEST_F(MatmulSplit, GemvEightValueLoadsMatchCpu) {
+  uint32_t seed = 120;
+  for (auto load : {kernels::MatmulLoad::Plain, kernels::MatmulLoad::F16, kernels::MatmulLoad::BF16}) {
+    for (uint32_t k : {96u, 100u}) {
+      for (uint32_t m : {1u, 3u, 8u}) {
+        MatmulShape s = shape(m, 13, k, 2, 2);
+        s.load_b = load;
+        const MatmulVariant var = MatmulVariant::parse("gemv");
+        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).passes.front();
+        EXPECT_EQ(pass.source.label.find(".v8") != std::string::npos, k % 8 == 0)
+            << name(s, var) << ": " << pass.source.label;
+        expect_matches(s, var, bias_relu(13, seed++));
+      }
+    }
+  }
+}
+
 TEST_F(MatmulSplit, BatchedAndMixed16) {
   for (int layout = 0; layout < 3; ++layout) {
     expect_matches(shape(20, 30, 300, layout, 3), MatmulVariant::parse("scalar.16.k4"),

@@ -2,6 +2,7 @@
 #include "meganeura/kernels/matmul_check.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 
@@ -26,22 +27,43 @@ struct DeviceBuffers {
   }
 };
 
-// Random operand values, rounded to f16 when the kernel reads f16, so that the CPU sees what the GPU sees.
-std::vector<float> random_values(uint64_t n, std::mt19937& rng, bool f16) {
+// How an operand is stored for the kernel: f32, f16 (f16 inputs or an F16 load) or bf16 (a BF16 load).
+enum class Stored { F32, F16, BF16 };
+
+uint16_t bf16_bits(float f) {  // nearest even; the values here are finite
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// x as the stored operand holds it, so that the CPU sees what the GPU sees.
+float stored_value(float x, Stored st) {
+  if (st == Stored::F16) return half_to_float(float_to_half(x));
+  if (st == Stored::BF16) return bf16_value(bf16_bits(x));
+  return x;
+}
+
+std::vector<float> random_values(uint64_t n, std::mt19937& rng, Stored st) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> v(n);
-  for (float& x : v) x = f16 ? half_to_float(float_to_half(dist(rng))) : dist(rng);
+  for (float& x : v) x = stored_value(dist(rng), st);
   return v;
 }
 
-void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std::vector<float>& v, bool f16) {
-  if (f16) {
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-    dev.upload(buf, h.data(), h.size() * 2);
-  } else {
+void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std::vector<float>& v,
+                    Stored st) {
+  if (st == Stored::F32) {
     dev.upload(buf, v.data(), v.size() * 4);
+    return;
   }
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = st == Stored::F16 ? float_to_half(v[i]) : bf16_bits(v[i]);
+  dev.upload(buf, h.data(), h.size() * 2);
 }
 
 }  // namespace
@@ -58,32 +80,37 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
   try {
     const MatmulKernel kernel = select_matmul(device.caps(), shape, variant, check.epilogue);
     result.variant = kernel.variant;
-    // An operand is stored as f16 with f16 inputs, or with an F16 load (an f16 weight against f32 values).
+    // An operand is stored as f16 with f16 inputs or an F16 load, as bf16 with a BF16 load (a 16-bit weight
+    // against f32 values).
     for (MatmulLoad l : {shape.load_a, shape.load_b})
-      if (l != MatmulLoad::Plain && l != MatmulLoad::F16)
-        throw ConfigError(std::string("[kernels::check_matmul] expected plain or f16 operand loads, got ") +
-                          load_name(l));
-    const bool f16 = shape.input == MatmulInput::F16;
-    const bool f16_a = f16 || shape.load_a == MatmulLoad::F16, f16_b = f16 || shape.load_b == MatmulLoad::F16;
+      if (l != MatmulLoad::Plain && l != MatmulLoad::F16 && l != MatmulLoad::BF16)
+        throw ConfigError(
+            std::string("[kernels::check_matmul] expected plain, f16 or bf16 operand loads, got ") +
+            load_name(l));
+    auto stored = [&](MatmulLoad l) {
+      return shape.input == MatmulInput::F16 || l == MatmulLoad::F16 ? Stored::F16
+             : l == MatmulLoad::BF16                                 ? Stored::BF16
+                                                                     : Stored::F32;
+    };
+    const Stored st_a = stored(shape.load_a), st_b = stored(shape.load_b);
     std::mt19937 rng(check.seed);
-    std::vector<float> a = random_values(elements_a(shape), rng, f16_a);
-    std::vector<float> b = random_values(elements_b(shape), rng, f16_b);
-    for (auto [given, op, name, half] :
-         {std::tuple{&check.a_values, &a, "A", f16_a}, {&check.b_values, &b, "B", f16_b}}) {
+    std::vector<float> a = random_values(elements_a(shape), rng, st_a);
+    std::vector<float> b = random_values(elements_b(shape), rng, st_b);
+    for (auto [given, op, name, st] :
+         {std::tuple{&check.a_values, &a, "A", st_a}, {&check.b_values, &b, "B", st_b}}) {
       if (given->empty()) continue;
       if (given->size() != op->size())
         throw ShapeError(std::string("[kernels::check_matmul] expected ") + std::to_string(op->size()) +
                          " values of " + name + ", got " + std::to_string(given->size()));
-      for (size_t i = 0; i < op->size(); ++i)
-        (*op)[i] = half ? half_to_float(float_to_half((*given)[i])) : (*given)[i];
+      for (size_t i = 0; i < op->size(); ++i) (*op)[i] = stored_value((*given)[i], st);
     }
     const uint64_t nc = elements_c(shape);
     DeviceBuffers mem(device);
-    const runtime::Buffer da = mem.add(padded_bytes(a.size(), f16_a ? 2 : 4));
-    const runtime::Buffer db = mem.add(padded_bytes(b.size(), f16_b ? 2 : 4));
+    const runtime::Buffer da = mem.add(padded_bytes(a.size(), st_a == Stored::F32 ? 4 : 2));
+    const runtime::Buffer db = mem.add(padded_bytes(b.size(), st_b == Stored::F32 ? 4 : 2));
     const runtime::Buffer dc = mem.add(padded_bytes(nc, 4));
-    upload_operand(device, da, a, f16_a);
-    upload_operand(device, db, b, f16_b);
+    upload_operand(device, da, a, st_a);
+    upload_operand(device, db, b, st_b);
     if (shape.input == MatmulInput::F32RoundF16) {  // uploaded as f32; the kernel multiplies them rounded
       for (float& x : a) x = half_to_float(float_to_half(x));
       for (float& x : b) x = half_to_float(float_to_half(x));

@@ -19,9 +19,10 @@ void main() {
   const uint abase = a_base(batch), bbase = b_base(batch);
   float acc[MMAX];
   [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
-#if B_LOAD >= 3 && TRANS_B && !defined(B_FILL)
-  // A weight row of GGUF blocks (K a multiple of the block): each lane dequantizes eight values of a block at a
-  // time, lanes of a column take consecutive groups, so that a column's blocks are read once and in order.
+#if (B_LOAD >= 3 || defined(GEMV_VEC8)) && TRANS_B && !defined(B_FILL)
+  // A weight row of GGUF blocks (K a multiple of the block), or of f32/f16/bf16 values in groups of eight
+  // (GEMV_VEC8): each lane reads eight values at a time, lanes of a column take consecutive groups, so that a
+  // column's row is read once and in order.
   if (n < p.N) {
     const uint row = bbase + n * p.ldb;
     for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {

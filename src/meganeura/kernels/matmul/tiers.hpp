@@ -27,6 +27,9 @@ std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks = "")
 // GEMV over several weights of one A (MatmulEpilogue::products; TRANS_B): `blocks` also defines mnq_e<j>_8
 // over `e<j>w` for each product when B is block-quantized.
 std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks = "");
+// Defines `void FN(uint i, out float v[8])`: values i .. i + 7 (i a multiple of 8) of the weight at
+// `binding`.
+std::string vec8_loader(uint32_t binding, const std::string& fn);
 // BT x BT tile, BT = 128 or 64 (define BT; VEC_LOADS for 16-byte f32 loads).
 std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks = "");
 // 16x16, one output a thread.
