@@ -160,7 +160,7 @@ TEST_F(Tune, ReportListsEveryDispatchAndTheTunedStepIsBitEqualForThreadOnlyVaria
       EXPECT_FALSE(k.note.empty()) << k.label;
     }
   }
-  EXPECT_GE(timed, 5u) << text;
+  EXPECT_GE(timed, 4u) << text;  // three copies (a slice is computed inside the concat) and a pointwise
   std::printf("%s", text.c_str());
   EXPECT_TRUE(r.cache_path.empty());
   // Parameters survive the search (candidate updates ran on them), and the step computes bit-identical

@@ -135,6 +135,7 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
   if (g.node(n).op == Op::Fill) return fill_lit(g.node(n));
   if (auto it = computed.find(n); it != computed.end()) return it->second;
+  if (auto it = moved.find(n); it != moved.end()) return it->second + "(" + offset + ")";
   uint32_t b = bind_value(n, false);
   const DType dt = g.node(kg.storage_of(n)).dtype;
   if (is_quantized(dt)) {  // GGUF blocks as words, dequantized element by element (quant/glsl.hpp)

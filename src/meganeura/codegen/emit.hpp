@@ -43,6 +43,9 @@ struct Emitter {
   // Values the kernel computes itself and hands to its epilogue by name (a matmul's twin product, see
   // Kernel::twin): load() returns the expression instead of reading storage. Same index space as the root.
   std::map<NodeId, std::string> computed;
+  // Movement ops a copy kernel computes through index functions (its prologue, schedule.cpp
+  // movement_producer): load() calls `name(offset)` instead of reading storage.
+  std::map<NodeId, std::string> moved;
 
   // Threads per workgroup: the variant's, else CodegenOptions::workgroup.
   uint32_t wg() const { return variant.workgroup ? variant.workgroup : opt.workgroup; }

@@ -181,16 +181,18 @@ std::string rope_function(Emitter& e, NodeId rope, const std::string& name) {
          rope_body(e, rope, name + "_turns") + "}\n";
 }
 
-void emit_movement(Emitter& e) {
-  if (e.k.arch == Archetype::Scatter)
-    return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
-  if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
-  const Node& c = e.g.node(e.k.core);
+namespace {
+
+// `float name(uint ix)`: element ix of movement node `node`, read from its inputs through Emitter::load
+// (which calls the functions of inputs computed in this kernel too).
+std::string movement_function(Emitter& e, NodeId node, const std::string& name) {
+  const Node& c = e.g.node(node);
   const Shape& os = c.shape;
   size_t rank = os.size();
-  std::string f = "float core_at(uint ix) {\n";
-  if (!(c.op == Op::Gather || c.op == Op::Dropout)) f += coords(os);
+  std::string f = "float " + name + "(uint ix) {\n";
+  if (!(c.op == Op::Gather || c.op == Op::Dropout || c.op == Op::Reshape)) f += coords(os);
   switch (c.op) {
+    case Op::Reshape: f += "  return " + e.load(c.inputs[0], "ix") + ";\n"; break;  // the same flat order
     case Op::Permute: {
       const Shape& is = e.g.node(c.inputs[0]).shape;
       std::vector<int64_t> st = contiguous_strides(is);
@@ -256,7 +258,7 @@ void emit_movement(Emitter& e) {
       f += "  return 0.0;\n";
       break;
     }
-    case Op::Rope: f += rope_body(e, e.k.core, "rope_turns"); break;
+    case Op::Rope: f += rope_body(e, node, name + "_turns"); break;
     case Op::Dropout: {
       // the mask of ops/dropout_hash.hpp, bit for bit; keys and threshold are literals of this kernel
       const double p = c.attrs.reals.at(0);
@@ -284,10 +286,27 @@ void emit_movement(Emitter& e) {
     case Op::UpsampleNearest: f += window_core(e, c); break;
     default:
       throw GraphError("[codegen] expected a movement op, got " + std::string(op_name(c.op)) + " at node '" +
-                       node_label(e.g, e.k.core) + "'");
+                       node_label(e.g, node) + "'");
   }
-  e.decls += f + "}\n";
-  int64_t n = numel(os);
+  return f + "}\n";
+}
+
+}  // namespace
+
+void emit_movement(Emitter& e) {
+  if (e.k.arch == Archetype::Scatter)
+    return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
+  if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
+  // Movement producers fused into this copy (ascending ids: each function follows those of its inputs).
+  for (NodeId m : e.k.prologue) {
+    const std::string fn = "mn_move" + std::to_string(m.v);
+    const std::string f = movement_function(e, m, fn);  // may declare helpers (RoPE tables) first
+    e.decls += f;
+    e.moved[m] = fn;
+  }
+  const std::string core = movement_function(e, e.k.core, "core_at");
+  e.decls += core;
+  int64_t n = numel(e.g.node(e.k.core).shape);
   std::string epi = e.region_fn(e.k.root, e.k.epilogue, e.g.node(e.k.root).shape, e.k.core);
   std::string body = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n  " +
                      e.store(e.k.root, "i", epi + "(i, core_at(i))") + "\n";

@@ -200,6 +200,14 @@ struct Builder {
       Kernel& K = kg.kernels[size_t(k)];
       const Node& pn = g.node(p);
       OpClass c = op_class(pn.op);
+      if (movement_producer(p, k)) {
+        check_supported(p);
+        owner[p.v] = k;
+        region[p.v] = Pro;
+        kg.kernels[size_t(k)].prologue.push_back(p);
+        push_inputs(p);
+        continue;
+      }
       if (c == OpClass::Fill || c == OpClass::Leaf || c == OpClass::Alias) continue;  // inlined or stored
       if (pn.op == Op::WriteSlice)
         continue;  // always its own kernel's root: it writes the state, not a new value
@@ -232,6 +240,31 @@ struct Builder {
     Kernel& K = kg.kernels[size_t(k)];
     std::sort(K.epilogue.begin(), K.epilogue.end());
     std::sort(K.prologue.begin(), K.prologue.end());
+  }
+
+  // Movement ops a copy kernel computes from an index of their own shape (codegen: movement_body); Reshape
+  // keeps the flat index.
+  static bool indexable_movement(Op op) {
+    return op == Op::Permute || op == Op::Slice || op == Op::Pad || op == Op::Concat ||
+           op == Op::BroadcastTo || op == Op::Rope || op == Op::Reshape;
+  }
+
+  // Whether movement op p joins copy kernel k as a prologue: everything that reads it is k's own movement
+  // core or a movement op already in its prologue, so the chain (a slice of the QKV product, its reshape
+  // into heads, the permute, RoPE; in the backward their transposes) is one kernel whose core reads through
+  // index functions, and no intermediate is stored.
+  bool movement_producer(NodeId p, int k) const {
+    const Kernel& K = kg.kernels[size_t(k)];
+    const Node& pn = g.node(p);
+    if (!opt.fuse || opt.keep_intermediates || !indexable_movement(pn.op) || owner[p.v] >= 0 ||
+        is_root[p.v] || (pn.op != Op::Reshape && forced[p.v]) || !K.core.valid() ||
+        !indexable_movement(g.node(K.core).op) || g.node(K.core).op == Op::Reshape || consumers[p.v].empty())
+      return false;
+    for (NodeId c : consumers[p.v]) {
+      if (owner[c.v] != k) return false;
+      if (c != K.core && !(region[c.v] == Pro && indexable_movement(g.node(c).op))) return false;
+    }
+    return true;
   }
 
   // Whether matmul p can join kernel K's matmul core in one GEMV pass (Kernel::twin, Kernel::siblings): both
@@ -392,6 +425,7 @@ struct Builder {
       const Node& nd = g.node(n);
       OpClass c = op_class(nd.op);
       if (c == OpClass::Leaf) continue;
+      if (owner[v] >= 0) continue;  // fused into a kernel already (a Reshape too: movement_producer)
       if (c == OpClass::Alias) {
         // Storage is shared with the source, so the source must exist as a buffer of the same layout.
         forced[nd.inputs[0].v] = 1;
