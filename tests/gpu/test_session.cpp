@@ -332,6 +332,46 @@ TEST_F(Session_, FusedAndUnfusedAgreeOnRandomGraphsInEveryRewriteMode) {
   }
 }
 
+// A transformer's head split (slice of a fused QKV, reshape into heads, permute, RoPE) and a pad/concat chain
+// in the backward's shape: each chain is one copy kernel when fused (the movement ops only it reads are
+// computed through index functions), several unfused, and both equal the reference. The same value read
+// by a second consumer stays stored.
+TEST_F(Session_, MovementChainsFuseIntoOneCopyAndMatchUnfused) {
+  Graph g;
+  const NodeId qkv = g.input("qkv", {2, 5, 24});  // [batch, seq, (4 + 2) heads x 4]
+  auto heads = [&](int64_t from, int64_t count) {
+    const NodeId s = g.slice(qkv, 2, from * 4, (from + count) * 4);
+    return g.permute(g.reshape(s, {2, 5, count, 4}), {0, 2, 1, 3});
+  };
+  const NodeId q = g.rope(heads(0, 4), 10000.0, 3);
+  const NodeId v = heads(4, 2);
+  const NodeId back = g.reshape(g.permute(v, {0, 2, 1, 3}), {2, 5, 8});
+  const NodeId joined = g.concat({g.pad(back, {0, 0, 1}, {0, 0, 2}, 0.5), g.slice(qkv, 2, 0, 5)}, 2);
+  g.set_outputs({g.named(q, "q"), g.named(joined, "joined"), g.named(g.exp(v), "v_exp")});
+  SessionConfig c = base_config(false);
+  c.rewrite = RewriteMode::Off;  // as built: the rewrite folds the permute pair of v
+  CompileOptions fused, unfused;
+  unfused.fuse = false;
+  const CompiledStep fs = compile_step(g, c, test::gpu_device().caps(), fused);
+  const CompiledStep us = compile_step(g, c, test::gpu_device().caps(), unfused);
+  // fused: q (slice, reshape, permute into RoPE), v (read twice: stored), joined (permute, reshape, pad and
+  // slice into the concat); unfused: every movement op its own kernel
+  EXPECT_EQ(fs.kernels.count(Archetype::Copy), 3u) << fs.kernels.to_text(fs.graph);
+  EXPECT_GE(us.kernels.count(Archetype::Copy), 9u) << us.kernels.to_text(us.graph);
+  Session f = build_with(g, c, shared_device(), fused);
+  Session u = build_with(g, c, shared_device(), unfused);
+  std::mt19937 rng{7}, rng2{7};
+  reference::Feeds feeds = feed_all(g, f, rng);
+  feed_all(g, u, rng2);
+  f.run();
+  u.run();
+  const auto want = reference::evaluate_outputs(g, feeds);
+  for (size_t o = 0; o < want.size(); ++o) {
+    expect_close(f.read_output(o), want[o], 1e-5, 1e-4, "fused output " + std::to_string(o));
+    expect_close(u.read_output(o), want[o], 1e-5, 1e-4, "unfused output " + std::to_string(o));
+  }
+}
+
 TEST_F(Session_, BadGraphsGiveClearErrors) {
   {
     Graph g;
