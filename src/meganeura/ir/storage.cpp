@@ -39,12 +39,7 @@ std::optional<int64_t> exact_int64(double v) {
   return int64_t(v);
 }
 
-uint32_t i32_bits(double v) {
-  if (!std::isfinite(v)) return 0;
-  double w = std::fmod(std::trunc(v), 4294967296.0);  // exact, |w| < 2^32
-  if (w < 0) w += 4294967296.0;
-  return uint32_t(w);
-}
+uint32_t i32_bits(double v) { return std::isfinite(v) ? uint32_t(dtype_round(v, DType::U32)) : 0; }
 
 namespace {
 uint32_t bits(float f) {

@@ -2,11 +2,11 @@
 #include "meganeura/kernels/matmul_check.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <tuple>
 
 #include "meganeura/core/error.hpp"
+#include "meganeura/ir/storage.hpp"
 
 namespace meganeura::kernels {
 namespace {
@@ -30,21 +30,10 @@ struct DeviceBuffers {
 // How an operand is stored for the kernel: f32, f16 (f16 inputs or an F16 load) or bf16 (a BF16 load).
 enum class Stored { F32, F16, BF16 };
 
-uint16_t bf16_bits(float f) {  // nearest even; the values here are finite
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-float bf16_value(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 // x as the stored operand holds it, so that the CPU sees what the GPU sees.
 float stored_value(float x, Stored st) {
   if (st == Stored::F16) return half_to_float(float_to_half(x));
-  if (st == Stored::BF16) return bf16_value(bf16_bits(x));
+  if (st == Stored::BF16) return bf16_bits_to_f32(f32_to_bf16_bits(x));
   return x;
 }
 
@@ -62,7 +51,8 @@ void upload_operand(runtime::Device& dev, const runtime::Buffer& buf, const std:
     return;
   }
   std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = st == Stored::F16 ? float_to_half(v[i]) : bf16_bits(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    h[i] = st == Stored::F16 ? float_to_half(v[i]) : f32_to_bf16_bits(v[i]);
   dev.upload(buf, h.data(), h.size() * 2);
 }
 

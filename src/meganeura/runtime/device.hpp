@@ -87,8 +87,9 @@ struct DeviceCaps {
   std::string fingerprint() const;
 };
 
-// Every buffer the device's allocator hands out starts and ends on this boundary: 256 bytes, or the device's
-// minStorageBufferOffsetAlignment where larger.
+// Every buffer the device's allocator hands out starts and ends on this boundary: 256 bytes (aligned for vec4
+// and cooperative-matrix loads on any device we know), or the device's minStorageBufferOffsetAlignment where
+// larger.
 inline uint64_t buffer_alignment(const DeviceCaps& c) {
   return std::max<uint64_t>(256, c.min_storage_buffer_offset_alignment);
 }

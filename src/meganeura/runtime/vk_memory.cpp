@@ -7,7 +7,6 @@ namespace {
 
 constexpr uint64_t kDefaultBlock = 256ull << 20;
 constexpr uint64_t kHostBlock = 4ull << 20;  // staging areas are small
-// 256 bytes keeps every buffer aligned for vec4 and cooperative-matrix loads on any device we know.
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

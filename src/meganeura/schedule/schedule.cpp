@@ -204,7 +204,7 @@ struct Builder {
         check_supported(p);
         owner[p.v] = k;
         region[p.v] = Pro;
-        kg.kernels[size_t(k)].prologue.push_back(p);
+        K.prologue.push_back(p);
         push_inputs(p);
         continue;
       }
@@ -242,8 +242,8 @@ struct Builder {
     std::sort(K.prologue.begin(), K.prologue.end());
   }
 
-  // Movement ops a copy kernel computes from an index of their own shape (codegen: movement_body); Reshape
-  // keeps the flat index.
+  // Movement ops a copy kernel computes from an index of their own shape (codegen: movement_function);
+  // Reshape keeps the flat index.
   static bool indexable_movement(Op op) {
     return op == Op::Permute || op == Op::Slice || op == Op::Pad || op == Op::Concat ||
            op == Op::BroadcastTo || op == Op::Rope || op == Op::Reshape;
