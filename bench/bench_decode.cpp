@@ -4,6 +4,7 @@
 // scripts/device/decode_torch.py (transformers LlamaForCausalLM, same config).
 //   bench_decode [--dtype f32|f16|bf16|q8_0|q4_1|q4_0] [--context 512] [--prompt 128] [--steps 64] [--batches
 //   1,16] bench_decode --tiny   (a small config: the lavapipe smoke test); --profile adds per-family times
+//   of a prefill and of a decode step (prefill_profile, decode_profile lines)
 // Decode steps feed a fixed token each (no sampling on the host): the figure is the step's own cost.
 #include <algorithm>
 #include <chrono>
@@ -161,18 +162,22 @@ int main(int argc, char** argv) try {
         "\"wall_ms_per_step\":%.4f,\"tokens_per_s\":%.1f}\n",
         dt, (long long)B, (long long)c.max_context, gpu_ms, wall_ms, double(B) * 1000.0 / wall_ms);
     if (a.profile) {
-      // Each dispatch of one decode step timed alone (Session::profile), summed per kernel family.
+      // Each dispatch of one prefill and of one decode step timed alone (Session::profile), summed per kernel
+      // family.
       ProfileOptions po;
       po.warmup = 1;
       po.iterations = 5;
-      const nlohmann::json p = nlohmann::json::parse(decode.profile(po));
-      nlohmann::json line = {{"bench", "decode_profile"}, {"dtype", dt}, {"batch", B}};
-      nlohmann::json fam = nlohmann::json::array();
-      for (const auto& f : p["families"])
-        fam.push_back({f["family"], f["dispatches"], f["median_ns_total"].get<double>() * 1e-6});
-      line["families"] = fam;
-      line["profile_sum_ms"] = p["overhead"]["sum_of_dispatch_medians_ns"].get<double>() * 1e-6;
-      std::printf("%s\n", line.dump().c_str());
+      for (Session* s : {&prefill, &decode}) {
+        const nlohmann::json p = nlohmann::json::parse(s->profile(po));
+        nlohmann::json line = {
+            {"bench", s == &prefill ? "prefill_profile" : "decode_profile"}, {"dtype", dt}, {"batch", B}};
+        nlohmann::json fam = nlohmann::json::array();
+        for (const auto& f : p["families"])
+          fam.push_back({f["family"], f["dispatches"], f["median_ns_total"].get<double>() * 1e-6});
+        line["families"] = fam;
+        line["profile_sum_ms"] = p["overhead"]["sum_of_dispatch_medians_ns"].get<double>() * 1e-6;
+        std::printf("%s\n", line.dump().c_str());
+      }
     }
   }
   return 0;

@@ -5,6 +5,7 @@
 // scripts/device/matmul-shapes.sh times the variants.
 //   llm_matmul_variants [--units 132] [--mode train|forward|token] [--batch 1] [--seq 128] [--layers 30]
 //                       [--mixed16 (with --best coopmat-khr: the tier the H200's self-test passes)]
+//                       [--glsl TEXT (print the GLSL, grid and push constants of kernels whose label has TEXT)]
 #include <cstdio>
 #include <map>
 #include <string>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   std::string mode = "train", best;
   int64_t batch = 1, seq = 128, layers = 30;
   bool mixed16 = false, labels = false;  // --labels: every kernel's family and label, one a line
+  std::string glsl;
   std::string
       llama;  // --llama DTYPE: bench_decode's prefill graph (models::build_llama) with weights of DTYPE
   for (int i = 1; i < argc; ++i) {
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
       best = argv[++i];
     else if (a == "--llama" && v)
       llama = argv[++i];
+    else if (a == "--glsl" && v)
+      glsl = argv[++i];
     else if (a == "--labels")
       labels = true;
     else if (a == "--mixed16")
@@ -114,6 +118,12 @@ int main(int argc, char** argv) {
   size_t total = 0, matmuls = 0;
   for (const GeneratedKernel& k : step.code) {
     if (labels) std::printf("%s | %s\n", k.variant.c_str(), k.label.c_str());
+    if (!glsl.empty() && k.label.find(glsl) != std::string::npos) {
+      std::printf("// %s | %s | grid %u %u %u | push", k.variant.c_str(), k.label.c_str(), k.grid[0], k.grid[1],
+                  k.grid[2]);
+      for (uint32_t x : k.push) std::printf(" %u", x);
+      std::printf("\n%s\n", k.glsl.c_str());
+    }
     ++total;
     if (k.variant.rfind("matmul.", 0) != 0) continue;
     ++matmuls;

@@ -26,9 +26,10 @@ args=${DECODE_ARGS:---steps 64}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$out/gpu.txt"
 : > "$out/vulkan.jsonl"
 for dt in $dtypes; do
-  # --profile only at batch 1 of f32 (each dispatch timed alone: the per-family table of performance.md)
+  # --profile for f32 and f16 (each dispatch of a prefill and a decode step timed alone: the per-family
+  # tables of performance.md)
   prof=""
-  [ "$dt" = f32 ] && prof="--profile"
+  case "$dt" in f32 | f16) prof="--profile" ;; esac
   "$bin/bench_decode" --dtype "$dt" $prof $args 2>> "$out/vulkan.log" | tee -a "$out/vulkan.jsonl"
   echo "bench_decode $dt exit ${PIPESTATUS[0]}"
 done

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include "fake_caps.hpp"
 #include "meganeura/kernels/matmul.hpp"
 
@@ -41,7 +43,14 @@ runtime::DeviceCaps all_tiers_caps() {
 }
 
 struct Lint {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / "meganeura_matmul_lint";
+  // One folder a process: ctest runs each TEST as its own process, in parallel, and a shared folder let one
+  // test's log.txt or N.comp overwrite another's (seen on the 16-core device, never on 2 cores).
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("meganeura_matmul_lint_" + std::to_string(::getpid()));
+  ~Lint() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
   std::set<std::string> seen;  // source + defines already linted
   int count = 0;
 
