@@ -39,6 +39,8 @@
   X(Cast, "cast", Pointwise, 1)                                                                             \
   X(Erf, "erf", Pointwise, 8)                                                                               \
   X(StopGradient, "stop_gradient", Pointwise, 1)                                                            \
+  /* attrs.ints {NumberFormat, saturate, FormatRounding}: x rounded to a narrow format (ir/number_format) */ \
+  X(RoundToFormat, "round_to_format", Pointwise, 1)                                                         \
   /* binary (numpy broadcasting) */                                                                         \
   X(Add, "add", Pointwise, 1)                                                                               \
   X(Sub, "sub", Pointwise, 1)                                                                               \
