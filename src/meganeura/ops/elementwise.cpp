@@ -65,6 +65,11 @@ TypeInfo round_to_format_rule(const ShapeCtx& c) {
            "{" + got + "}");
   }
   if (c.dtype(0) != DType::F32) c.fail("an f32 operand", dtype_name(c.dtype(0)));
+  // Directed rounding only where ONNX asks for it (and the oracle test covers it): E8M0's round_mode.
+  if (v[2] != int64_t(FormatRounding::NearestEven) && v[0] != int64_t(NumberFormat::F8E8M0))
+    c.fail("nearest-even rounding for " + std::string(format_info(NumberFormat(v[0])).name) +
+               " (up and down: float8_e8m0fnu only)",
+           v[2] == int64_t(FormatRounding::Up) ? "up" : "down");
   return same_as(c);
 }
 TypeInfo gelu_grad_rule(const ShapeCtx& c) {
