@@ -19,7 +19,8 @@ namespace {
 using namespace test::onnx_writer;
 
 constexpr int kFloat = 1, kInt32 = 6, kE4M3FN = 17, kE4M3FNUZ = 18, kE5M2 = 19, kE5M2FNUZ = 20, kUint4 = 21,
-              kInt4 = 22, kFloat4 = 23, kE8M0 = 24, kUint2 = 25, kInt2 = 26, kFloat6E2M3 = 27, kFloat6E3M2 = 28;
+              kInt4 = 22, kFloat4 = 23, kE8M0 = 24, kUint2 = 25, kInt2 = 26, kFloat6E2M3 = 27,
+              kFloat6E3M2 = 28;
 
 std::string bytes(std::vector<int> v) {
   std::string s;
@@ -42,7 +43,8 @@ void expect_values(const std::vector<double>& got, const std::vector<double>& wa
       continue;
     }
     EXPECT_EQ(got[i], want[i]) << what << "[" << i << "]";
-    if (zero_sign) EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << what << "[" << i << "]: sign of " << got[i];
+    if (zero_sign)
+      EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << what << "[" << i << "]: sign of " << got[i];
   }
 }
 
@@ -89,7 +91,8 @@ TEST(OnnxNarrow, Float8AndE8M0CodesDecodeToTheirValues) {
 
 TEST(OnnxNarrow, Int32DataHoldsPackedBytesOrOneValueAnEntry) {
   expect_values(decode(tensor_int32("i4", {3}, kInt4, {0x21, 0x08})), {1, 2, -8}, "int4 int32_data", false);
-  expect_values(decode(tensor_int32("i2", {5}, kInt2, {0xE4, 0x01})), {0, 1, -2, -1, 1}, "int2 int32_data", false);
+  expect_values(decode(tensor_int32("i2", {5}, kInt2, {0xE4, 0x01})), {0, 1, -2, -1, 1}, "int2 int32_data",
+                false);
   expect_values(decode(tensor_int32("f8", {2}, kE4M3FN, {0x38, 0xB8})), {1.0, -1.0}, "e4m3fn int32_data");
   expect_values(decode(tensor_int32("f6", {2}, kFloat6E2M3, {8, 63})), {1.0, -7.5}, "float6 int32_data");
 }
@@ -122,7 +125,8 @@ TEST(OnnxNarrow, WrongSizesAreFormatErrorsNamingTensorAndField) {
       EXPECT_NE(m.find("t.pb: tensor 'w'"), std::string::npos) << m;
       EXPECT_NE(m.find(b.want), std::string::npos) << m;
     }
-    const std::string m1 = model({node("Relu", {"w"}, {"y"}, "act")}, {b.tensor}, {}, {value_info("y", 1, {"1"})});
+    const std::string m1 =
+        model({node("Relu", {"w"}, {"y"}, "act")}, {b.tensor}, {}, {value_info("y", 1, {"1"})});
     try {
       load_onnx_bytes(as_bytes(m1), "m.onnx", {});
       ADD_FAILURE() << "expected a FormatError: " << b.want;
@@ -135,11 +139,12 @@ TEST(OnnxNarrow, WrongSizesAreFormatErrorsNamingTensorAndField) {
 }
 
 // One Cast node from a float input of `n` values to `to`, evaluated on the CPU.
-std::vector<double> cast(int from, int to, const std::vector<double>& x, std::vector<std::string> attrs = {}) {
+std::vector<double> cast(int from, int to, const std::vector<double>& x,
+                         std::vector<std::string> attrs = {}) {
   const std::string n = std::to_string(x.size());
   attrs.push_back(attr_int("to", to));
-  const std::string bytes = model({node("Cast", {"x"}, {"y"}, "cast", attrs)}, {}, {value_info("x", from, {n})},
-                                  {value_info("y", to, {n})}, 21);
+  const std::string bytes = model({node("Cast", {"x"}, {"y"}, "cast", attrs)}, {},
+                                  {value_info("x", from, {n})}, {value_info("y", to, {n})}, 21);
   OnnxModel m = load_onnx_bytes(as_bytes(bytes), "cast.onnx", {});
   return reference::evaluate_outputs(m.graph, {{"x", HostTensor({int64_t(x.size())}, x)}})[0].data;
 }

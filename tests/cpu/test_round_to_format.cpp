@@ -1,6 +1,7 @@
 // The op round_to_format, device-free: its shape rule's refusals, the straight-through gradient, the GLSL
 // template and the text dump. Its values are tested against ml_dtypes and onnx in
-// tests/oracle/test_number_format.cpp, its GLSL against the CPU reference in tests/gpu/test_round_to_format_gpu.cpp.
+// tests/oracle/test_number_format.cpp, its GLSL against the CPU reference in
+// tests/gpu/test_round_to_format_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,7 +60,8 @@ TEST(RoundToFormat, GlslCallsTheGeneratedFunctionWithTheAttributes) {
   // one case per format, its facts from ir/number_format's table
   for (int f = 0; f < int(NumberFormat::Count_); ++f)
     EXPECT_NE(prelude.find(std::string("// ") + format_info(NumberFormat(f)).name), std::string::npos) << f;
-  EXPECT_NE(prelude.find("case 0: mbits = 3; emin = -6; maxv = uintBitsToFloat(0x43E00000u)"), std::string::npos)
+  EXPECT_NE(prelude.find("case 0: mbits = 3; emin = -6; maxv = uintBitsToFloat(0x43E00000u)"),
+            std::string::npos)
       << "float8_e4m3fn: 3 mantissa bits, smallest normal 2^-6, largest 448";
 }
 

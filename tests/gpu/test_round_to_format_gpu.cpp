@@ -32,7 +32,8 @@ std::vector<float> inputs_for(NumberFormat f) {
   const std::vector<double> values = xs;
   for (size_t k = 0; k + 1 < values.size(); ++k) xs.push_back((values[k] + values[k + 1]) / 2);
   const double max = values.back(), step = max - values[values.size() - 2];
-  for (double v : {max + step / 2, max + step, 2 * max, 1e6, 3.4e38, values[1] / 2, values[1] / 4, 1e-30, 1e-40})
+  for (double v :
+       {max + step / 2, max + step, 2 * max, 1e6, 3.4e38, values[1] / 2, values[1] / 4, 1e-30, 1e-40})
     xs.push_back(v);
   std::vector<float> out;
   for (double v : xs) {
@@ -43,7 +44,8 @@ std::vector<float> inputs_for(NumberFormat f) {
       out.push_back(-y);
     }
   }
-  for (uint32_t b : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x00000001u, 0x80400000u})
+  for (uint32_t b :
+       {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x00000001u, 0x80400000u})
     out.push_back(std::bit_cast<float>(b));
   std::mt19937 rng(25 + unsigned(f));
   std::uniform_real_distribution<double> e(std::log2(values[1]) - 4, std::log2(max) + 4);
@@ -66,7 +68,8 @@ TEST_F(RoundToFormatGpu, GlslEqualsTheCpuReferenceBitForBit) {
     const int64_t n = int64_t(xs.size());
     for (bool saturate : {false, true}) {
       std::vector<FormatRounding> modes = {FormatRounding::NearestEven};
-      if (f == NumberFormat::F8E8M0) modes = {FormatRounding::NearestEven, FormatRounding::Up, FormatRounding::Down};
+      if (f == NumberFormat::F8E8M0)
+        modes = {FormatRounding::NearestEven, FormatRounding::Up, FormatRounding::Down};
       for (FormatRounding r : modes) {
         Graph g;
         NodeId x = g.input("x", {n});
@@ -89,8 +92,8 @@ TEST_F(RoundToFormatGpu, GlslEqualsTheCpuReferenceBitForBit) {
           }
           if (bad++ < 8)
             ADD_FAILURE() << format_info(f).name << (saturate ? " saturate" : "") << " rounding " << int(r)
-                          << ": x = " << xs[k] << " (" << hex(xs[k]) << "): gpu " << got[k] << " (" << hex(got[k])
-                          << "), cpu " << want << " (" << hex(want) << ")";
+                          << ": x = " << xs[k] << " (" << hex(xs[k]) << "): gpu " << got[k] << " ("
+                          << hex(got[k]) << "), cpu " << want << " (" << hex(want) << ")";
         }
       }
     }

@@ -1,10 +1,10 @@
 // The narrow number formats (ir/number_format.hpp) and the op round_to_format against PyPI ml_dtypes and
-// onnx's reference cast (tests/oracle/number_format_oracle.py; both pinned in scripts/requirements-oracle.txt):
-// the table's facts against ml_dtypes.finfo, every code's value, and the rounding of every representable
-// value, the halfway points and their neighbours, overflow, tiny values, ±0, ±Inf, NaN and random f32 values,
-// for every format with and without saturation (E8M0: every rounding mode). Values compare as f32 bit patterns
-// (signed zeros included); a NaN must meet a NaN, of the same sign where the format's NaNs are signed; a format
-// without NaN turns NaN into a zero, of whichever sign.
+// onnx's reference cast (tests/oracle/number_format_oracle.py; both pinned in
+// scripts/requirements-oracle.txt): the table's facts against ml_dtypes.finfo, every code's value, and the
+// rounding of every representable value, the halfway points and their neighbours, overflow, tiny values, ±0,
+// ±Inf, NaN and random f32 values, for every format with and without saturation (E8M0: every rounding mode).
+// Values compare as f32 bit patterns (signed zeros included); a NaN must meet a NaN, of the same sign where
+// the format's NaNs are signed; a format without NaN turns NaN into a zero, of whichever sign.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -36,9 +36,10 @@ const nlohmann::json& oracle_doc() {
     std::ifstream e(err);
     const std::string text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
     if (rc != 0)
-      throw std::runtime_error("number_format_oracle.py failed (is the pinned ml_dtypes installed? "
-                               "scripts/install-oracles.sh):\n" +
-                               text);
+      throw std::runtime_error(
+          "number_format_oracle.py failed (is the pinned ml_dtypes installed? "
+          "scripts/install-oracles.sh):\n" +
+          text);
     std::ifstream in(out);
     nlohmann::json d = nlohmann::json::parse(in);
     std::error_code ec;
@@ -88,7 +89,8 @@ TEST(NumberFormatOracle, EveryCodeDecodesAsMlDtypes) {
       const uint32_t got = std::bit_cast<uint32_t>(float(decode_format(c, f)));
       // a NaN code's sign is part of the code; compare it wherever the format has signed NaNs
       EXPECT_TRUE(same(got, codes[c].get<uint32_t>(), f))
-          << format_info(f).name << " code " << c << ": " << hex(got) << " vs " << hex(codes[c].get<uint32_t>());
+          << format_info(f).name << " code " << c << ": " << hex(got) << " vs "
+          << hex(codes[c].get<uint32_t>());
     }
   }
 }
@@ -107,10 +109,12 @@ TEST(NumberFormatOracle, RoundingMatchesMlDtypesAndOnnx) {
       for (size_t k = 0; k < xs.size() && failures < 10; ++k) {
         const uint32_t x = xs[k].get<uint32_t>(), w = want[k].get<uint32_t>();
         const float wf = std::bit_cast<float>(w);
-        const uint32_t got = std::bit_cast<uint32_t>(round_to_format(std::bit_cast<float>(x), f, saturate, r));
+        const uint32_t got =
+            std::bit_cast<uint32_t>(round_to_format(std::bit_cast<float>(x), f, saturate, r));
         // NaN into a format without NaN: ml_dtypes gives a zero of either sign, we give +0
-        const bool ok = same(got, w, f) || (format_info(f).nan == NanCode::None && std::isnan(std::bit_cast<float>(x)) &&
-                                            wf == 0.0f && std::bit_cast<float>(got) == 0.0f);
+        const bool ok =
+            same(got, w, f) || (format_info(f).nan == NanCode::None && std::isnan(std::bit_cast<float>(x)) &&
+                                wf == 0.0f && std::bit_cast<float>(got) == 0.0f);
         if (!ok) ++failures;
         EXPECT_TRUE(ok) << format_info(f).name << (saturate ? " saturate" : "") << " rounding " << int(r)
                         << ": x = " << std::bit_cast<float>(x) << " (" << hex(x) << "): got "
@@ -132,7 +136,8 @@ TEST(NumberFormatOracle, OpReferenceMatchesMlDtypes) {
     for (const auto& v : c["x"]) xs.push_back(std::bit_cast<float>(v.get<uint32_t>()));
     Graph g;
     NodeId x = g.input("x", {int64_t(xs.size())});
-    NodeId y = g.round_to_format(x, f, c["saturate"].get<int>() != 0, FormatRounding(c["rounding"].get<int>()));
+    NodeId y =
+        g.round_to_format(x, f, c["saturate"].get<int>() != 0, FormatRounding(c["rounding"].get<int>()));
     g.set_outputs({y});
     const HostTensor out = reference::evaluate(g, {{"x", HostTensor({int64_t(xs.size())}, xs)}}, y);
     for (size_t k = 0; k < xs.size(); ++k) {

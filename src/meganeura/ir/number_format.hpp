@@ -29,27 +29,27 @@ enum class FormatRounding : uint8_t { NearestEven, Up, Down, Count_ };
 
 // How a format encodes NaN.
 enum class NanCode : uint8_t {
-  None,      // no NaN (float4, float6)
-  AllOnes,   // exponent and mantissa all ones, either sign (E4M3FN: 0x7F, 0xFF)
-  Ieee,      // exponent all ones with a nonzero mantissa (E5M2); all ones with a zero mantissa is ±Inf
-  NegZero,   // the pattern of negative zero, 0x80 (the FNUZ formats: no -0, one NaN)
-  AllBits,   // every bit set, 0xFF (E8M0)
+  None,     // no NaN (float4, float6)
+  AllOnes,  // exponent and mantissa all ones, either sign (E4M3FN: 0x7F, 0xFF)
+  Ieee,     // exponent all ones with a nonzero mantissa (E5M2); all ones with a zero mantissa is ±Inf
+  NegZero,  // the pattern of negative zero, 0x80 (the FNUZ formats: no -0, one NaN)
+  AllBits,  // every bit set, 0xFF (E8M0)
 };
 
 struct FormatInfo {
-  const char* name;       // ml_dtypes' name: "float8_e4m3fn"
-  int bits;               // width of one value
-  int exponent_bits;      //
-  int mantissa_bits;      //
-  int bias;               // a normal value is 2^(e - bias) · 1.m
-  int min_exponent;       // exponent of the smallest normal value: 1 - bias, or -bias without subnormals
-  double max_finite;      // the largest finite value (the value a saturating cast clamps to)
-  bool is_signed;         // has a sign bit (E8M0 has none)
-  bool has_subnormals;    // exponent field 0 means 2^(1 - bias) · 0.m (E8M0: 2^-bias, no zero)
-  bool has_inf;           // E5M2 only
-  NanCode nan;            //
-  bool negative_zero;     // has -0 (not the FNUZ formats, nor E8M0)
-  bool has_zero;          // E8M0 has none
+  const char* name;     // ml_dtypes' name: "float8_e4m3fn"
+  int bits;             // width of one value
+  int exponent_bits;    //
+  int mantissa_bits;    //
+  int bias;             // a normal value is 2^(e - bias) · 1.m
+  int min_exponent;     // exponent of the smallest normal value: 1 - bias, or -bias without subnormals
+  double max_finite;    // the largest finite value (the value a saturating cast clamps to)
+  bool is_signed;       // has a sign bit (E8M0 has none)
+  bool has_subnormals;  // exponent field 0 means 2^(1 - bias) · 0.m (E8M0: 2^-bias, no zero)
+  bool has_inf;         // E5M2 only
+  NanCode nan;          //
+  bool negative_zero;   // has -0 (not the FNUZ formats, nor E8M0)
+  bool has_zero;        // E8M0 has none
 };
 
 const FormatInfo& format_info(NumberFormat f);

@@ -39,7 +39,7 @@
   X(Cast, "cast", Pointwise, 1)                                                                             \
   X(Erf, "erf", Pointwise, 8)                                                                               \
   X(StopGradient, "stop_gradient", Pointwise, 1)                                                            \
-  /* attrs.ints {NumberFormat, saturate, FormatRounding}: x rounded to a narrow format (ir/number_format) */ \
+  /* attrs.ints {format, saturate, rounding}: ir/number_format.hpp */                                       \
   X(RoundToFormat, "round_to_format", Pointwise, 1)                                                         \
   /* binary (numpy broadcasting) */                                                                         \
   X(Add, "add", Pointwise, 1)                                                                               \

@@ -10,7 +10,9 @@ namespace meganeura::onnx {
 
 std::optional<NarrowType> narrow_type(int32_t t) {
   auto f = [](int width, NumberFormat format) { return NarrowType{width, true, format, true}; };
-  auto i = [](int width, bool is_signed) { return NarrowType{width, false, NumberFormat::F8E4M3FN, is_signed}; };
+  auto i = [](int width, bool is_signed) {
+    return NarrowType{width, false, NumberFormat::F8E4M3FN, is_signed};
+  };
   switch (ElemType(t)) {
     case ElemType::Float8E4M3FN: return f(8, NumberFormat::F8E4M3FN);
     case ElemType::Float8E4M3FNUZ: return f(8, NumberFormat::F8E4M3FNUZ);
@@ -138,7 +140,8 @@ HostTensor decode_tensor(const TensorProto& t, const std::string& where, const s
              " bytes of " + elem_type_name(t.data_type) + " data (" + std::to_string(narrow->width) +
              " bits a value) for dims " + shape_str(t.dims) + ", got " + std::to_string(size));
       out.data.resize(count);
-      for (size_t i = 0; i < count; ++i) out.data[i] = narrow_value(packed_code(p, i, narrow->width), *narrow);
+      for (size_t i = 0; i < count; ++i)
+        out.data[i] = narrow_value(packed_code(p, i, narrow->width), *narrow);
       return;
     }
     if (size != count * eb)

@@ -1,6 +1,6 @@
 #pragma once
-// TensorProto → float64 values (every numeric ONNX type, narrow ones included; integers exact up to 2^53), with every count and
-// external-data range checked against the file.
+// TensorProto → float64 values (every numeric ONNX type, narrow ones included; integers exact up to 2^53),
+// with every count and external-data range checked against the file.
 #include <optional>
 #include <string>
 

@@ -285,8 +285,8 @@ std::string round_to_format_glsl() {
     const FormatInfo& i = format_info(NumberFormat(f));
     cases += "    case " + std::to_string(f) + ": mbits = " + std::to_string(i.mantissa_bits) +
              "; emin = " + std::to_string(i.min_exponent) + "; maxv = " + bits_lit(i.max_finite) +
-             "; minv = " + bits_lit(format_min_positive(NumberFormat(f))) + "; sgn = " +
-             (i.is_signed ? "true" : "false") + "; inf = " + (i.has_inf ? "true" : "false") +
+             "; minv = " + bits_lit(format_min_positive(NumberFormat(f))) +
+             "; sgn = " + (i.is_signed ? "true" : "false") + "; inf = " + (i.has_inf ? "true" : "false") +
              "; nan = " + std::to_string(int(i.nan)) + "; negzero = " + (i.negative_zero ? "true" : "false") +
              "; zero = " + (i.has_zero ? "true" : "false") + "; break;  // " + i.name + "\n";
   }
@@ -298,7 +298,8 @@ float mn_round_to_format(float x, int fmt, int saturate, int rounding) {
   float maxv = 0.0, minv = 0.0;
   bool sgn = true, inf = false, negzero = true, zero = true;
   switch (fmt) {
-)" + cases + R"(  }
+)" + cases +
+         R"(  }
   uint b = floatBitsToUint(x);
   bool negative = sgn && (b >> 31) != 0u;
   bool signed_nan = nan == )" +
@@ -364,8 +365,8 @@ void register_elementwise(OpTable& t) {
       {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x), "$0"},
       // The reference reads x as the f32 the device holds (the op's input is f32).
       {Op::RoundToFormat, round_to_format_rule, vjp_round_to_format,
-       MN_UNARY_REF(round_to_format(float(x), NumberFormat(a.ints[0]), a.ints[1] != 0,
-                                    FormatRounding(a.ints[2]))),
+       MN_UNARY_REF(
+           round_to_format(float(x), NumberFormat(a.ints[0]), a.ints[1] != 0, FormatRounding(a.ints[2]))),
        "mn_round_to_format($0, $i0, $i1, $i2)"},
   };
   for (const UnaryRow& r : unary) {
