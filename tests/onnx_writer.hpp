@@ -35,6 +35,21 @@ inline std::string tensor_f32(const std::string& name, std::vector<int64_t> dims
   t += field_bytes(9, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
   return t;
 }
+// A tensor of any elem type from its raw_data bytes, or from int32_data entries (narrow types, float16, ...).
+inline std::string tensor_raw(const std::string& name, std::vector<int64_t> dims, int elem,
+                              const std::string& raw) {
+  std::string t;
+  for (int64_t d : dims) t += field_varint(1, uint64_t(d));
+  return t + field_varint(2, uint64_t(elem)) + field_bytes(8, name) + field_bytes(9, raw);
+}
+inline std::string tensor_int32(const std::string& name, std::vector<int64_t> dims, int elem,
+                                std::vector<int32_t> v) {
+  std::string t;
+  for (int64_t d : dims) t += field_varint(1, uint64_t(d));
+  t += field_varint(2, uint64_t(elem)) + field_bytes(8, name);
+  for (int32_t x : v) t += field_varint(5, uint64_t(int64_t(x)));  // negative int32: ten-byte varint
+  return t;
+}
 inline std::string tensor_i64(const std::string& name, std::vector<int64_t> v) {
   std::string t = field_varint(1, v.size()) + field_varint(2, 7) + field_bytes(8, name);
   for (int64_t x : v) t += field_varint(7, uint64_t(x));
@@ -52,6 +67,9 @@ inline std::string value_info(const std::string& name, int elem, std::vector<std
 }
 inline std::string attr_int(const std::string& name, int64_t v) {
   return field_bytes(1, name) + field_varint(3, uint64_t(v)) + field_varint(20, 2);
+}
+inline std::string attr_string(const std::string& name, const std::string& v) {
+  return field_bytes(1, name) + field_bytes(4, v) + field_varint(20, 3);
 }
 inline std::string attr_float(const std::string& name, float v) {
   return field_bytes(1, name) + field_float(2, v) + field_varint(20, 1);

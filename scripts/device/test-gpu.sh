@@ -49,10 +49,10 @@ PRE
   strip -o .stage/bin/glslangValidator "$(command -v glslangValidator)"
   tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
   # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12, but those it has
-  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver;
-  # onnxruntime, 17 MB, for the real ONNX models, whose files are not carried either; the
-  # CLI/citation/bindings tools): a run carries at most 64 MiB.
-  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|onnxruntime|jsonschema|PyYAML|nanobind|pytest)==' scripts/requirements-oracle.txt \
+  # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver
+  # and, with ml_dtypes, the number formats' oracle; onnxruntime, 17 MB, for the real ONNX models, whose files
+  # are not carried either; the CLI/citation/bindings tools): a run carries at most 64 MiB.
+  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|ml_dtypes|onnxruntime|jsonschema|PyYAML|nanobind|pytest)==' scripts/requirements-oracle.txt \
     > /tmp/oracles-device.txt
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -72,9 +72,11 @@ run() {
   mkdir -p "$out"
   # The hub downloads' tests (HubTest, HubPython) use no device and need Debian's libcurl and huggingface_hub's
   # dependencies, which this run does not stage: CI runs them.
+  # NumberFormatOracle reads onnx's reference cast (onnx is CI-only, above); the GPU test of the same rounding
+  # (RoundToFormatGpu) needs no Python and runs here.
   # The NNEF model tests convert with nnef-tools (CI-only wheels, like onnx), the real ONNX models are not
   # staged (OnnxReal: scripts/check-real-onnx.sh): CI runs them.
-  export GTEST_FILTER='-HubTest.*:HubPython.*:HfHub.*:OnnxConformance.*:NnefTools/NnefModels.*:NnefModelsGpu.*:OnnxReal.*'
+  export GTEST_FILTER='-HubTest.*:HubPython.*:HfHub.*:OnnxConformance.*:NumberFormatOracle.*:NnefTools/NnefModels.*:NnefModelsGpu.*:OnnxReal.*'
   for tier in gpu oracle cpu; do
     local pids=()
     for ((i = 0; i < shards; ++i)); do

@@ -139,11 +139,12 @@ struct Tally {
 };
 
 // Floors recorded from the last full run (docs/onnx.md); the test fails below them.
-// Measured 2026-12-04 (lavapipe): 1205 / 1884 overall; 1162 / 1394 cases of supported ops; 1162 / 1242 of
-// those whose test data uses types load_onnx reads (not float8, 4-bit, string, sequences).
-constexpr int kPassFloor = 1200;
-constexpr double kSupportedRateFloor = 0.83;
-constexpr double kReadableRateFloor = 0.93;
+// Measured 2026-12-05 (lavapipe), after narrow types (float8, float4, E8M0, int4, int2) were read and Cast to
+// them lowered to round_to_format: 1359 / 1884 overall; 1316 / 1400 cases of supported ops (94.0 %); 1316 /
+// 1396 of those whose test data uses types load_onnx reads (not strings or sequences). A few cases of slack.
+constexpr int kPassFloor = 1355;
+constexpr double kSupportedRateFloor = 0.935;
+constexpr double kReadableRateFloor = 0.94;
 
 TEST(OnnxConformance, NodeSuite) {
   const fs::path dir = node_cases();

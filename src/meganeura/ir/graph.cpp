@@ -416,6 +416,12 @@ NodeId Graph::cast(NodeId x, DType to, Loc loc) {
   a.dtype = to;
   return make(Op::Cast, {x}, std::move(a), at(loc));
 }
+NodeId Graph::round_to_format(NodeId x, NumberFormat format, bool saturate, FormatRounding rounding,
+                              Loc loc) {
+  Attrs a;
+  a.ints = {int64_t(format), saturate ? 1 : 0, int64_t(rounding)};
+  return make(Op::RoundToFormat, {x}, std::move(a), at(loc));
+}
 
 // ---- binary -----------------------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/ir/init.hpp"
+#include "meganeura/ir/number_format.hpp"
 #include "meganeura/ir/op_list.hpp"
 
 namespace meganeura {
@@ -173,6 +174,11 @@ class Graph {
   NodeId clamp(NodeId x, double lo, double hi, Loc loc = Loc::current());
   NodeId cast(NodeId x, DType to, Loc loc = Loc::current());
   NodeId stop_gradient(NodeId x, Loc loc = Loc::current());
+  // x (f32) rounded to the nearest value of a narrow format and returned as that value (an f32): float8,
+  // float6, float4, E8M0 (ir/number_format.hpp, which gives the rules for NaN, Inf and overflow). Its
+  // gradient is straight-through inside ±max_finite and zero outside.
+  NodeId round_to_format(NodeId x, NumberFormat format, bool saturate = true,
+                         FormatRounding rounding = FormatRounding::NearestEven, Loc loc = Loc::current());
 
   // binary, numpy broadcasting
   NodeId add(NodeId a, NodeId b, Loc loc = Loc::current());

@@ -39,6 +39,8 @@
   X(Cast, "cast", Pointwise, 1)                                                                             \
   X(Erf, "erf", Pointwise, 8)                                                                               \
   X(StopGradient, "stop_gradient", Pointwise, 1)                                                            \
+  /* attrs.ints {format, saturate, rounding}: ir/number_format.hpp */                                       \
+  X(RoundToFormat, "round_to_format", Pointwise, 1)                                                         \
   /* binary (numpy broadcasting) */                                                                         \
   X(Add, "add", Pointwise, 1)                                                                               \
   X(Sub, "sub", Pointwise, 1)                                                                               \

@@ -31,7 +31,14 @@ std::string attrs_str(const Node& n) {
   std::vector<std::string> parts;
   bool leaf = n.op == Op::Input || n.op == Op::Parameter || n.op == Op::Constant || n.op == Op::Fill;
   if (!a.axes.empty()) parts.push_back("axes=" + ints_str(a.axes));
-  if (!a.ints.empty() && !leaf) parts.push_back("ints=" + ints_str(a.ints));
+  if (n.op == Op::RoundToFormat && a.ints.size() == 3) {
+    static const char* const rounding[] = {"nearest_even", "up", "down"};
+    parts.push_back(std::string("format=") + format_info(NumberFormat(a.ints[0])).name);
+    parts.push_back(a.ints[1] ? "saturate" : "no_saturate");
+    parts.push_back(std::string("rounding=") + rounding[size_t(a.ints[2]) % 3]);
+  } else if (!a.ints.empty() && !leaf) {
+    parts.push_back("ints=" + ints_str(a.ints));
+  }
   if (!a.reals.empty()) parts.push_back((n.op == Op::Fill ? "value=" : "reals=") + reals_str(a.reals));
   if (a.keepdim) parts.push_back("keepdim");
   if (a.flag_a) parts.push_back(n.op == Op::MatMul ? "transpose_a" : "flag_a");

@@ -195,8 +195,26 @@ NodeId Lowering::take_node(NodeId x, int64_t ax, NodeId indices) {
   return identity ? r : g.permute(r, back);
 }
 
-NodeId Lowering::to_type(NodeId x, int32_t from, int32_t to) {
+NodeId Lowering::to_type(NodeId x, int32_t from, int32_t to, bool saturate, FormatRounding e8m0_rounding) {
   if (from == to) return x;
+  if (const auto n = narrow_type(to)) {
+    if (n->is_float) {
+      const bool e8m0 = n->format == NumberFormat::F8E8M0;
+      return g.round_to_format(x, n->format, saturate, e8m0 ? e8m0_rounding : FormatRounding::NearestEven);
+    }
+    const double span = double(1 << n->width), lo = n->is_signed ? -span / 2 : 0.0, hi = lo + span - 1;
+    if (is_float_type(from)) {
+      // Truncation toward zero. ONNX leaves a float out of the integer's range undefined; it gives 0 here,
+      // as ml_dtypes does (the cast of ONNX's reference implementation and of its test data). NaN gives 0.
+      NodeId in = g.mul(g.gt(x, g.scalar(lo - 1)), g.lt(x, g.scalar(hi + 1)));
+      return g.cast(g.cast(g.where(in, x, g.scalar(0)), DType::I32), DType::F32);
+    }
+    // integer to integer: the high bits are discarded (two's complement for the signed types), as ONNX says
+    NodeId q = g.mul(x, g.scalar(1 / span));  // exact: a power of two
+    NodeId t = g.cast(g.cast(q, DType::I32), DType::F32);
+    NodeId wrapped = g.sub(x, g.mul(g.sub(t, g.gt(t, q)), g.scalar(span)));  // x - span * floor(x / span)
+    return n->is_signed ? g.sub(wrapped, g.mul(g.ge(wrapped, g.scalar(hi + 1)), g.scalar(span))) : wrapped;
+  }
   switch (ElemType(to)) {
     case ElemType::Float:
     case ElemType::Double:

@@ -74,7 +74,10 @@ class Lowering {
   NodeId take(NodeId x, int64_t axis, const HostTensor& indices);
   // x gathered along `axis` by runtime F32 indices (negative ones count from the end).
   NodeId take_node(NodeId x, int64_t axis, NodeId indices);
-  NodeId to_type(NodeId x, int32_t from, int32_t to);  // Cast semantics between ONNX types
+  // Cast semantics between ONNX types. `saturate` and `e8m0_rounding` are Cast's attributes for the float8
+  // types (saturate) and float8e8m0 (both); the other narrow floats round to nearest-even and saturate.
+  NodeId to_type(NodeId x, int32_t from, int32_t to, bool saturate = true,
+                 FormatRounding e8m0_rounding = FormatRounding::Up);
 
   // driver
   std::map<std::string, Value> values;

@@ -39,16 +39,19 @@ Converter variadic(NodeId (*f)(Graph&, NodeId, NodeId), bool mean = false) {
 }
 
 void cast(Lowering& L, int32_t to) {
-  if (L.has("saturate")) L.attr_i("saturate", 1);
-  if (L.has("round_mode")) {
-    if (L.attr_s("round_mode", "up") != "up") L.unsupported("round_mode", "only the default");
-  }
+  const bool saturate = L.attr_i("saturate", 1) != 0;
+  const std::string mode = L.attr_s("round_mode", "up");  // float8e8m0 only
+  if (mode != "up" && mode != "down" && mode != "nearest")
+    L.unsupported("round_mode", "expected up, down or nearest, got " + mode);
+  const FormatRounding rounding = mode == "up"     ? FormatRounding::Up
+                                  : mode == "down" ? FormatRounding::Down
+                                                   : FormatRounding::NearestEven;
   if (!is_numeric_type(to))
     L.unsupported("to", std::string("expected a numeric type, got ") + elem_type_name(to));
   if (!is_numeric_type(L.type(0)))
     L.unsupported("", std::string("expected a numeric input, got ") + elem_type_name(L.type(0)));
   NodeId x = L.in(0);
-  NodeId r = L.to_type(x, L.type(0), to);
+  NodeId r = L.to_type(x, L.type(0), to, saturate, rounding);
   if (r == x) r = L.g.add(x, L.g.scalar(0));  // keep the output a node of its own
   L.out(0, r, to);
 }

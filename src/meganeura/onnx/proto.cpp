@@ -7,9 +7,12 @@
 namespace meganeura::onnx {
 
 const char* elem_type_name(int32_t t) {
-  static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
-                                "int32",     "int64",  "string",    "bool",       "float16", "double",
-                                "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
+  static const char* names[] = {"undefined",      "float",    "uint8",        "int8",           "uint16",
+                                "int16",          "int32",    "int64",        "string",         "bool",
+                                "float16",        "double",   "uint32",       "uint64",         "complex64",
+                                "complex128",     "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                "float8e5m2fnuz", "uint4",    "int4",         "float4e2m1",     "float8e8m0",
+                                "uint2",          "int2",     "float6e2m3",   "float6e3m2"};
   if (t >= 0 && t < int32_t(sizeof(names) / sizeof(names[0]))) return names[t];
   static thread_local std::string other;
   other = "type " + std::to_string(t);

@@ -30,6 +30,19 @@ enum class ElemType : int32_t {
   Complex64 = 14,
   Complex128 = 15,
   Bfloat16 = 16,
+  // narrow types (ir/number_format.hpp; 4-, 2- and 6-bit values are packed, the first in the lowest bits)
+  Float8E4M3FN = 17,
+  Float8E4M3FNUZ = 18,
+  Float8E5M2 = 19,
+  Float8E5M2FNUZ = 20,
+  Uint4 = 21,
+  Int4 = 22,
+  Float4E2M1 = 23,
+  Float8E8M0 = 24,
+  Uint2 = 25,
+  Int2 = 26,
+  Float6E2M3 = 27,
+  Float6E3M2 = 28,
 };
 const char* elem_type_name(int32_t t);  // "float", "int64", ... or "type 21"
 

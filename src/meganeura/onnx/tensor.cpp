@@ -8,12 +8,37 @@
 
 namespace meganeura::onnx {
 
-bool is_float_type(int32_t t) {
-  const auto e = ElemType(t);
-  return e == ElemType::Float || e == ElemType::Double || e == ElemType::Float16 || e == ElemType::Bfloat16;
+std::optional<NarrowType> narrow_type(int32_t t) {
+  auto f = [](int width, NumberFormat format) { return NarrowType{width, true, format, true}; };
+  auto i = [](int width, bool is_signed) {
+    return NarrowType{width, false, NumberFormat::F8E4M3FN, is_signed};
+  };
+  switch (ElemType(t)) {
+    case ElemType::Float8E4M3FN: return f(8, NumberFormat::F8E4M3FN);
+    case ElemType::Float8E4M3FNUZ: return f(8, NumberFormat::F8E4M3FNUZ);
+    case ElemType::Float8E5M2: return f(8, NumberFormat::F8E5M2);
+    case ElemType::Float8E5M2FNUZ: return f(8, NumberFormat::F8E5M2FNUZ);
+    case ElemType::Float4E2M1: return f(4, NumberFormat::F4E2M1);
+    case ElemType::Float8E8M0: return f(8, NumberFormat::F8E8M0);
+    case ElemType::Float6E2M3: return f(6, NumberFormat::F6E2M3);
+    case ElemType::Float6E3M2: return f(6, NumberFormat::F6E3M2);
+    case ElemType::Uint4: return i(4, false);
+    case ElemType::Int4: return i(4, true);
+    case ElemType::Uint2: return i(2, false);
+    case ElemType::Int2: return i(2, true);
+    default: return std::nullopt;
+  }
 }
 
-bool is_numeric_type(int32_t t) { return (t >= 1 && t <= 7) || (t >= 9 && t <= 13) || t == 16; }
+bool is_float_type(int32_t t) {
+  const auto e = ElemType(t);
+  if (e == ElemType::Float || e == ElemType::Double || e == ElemType::Float16 || e == ElemType::Bfloat16)
+    return true;
+  const auto n = narrow_type(t);
+  return n && n->is_float;
+}
+
+bool is_numeric_type(int32_t t) { return (t >= 1 && t <= 7) || (t >= 9 && t <= 13) || (t >= 16 && t <= 28); }
 
 namespace {
 
@@ -68,6 +93,22 @@ double from_int32_field(int32_t v, int32_t t) {
   }
 }
 
+// The value of one narrow code (the low `width` bits of `code`).
+double narrow_value(uint32_t code, const NarrowType& n) {
+  code &= (1u << n.width) - 1u;
+  if (n.is_float) return decode_format(code, n.format);
+  if (n.is_signed && (code >> (n.width - 1)) != 0) return double(int32_t(code) - (int32_t(1) << n.width));
+  return double(code);
+}
+
+// Element i of an LSB-first stream of `width`-bit values; the caller has checked that the bytes cover it.
+uint32_t packed_code(const unsigned char* p, size_t i, int width) {
+  const size_t bit = i * size_t(width);
+  uint32_t v = p[bit / 8];
+  if (bit % 8 + size_t(width) > 8) v |= uint32_t(p[bit / 8 + 1]) << 8;  // a 6-bit value across two bytes
+  return (v >> (bit % 8)) & ((1u << width) - 1u);
+}
+
 }  // namespace
 
 HostTensor decode_tensor(const TensorProto& t, const std::string& where, const std::string& dir) {
@@ -90,7 +131,19 @@ HostTensor decode_tensor(const TensorProto& t, const std::string& where, const s
   HostTensor out;
   out.shape = t.dims;
   const size_t eb = elem_bytes(t.data_type);
+  const std::optional<NarrowType> narrow = narrow_type(t.data_type);
   auto from_bytes = [&](const unsigned char* p, size_t size) {
+    if (narrow) {
+      const size_t want = (count * size_t(narrow->width) + 7) / 8;  // the last byte may be part padding
+      if (size != want)
+        fail(std::string(t.external ? "external data" : "raw_data") + ": expected " + std::to_string(want) +
+             " bytes of " + elem_type_name(t.data_type) + " data (" + std::to_string(narrow->width) +
+             " bits a value) for dims " + shape_str(t.dims) + ", got " + std::to_string(size));
+      out.data.resize(count);
+      for (size_t i = 0; i < count; ++i)
+        out.data[i] = narrow_value(packed_code(p, i, narrow->width), *narrow);
+      return;
+    }
     if (size != count * eb)
       fail("expected " + std::to_string(count * eb) + " bytes of " + elem_type_name(t.data_type) +
            " data for dims " + shape_str(t.dims) + ", got " + std::to_string(size));
@@ -127,6 +180,29 @@ HostTensor decode_tensor(const TensorProto& t, const std::string& where, const s
   }
   if (!t.raw_data.empty() || count == 0) {
     from_bytes(reinterpret_cast<const unsigned char*>(t.raw_data.data()), t.raw_data.size());
+    return out;
+  }
+  if (narrow) {
+    // int32_data: one value an entry for 8- and 6-bit types; for 4- and 2-bit types one byte of packed values
+    // an entry (onnx.proto), so the entries are read as the bytes of raw_data would be.
+    const size_t per = narrow->width == 4 ? 2 : narrow->width == 2 ? 4 : 1;
+    const size_t want = (count + per - 1) / per;
+    const uint32_t limit = per == 1 ? (1u << narrow->width) - 1u : 255u;
+    if (t.int32_data.size() != want)
+      fail("int32_data: expected " + std::to_string(want) + " entries of " + elem_type_name(t.data_type) +
+           " data for dims " + shape_str(t.dims) + ", got " + std::to_string(t.int32_data.size()));
+    std::vector<unsigned char> bytes(want);
+    for (size_t k = 0; k < want; ++k) {
+      const int32_t v = t.int32_data[k];
+      if (v < 0 || uint32_t(v) > limit)
+        fail("int32_data[" + std::to_string(k) + "]: expected a value in [0, " + std::to_string(limit) +
+             "] (" + elem_type_name(t.data_type) + (per == 1 ? " bits" : " packed bits") + "), got " +
+             std::to_string(v));
+      bytes[k] = static_cast<unsigned char>(v);
+    }
+    out.data.resize(count);
+    for (size_t i = 0; i < count; ++i)
+      out.data[i] = narrow_value(per == 1 ? bytes[i] : packed_code(bytes.data(), i, narrow->width), *narrow);
     return out;
   }
   auto take = [&](const auto& field, const char* name, auto convert) {

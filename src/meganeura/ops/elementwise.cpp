@@ -1,7 +1,10 @@
-// Unary and binary pointwise ops, where, cast and stop_gradient: shape rules, VJPs, float64 references and
-// GLSL expression templates.
+// Unary and binary pointwise ops, where, cast, round_to_format and stop_gradient: shape rules, VJPs, float64
+// references and GLSL expression templates.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "meganeura/ir/storage.hpp"
 #include "meganeura/ops/helpers.hpp"
@@ -51,6 +54,24 @@ TypeInfo clamp_rule(const ShapeCtx& c) {
   return same_as(c);
 }
 TypeInfo cast_rule(const ShapeCtx& c) { return {c.shape(0), c.attrs.dtype}; }
+TypeInfo round_to_format_rule(const ShapeCtx& c) {
+  const std::vector<int64_t>& v = c.attrs.ints;
+  if (v.size() != 3 || v[0] < 0 || v[0] >= int64_t(NumberFormat::Count_) || (v[1] != 0 && v[1] != 1) ||
+      v[2] < 0 || v[2] >= int64_t(FormatRounding::Count_)) {
+    std::string got;
+    for (int64_t i : v) got += (got.empty() ? "" : ", ") + std::to_string(i);
+    c.fail("ints {format 0.." + std::to_string(int(NumberFormat::Count_) - 1) +
+               ", saturate 0 or 1, rounding 0..2}",
+           "{" + got + "}");
+  }
+  if (c.dtype(0) != DType::F32) c.fail("an f32 operand", dtype_name(c.dtype(0)));
+  // Directed rounding only where ONNX asks for it (and the oracle test covers it): E8M0's round_mode.
+  if (v[2] != int64_t(FormatRounding::NearestEven) && v[0] != int64_t(NumberFormat::F8E8M0))
+    c.fail("nearest-even rounding for " + std::string(format_info(NumberFormat(v[0])).name) +
+               " (up and down: float8_e8m0fnu only)",
+           v[2] == int64_t(FormatRounding::Up) ? "up" : "down");
+  return same_as(c);
+}
 TypeInfo gelu_grad_rule(const ShapeCtx& c) {
   require_float(c, 0);
   if (c.shape(0) != c.shape(1))
@@ -139,6 +160,16 @@ std::vector<NodeId> vjp_clamp(VjpCtx& c) {
   Graph& g = c.g;
   NodeId inside = g.mul(g.ge(c.in(0), s(g, c.fwd.attrs.reals[0])), g.le(c.in(0), s(g, c.fwd.attrs.reals[1])));
   return one(g.mul(c.grad, inside));
+}
+// Straight-through inside ±max_finite, zero outside. Rounding is a step function, whose derivative is zero
+// almost everywhere: that would stop every gradient through a quantised value. Quantisation-aware training
+// passes the gradient through unchanged instead (the straight-through estimator), except where the value was
+// clamped to ±max_finite or overflowed, where nothing the input does changes the result (torch's
+// fake_quantize masks its gradient the same way). NaN inputs get zero.
+std::vector<NodeId> vjp_round_to_format(VjpCtx& c) {
+  Graph& g = c.g;
+  const double max = format_info(NumberFormat(c.fwd.attrs.ints[0])).max_finite;
+  return one(g.mul(c.grad, g.le(g.abs(c.in(0)), s(g, max))));
 }
 std::vector<NodeId> vjp_cast(VjpCtx& c) {
   DType from = c.g.node(c.in(0)).dtype;
@@ -236,6 +267,68 @@ struct UnaryRow {
 
 }  // namespace
 
+// mn_round_to_format(x, format, saturate, rounding): the GLSL twin of ir/number_format's round_to_format,
+// step for step in f32 (exact: scaling by powers of two built from their bits, rounding to an integer, and a
+// product of at most 5 significant bits). Each format's facts come from format_info as literals, so the
+// format's case folds away when the call's format is a literal. One difference is the device's: a device that
+// flushes f32 subnormals to zero (Vulkan allows it) reads a subnormal x as ±0, which changes only E8M0's
+// rounding up of such an x without saturation (NaN instead of 2^-127). E8M0's results are powers of two built
+// from their bits, as 2^-127 is itself an f32 subnormal.
+std::string round_to_format_glsl() {
+  auto bits_lit = [](double v) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "uintBitsToFloat(0x%08Xu)", std::bit_cast<uint32_t>(float(v)));
+    return std::string(buf);
+  };
+  std::string cases;
+  for (int f = 0; f < int(NumberFormat::Count_); ++f) {
+    const FormatInfo& i = format_info(NumberFormat(f));
+    cases += "    case " + std::to_string(f) + ": mbits = " + std::to_string(i.mantissa_bits) +
+             "; emin = " + std::to_string(i.min_exponent) + "; maxv = " + bits_lit(i.max_finite) +
+             "; minv = " + bits_lit(format_min_positive(NumberFormat(f))) +
+             "; sgn = " + (i.is_signed ? "true" : "false") + "; inf = " + (i.has_inf ? "true" : "false") +
+             "; nan = " + std::to_string(int(i.nan)) + "; negzero = " + (i.negative_zero ? "true" : "false") +
+             "; zero = " + (i.has_zero ? "true" : "false") + "; break;  // " + i.name + "\n";
+  }
+  return R"(float mn_pow2(int k) {  // 2^k, k in [-149, 128] (128: +Inf)
+  return k >= -126 ? uintBitsToFloat(uint(k + 127) << 23) : uintBitsToFloat(1u << uint(k + 149));
+}
+float mn_round_to_format(float x, int fmt, int saturate, int rounding) {
+  int mbits = 0, emin = 0, nan = 0;
+  float maxv = 0.0, minv = 0.0;
+  bool sgn = true, inf = false, negzero = true, zero = true;
+  switch (fmt) {
+)" + cases +
+         R"(  }
+  uint b = floatBitsToUint(x);
+  bool negative = sgn && (b >> 31) != 0u;
+  bool signed_nan = nan == )" +
+         std::to_string(int(NanCode::AllOnes)) + " || nan == " + std::to_string(int(NanCode::Ieee)) + R"(;
+  float nanv = uintBitsToFloat(0x7FC00000u | (signed_nan ? (b & 0x80000000u) : 0u));
+  if (isnan(x)) return nan == 0 ? 0.0 : nanv;
+  float r = uintBitsToFloat(0x7F800000u);
+  float n = 1.0;
+  if (!isinf(x)) {
+    uint ab = b & 0x7FFFFFFFu;
+    int e = max(int(ab >> 23) - 127, emin);
+    float s = uintBitsToFloat(ab) * mn_pow2(mbits - e);
+    n = rounding == 0 ? roundEven(s) : (rounding == 1 ? ceil(s) : floor(s));
+    r = mbits == 0 ? (n == 0.0 ? 0.0 : mn_pow2(e + int(n) - 1)) : n * mn_pow2(e - mbits);
+  }
+  if (r > maxv) {
+    if (saturate != 0 || (!inf && nan == 0)) r = maxv;
+    else if (inf) r = uintBitsToFloat(0x7F800000u);
+    else return nanv;
+  }
+  if (n == 0.0) {
+    if (!zero) return saturate != 0 ? minv : uintBitsToFloat(0x7FC00000u);
+    return uintBitsToFloat(negative && negzero ? 0x80000000u : 0u);
+  }
+  return negative ? -r : r;
+}
+)";
+}
+
 // Reference functions from one scalar expression in x (and the node's attrs a) or in a, b.
 #define MN_UNARY_REF(expr) +[](double x, [[maybe_unused]] const Attrs& a) -> double { return expr; }
 #define MN_BINARY_REF(expr) +[](double a, double b) -> double { return expr; }
@@ -270,6 +363,11 @@ void register_elementwise(OpTable& t) {
       // The stored dtype does the conversion; the expression is the value.
       {Op::Cast, cast_rule, vjp_cast, MN_UNARY_REF(dtype_round(x, a.dtype)), "$0"},
       {Op::StopGradient, unary_any, nullptr, MN_UNARY_REF(x), "$0"},
+      // The reference reads x as the f32 the device holds (the op's input is f32).
+      {Op::RoundToFormat, round_to_format_rule, vjp_round_to_format,
+       MN_UNARY_REF(
+           round_to_format(float(x), NumberFormat(a.ints[0]), a.ints[1] != 0, FormatRounding(a.ints[2]))),
+       "mn_round_to_format($0, $i0, $i1, $i2)"},
   };
   for (const UnaryRow& r : unary) {
     unary_fn[size_t(r.op)] = r.fn;

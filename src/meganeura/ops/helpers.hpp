@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces for the ops/<family>.cpp files: common shape rules, gradient plumbing for broadcasting and
 // reductions, and float64 loops for reference functions. Not part of the public API.
+#include <string>
 #include <vector>
 
 #include "meganeura/ops/ops.hpp"
@@ -32,6 +33,11 @@ Shape reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keep
 NodeId sum_to_shape(Graph& g, NodeId grad, const Shape& target);
 // Brings a reduction's gradient (shape of the reduced output) back to the input's shape.
 NodeId expand_reduced(Graph& g, NodeId grad, const Shape& in, const std::vector<int64_t>& axes, bool keepdim);
+
+// The GLSL helper functions of pointwise_glsl_prelude(): the hand-written ones (ops/table.cpp) and
+// mn_round_to_format, generated from ir/number_format's table (ops/elementwise.cpp).
+const char* pointwise_glsl_functions();
+std::string round_to_format_glsl();
 
 // Reference loops.
 template <class F>

@@ -42,7 +42,8 @@ struct OpDef {
   Vjp vjp = nullptr;              // nullptr: no gradient flows through this op (stop_gradient, argmax, ...)
   Reference reference = nullptr;  // nullptr only for Input/Parameter/Constant (the interpreter feeds them)
   // Pointwise ops: a GLSL float expression. $0..$9 are the operands (already broadcast), $r0..$r9 the
-  // attrs.reals as float literals. Helpers used here (mn_erf, ...) are defined in pointwise_glsl_prelude().
+  // attrs.reals as float literals, $i0..$i9 the attrs.ints as int literals, $fa attrs.flag_a as 1.0 or 0.0.
+  // Helpers used here (mn_erf, ...) are defined in pointwise_glsl_prelude().
   const char* glsl = nullptr;
   const char* name = nullptr;  // op_name(op), set by OpTable::add
 };

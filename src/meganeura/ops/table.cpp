@@ -1,7 +1,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "meganeura/ops/ops.hpp"
+#include "meganeura/ops/helpers.hpp"
 
 namespace meganeura {
 
@@ -61,6 +61,11 @@ TypeInfo infer_type(const ShapeCtx& ctx) { return ops::def(ctx.op).shape(ctx); }
 namespace ops {
 
 const char* pointwise_glsl_prelude() {
+  static const std::string prelude = std::string(pointwise_glsl_functions()) + round_to_format_glsl();
+  return prelude.c_str();
+}
+
+const char* pointwise_glsl_functions() {
   // NaN and Inf follow the float64 reference and PyTorch. GLSL leaves max, min, clamp and sign of a NaN, and
   // log, sqrt and inversesqrt outside their domain, undefined (drivers differ): those cases are spelled out.
   // erf: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 resolution near 1).
@@ -149,6 +154,12 @@ std::string expand_glsl(const OpDef& d, const Node& node, const std::vector<std:
       if (i >= node.attrs.reals.size())
         throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing real");
       out += float_lit(node.attrs.reals[i]);
+      p += 2;
+    } else if (c == 'i' && p[2] >= '0' && p[2] <= '9') {
+      size_t i = size_t(p[2] - '0');
+      if (i >= node.attrs.ints.size())
+        throw GraphError("[expand_glsl] template of " + std::string(d.name) + " uses a missing int");
+      out += std::to_string(node.attrs.ints[i]);
       p += 2;
     } else if (c == 'f' && p[2] == 'a') {
       out += node.attrs.flag_a ? "1.0" : "0.0";

@@ -6,7 +6,7 @@ namespace meganeura::rewrite {
 
 bool is_elementwise(Op op) {
   auto v = static_cast<uint16_t>(op);
-  return (v >= static_cast<uint16_t>(Op::Neg) && v <= static_cast<uint16_t>(Op::StopGradient) &&
+  return (v >= static_cast<uint16_t>(Op::Neg) && v <= static_cast<uint16_t>(Op::RoundToFormat) &&
           op != Op::Cast) ||
          (v >= static_cast<uint16_t>(Op::Add) && v <= static_cast<uint16_t>(Op::Where));
 }
