@@ -52,7 +52,8 @@ PRE
   # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver
   # and, with ml_dtypes, the number formats' oracle; onnxruntime, 17 MB, for the real ONNX models, whose files
   # are not carried either; the CLI/citation/bindings tools): a run carries at most 64 MiB.
-  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|ml_dtypes|onnxruntime|jsonschema|PyYAML|nanobind|pytest)==' scripts/requirements-oracle.txt \
+  # nnef, nnef-tools and scikit-build-core (4.7 MB) serve only tests this run leaves to CI (NNEF models, the wheel).
+  grep -Ev '^(numpy|tokenizers|huggingface_hub|onnx|ml_dtypes|onnxruntime|jsonschema|PyYAML|nanobind|pytest|nnef|nnef-tools|scikit-build-core)==' scripts/requirements-oracle.txt \
     > /tmp/oracles-device.txt
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
