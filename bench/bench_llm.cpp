@@ -25,6 +25,7 @@
 #include "meganeura/nn/nn.hpp"
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
+#include "profile_summary.hpp"
 
 using namespace meganeura;
 
@@ -119,21 +120,7 @@ void measure(const Args& args, const std::string& mode, int64_t batch, int64_t s
   line["dispatches"] = p["session"]["dispatches"];
   line["barriers"] = p["session"]["barriers"];
   if (args.profile) {
-    nlohmann::json fam = nlohmann::json::array();
-    for (const auto& f : p["families"])
-      fam.push_back({f["family"], f["dispatches"], f["median_ns_total"].get<double>() * 1e-6});
-    line["families"] = fam;
-    // The slowest dispatches, each with its label and grid: which kernel of a family is the cost.
-    std::vector<nlohmann::json> ds(p["dispatches"].begin(), p["dispatches"].end());
-    std::sort(ds.begin(), ds.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
-      return x["median_ns"].get<double>() > y["median_ns"].get<double>();
-    });
-    nlohmann::json top = nlohmann::json::array();
-    for (size_t i = 0; i < std::min<size_t>(12, ds.size()); ++i)
-      top.push_back(
-          {ds[i]["variant"], ds[i]["label"], ds[i]["grid"], ds[i]["median_ns"].get<double>() * 1e-6});
-    line["slowest"] = top;
-    line["profile_sum_ms"] = p["overhead"]["sum_of_dispatch_medians_ns"].get<double>() * 1e-6;
+    bench::add_profile_summary(line, p);
   }
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
