@@ -301,7 +301,9 @@ float mn_round_to_format(float x, int fmt, int saturate, int rounding) {
 )" + cases +
          R"(  }
   uint b = floatBitsToUint(x);
-  bool negative = sgn && (b >> 31) != 0u;
+  // The sign as x's bit, or'ed in as bits, never chosen between +0.0 and -0.0 literals: with such a choice the
+  // H100 returned -0 for positive x that round to zero (RoundToFormatGpu, 2026-12-06).
+  uint sign = sgn ? (b & 0x80000000u) : 0u;
   bool signed_nan = nan == )" +
          std::to_string(int(NanCode::AllOnes)) + " || nan == " + std::to_string(int(NanCode::Ieee)) + R"(;
   float nanv = uintBitsToFloat(0x7FC00000u | (signed_nan ? (b & 0x80000000u) : 0u));
@@ -311,7 +313,10 @@ float mn_round_to_format(float x, int fmt, int saturate, int rounding) {
   if (!isinf(x)) {
     uint ab = b & 0x7FFFFFFFu;
     int e = max(int(ab >> 23) - 127, emin);
-    float s = uintBitsToFloat(ab) * mn_pow2(mbits - e);
+    // Two normal factors: 2^(mbits - e) alone is the subnormal 2^-127 for E8M0 at e = 127, which a device
+    // that flushes subnormals (NVIDIA) reads as 0.
+    int k = mbits - e, k1 = k / 2;
+    float s = uintBitsToFloat(ab) * mn_pow2(k1) * mn_pow2(k - k1);
     n = rounding == 0 ? roundEven(s) : (rounding == 1 ? ceil(s) : floor(s));
     r = mbits == 0 ? (n == 0.0 ? 0.0 : mn_pow2(e + int(n) - 1)) : n * mn_pow2(e - mbits);
   }
@@ -322,9 +327,9 @@ float mn_round_to_format(float x, int fmt, int saturate, int rounding) {
   }
   if (n == 0.0) {
     if (!zero) return saturate != 0 ? minv : uintBitsToFloat(0x7FC00000u);
-    return uintBitsToFloat(negative && negzero ? 0x80000000u : 0u);
+    return uintBitsToFloat(negzero ? sign : 0u);
   }
-  return negative ? -r : r;
+  return uintBitsToFloat(floatBitsToUint(r) | sign);
 }
 )";
 }
