@@ -3,7 +3,7 @@
 # smollm2: GEMV at M = 1, 4, 8 in both weight layouts; M = 128, 512, 2048 forward, input gradient and weight
 # gradient against N, K = 192 .. 1536 and the 49152-wide head) timed
 #   1. as sessions take them (tier auto, choose_variant's pick), F32 and Mixed16;
-#   2. every candidate variant (kernels::matmul_candidates: each tier, scalar tile, split) at M = 128, F32 and
+#   2. every candidate variant (kernels::matmul_candidates: each tier, scalar tile, split) at M = 128 and 2048, F32 and
 #      Mixed16, "rule": true on the pick, so that the selection rule is checked against the fastest;
 #   3. torch (cuBLAS) on the same shapes, f32 with TF32 off and f16;
 # then the side-by-side tables (matmul_table.py). Each of our rows is spot-checked against double-precision
@@ -32,6 +32,8 @@ fi
   tee "$out/auto_mixed16.jsonl"
 m128="128x576x576:nn,128x192x576:nn,128x1536x576:nn,128x576x1536:nn,128x576x576:nt,128x576x1536:nt"
 m128="$m128,576x576x128:tn,576x1536x128:tn,1536x576x128:tn,128x49152x576:nt,128x576x49152:nn,49152x576x128:tn"
+# Batch 16 prefill's products (M = 2048): the gate/up product at 2048x1536x576 ran 2.17 ms on the 128 tile.
+m128="$m128,2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt"
 "$bin/bench_matmul" --shapes "$m128" --candidates --iters "$iters" --warmup "$warmup" --no-probe 2> "$out/cand_f32.log" |
   tee "$out/cand_f32.jsonl"
 "$bin/bench_matmul" --shapes "$m128" --candidates --mixed16 --iters "$iters" --warmup "$warmup" 2> "$out/cand_mixed16.log" |
