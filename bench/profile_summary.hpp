@@ -20,8 +20,12 @@ inline void add_profile_summary(nlohmann::json& line, const nlohmann::json& prof
     return x["median_ns"].get<double>() > y["median_ns"].get<double>();
   });
   nlohmann::json top = nlohmann::json::array();
-  for (size_t i = 0; i < std::min<size_t>(12, ds.size()); ++i)
-    top.push_back({ds[i]["variant"], ds[i]["label"], ds[i]["grid"], ds[i]["median_ns"].get<double>() * 1e-6});
+  for (size_t i = 0; i < std::min<size_t>(12, ds.size()); ++i) {
+    nlohmann::json row = {ds[i]["variant"], ds[i]["label"], ds[i]["grid"],
+                          ds[i]["median_ns"].get<double>() * 1e-6};
+    if (ds[i].contains("pipeline_stats")) row.push_back(ds[i]["pipeline_stats"]);
+    top.push_back(row);
+  }
   line["slowest"] = top;
   line["profile_sum_ms"] = profile["overhead"]["sum_of_dispatch_medians_ns"].get<double>() * 1e-6;
 }

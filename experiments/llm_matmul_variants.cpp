@@ -5,7 +5,8 @@
 // scripts/device/matmul-shapes.sh times the variants.
 //   llm_matmul_variants [--units 132] [--mode train|forward|token] [--batch 1] [--seq 128] [--layers 30]
 //                       [--mixed16 (with --best coopmat-khr: the tier the H200's self-test passes)]
-//                       [--glsl TEXT (print the GLSL, grid and push constants of kernels whose label has TEXT)]
+//                       [--glsl TEXT (print the GLSL, grid and push constants of kernels whose label has
+//                       TEXT)]
 #include <cstdio>
 #include <map>
 #include <string>
@@ -119,8 +120,8 @@ int main(int argc, char** argv) {
   for (const GeneratedKernel& k : step.code) {
     if (labels) std::printf("%s | %s\n", k.variant.c_str(), k.label.c_str());
     if (!glsl.empty() && k.label.find(glsl) != std::string::npos) {
-      std::printf("// %s | %s | grid %u %u %u | push", k.variant.c_str(), k.label.c_str(), k.grid[0], k.grid[1],
-                  k.grid[2]);
+      std::printf("// %s | %s | grid %u %u %u | push", k.variant.c_str(), k.label.c_str(), k.grid[0],
+                  k.grid[1], k.grid[2]);
       for (uint32_t x : k.push) std::printf(" %u", x);
       std::printf("\n%s\n", k.glsl.c_str());
     }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "gpu_opcheck.hpp"
 #include "meganeura/session/pipeline.hpp"
@@ -170,4 +172,62 @@ TEST_F(AttentionGpu, NoSequenceSquaredBuffer) {
   // (The arena as a whole may exceed one score matrix: dK/dV's parts grow with the device's compute units,
   // 1.19 MB on the H200's 132; no single buffer does.)
   EXPECT_EQ(st.kernels.count(Archetype::Attention), 3u) << st.kernels.to_text(st.graph);
+}
+
+// A KV cache's unwritten rows sit behind a -inf mask: those keys are skipped (no product, and whole hidden
+// tiles not visited), so a NaN in their K rows, or in V rows of a hidden tile, never reaches the output. Keys
+// 40..69 of 70 are hidden; K holds NaN from key 40 on, V from key 64 on (a tile boundary for tiles of 16 and
+// 32). The expected values are a float64 softmax over the 40 visible keys, written here.
+TEST_F(AttentionGpu, MaskedKeysAreSkipped) {
+  constexpr int64_t HQ = 2, S = 20, T = 70, D = 8, Visible = 40;
+  Graph g;
+  const NodeId q = g.input("q", {1, HQ, S, D}), k = g.input("k", {1, 1, T, D}),
+               v = g.input("v", {1, 1, T, D});
+  const NodeId mask = g.input("mask", {S, T});
+  g.set_outputs({g.scaled_dot_product_attention(q, k, v, false, mask)});
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto fill = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = u(rng);
+    return x;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> qv = fill(HQ * S * D), kv = fill(T * D), vv = fill(T * D), mv = fill(S * T);
+  for (int64_t j = Visible; j < T; ++j)
+    for (int64_t d = 0; d < D; ++d) {
+      kv[size_t(j * D + d)] = nan;
+      if (j >= 64) vv[size_t(j * D + d)] = nan;
+    }
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = Visible; j < T; ++j) mv[size_t(i * T + j)] = -inf;
+  reference::Feeds feeds{{"q", HostTensor({1, HQ, S, D}, qv)},
+                         {"k", HostTensor({1, 1, T, D}, kv)},
+                         {"v", HostTensor({1, 1, T, D}, vv)},
+                         {"mask", HostTensor({S, T}, mv)}};
+  Session s = build_gpu(g, false);
+  feed_all(s, g, feeds);
+  s.run();
+  const std::vector<float> got = s.read_output(0);
+  ASSERT_EQ(got.size(), size_t(HQ * S * D));
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int64_t h = 0; h < HQ; ++h)
+    for (int64_t i = 0; i < S; ++i) {
+      std::vector<double> p(static_cast<size_t>(Visible));
+      double mx = -inf, den = 0.0;
+      for (int64_t j = 0; j < Visible; ++j) {
+        double sc = 0.0;
+        for (int64_t d = 0; d < D; ++d) sc += qv[size_t((h * S + i) * D + d)] * kv[size_t(j * D + d)];
+        p[size_t(j)] = sc * scale + mv[size_t(i * T + j)];
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      for (double& x : p) den += (x = std::exp(x - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0.0;
+        for (int64_t j = 0; j < Visible; ++j) o += p[size_t(j)] / den * vv[size_t(j * D + d)];
+        const float gpu = got[size_t((h * S + i) * D + d)];
+        ASSERT_TRUE(std::isfinite(gpu)) << "head " << h << " query " << i << " column " << d;
+        EXPECT_NEAR(gpu, o, 2e-5 + 2e-4 * std::fabs(o)) << "head " << h << " query " << i << " column " << d;
+      }
+    }
 }

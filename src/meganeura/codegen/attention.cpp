@@ -304,11 +304,14 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   m += "  uint tid = gl_LocalInvocationID.x;\n";
   if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
   // The scaled, masked score of query row r of Qs against key row c of Ks (query i, key j).
+  // A key the mask hides (-inf) is skipped like a key past the causal edge: no product (the reference in
+  // ops/attention.cpp agrees), and the forward skips whole hidden tiles, so a KV cache's unwritten rows cost
+  // almost nothing.
   auto score_fn = [&]() {
-    return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  float s = 0.0;\n"
+    return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  const float mk = " + mask_term +
+           ";\n  if (mk == AT_NEG_INF) return AT_NEG_INF;\n  float s = 0.0;\n"
            "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_D + x] * Ks[c * AT_D + x];\n"
-           "  return s * AT_SCALE + " +
-           mask_term + ";\n}\n";
+           "  return s * AT_SCALE + mk;\n}\n";
   };
   const std::string load_kv_tile =
       "    for (uint x = tid; x < AT_BC * AT_D; x += AT_WG) { uint c = x / AT_D, j = k0 + c;"
@@ -326,7 +329,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   if (which == 0) {
     d += "shared float Qs[AT_BR * AT_D];\nshared float Ks[AT_BC * AT_D];\nshared float Vs[AT_BC * AT_DV];\n"
          "shared float Ps[AT_BR * AT_BC];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
-         "a_s[AT_BR];\n";
+         "a_s[AT_BR];\nshared uint seen_s;\n";
     d += score_fn();
     const std::string no = per_thread(tile * DV);
     m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
@@ -337,12 +340,16 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     m += "  if (tid < AT_BR) { m_s[tid] = AT_NEG_INF; l_s[tid] = 0.0; }\n";
     m += "  float acc[" + no + "];\n  for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
     m += key_end;
-    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile +
-         "    barrier();\n";
+    // A tile whose every score is hidden (a cache's unwritten rows behind a -inf mask) changes neither the
+    // running max and sum nor the accumulator: seen_s, read after the barrier by every thread alike, skips
+    // it.
+    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n    if (tid == 0u) seen_s = 0u;\n" +
+         load_kv_tile + "    barrier();\n";
     m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
          "i = q0 + r, j = k0 + c;\n"
-         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n    }\n    "
-         "barrier();\n";
+         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n"
+         "      if (Ps[x] != AT_NEG_INF) seen_s = 1u;\n    }\n    barrier();\n    if (seen_s == 0u) "
+         "continue;\n";
     // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
     m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
          "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BC + c]);\n"

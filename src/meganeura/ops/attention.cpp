@@ -123,11 +123,14 @@ HostTensor attention_eval(const Node& node, const std::vector<const HostTensor*>
         double mx = ninf;
         for (int64_t j = 0; j < g.t; ++j) {
           double sc = ninf;
-          if (!causal || j <= i + g.t - g.s) {
+          // A key the mask hides (-inf) is skipped as a key past the causal edge is: no product, so a NaN or
+          // infinity in a KV cache's unwritten rows never reaches the output (the GPU kernels skip it too).
+          const double mk =
+              mi ? double(mask->data[size_t((*mi)(((b * g.hq + h) * g.s + i) * g.t + j))]) : 0.0;
+          if ((!causal || j <= i + g.t - g.s) && mk != ninf) {
             sc = 0.0;
             for (int64_t d = 0; d < g.d; ++d) sc += Q(i, d) * k.data[Kx(j, d)];
-            sc *= scale;
-            if (mi) sc += mask->data[size_t((*mi)(((b * g.hq + h) * g.s + i) * g.t + j))];
+            sc = sc * scale + mk;
           }
           p[size_t(j)] = sc;
           mx = std::max(mx, sc);
