@@ -68,9 +68,12 @@ std::string query_load(Emitter& e, NodeId q, const std::string& off) {
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
 
 // Floats of shared memory each kernel needs for square tiles of `t`.
+// Rows of Q, K, V and dO are padded by one word (AT_DP, AT_DVP), and so are the forward's P rows (AT_BCP).
 int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
+  d += 1;
+  dv += 1;
   switch (which) {
-    case 0: return t * d + t * d + t * dv + t * t + 3 * t;                // Q, K, V, P, row stats
+    case 0: return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1;      // Q, K, V, P, row stats, seen
     case 1: return t * d + t * dv + t * d + t * dv + t * t + 2 * t;       // Q, dO, K, V, dS, lse+delta
     default: return t * d + t * dv + t * d + t * dv + 2 * t * t + 2 * t;  // K, V, Q, dO, P, dS, lse+delta
   }
@@ -275,7 +278,10 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
        "\n#define AT_D " + uint_lit(D) + "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_BR " +
        uint_lit(tile) + "\n#define AT_BC " + uint_lit(tile) + "\n#define AT_WG " + uint_lit(wg) +
        "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
-       "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
+       // Shared rows padded by one word: a warp reads one column of 32 K rows (the score) or of 32 P rows
+       // (the softmax); at a stride that is a multiple of 32 words all of them hit one bank.
+       "\n#define AT_DP " + uint_lit(D + 1) + "\n#define AT_DVP " + uint_lit(DV + 1) + "\n#define AT_BCP " +
+       uint_lit(tile + 1) + "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
   d += "bool visible(uint i, uint j) { return j < AT_T" +
        (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
@@ -310,26 +316,27 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   auto score_fn = [&]() {
     return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  const float mk = " + mask_term +
            ";\n  if (mk == AT_NEG_INF) return AT_NEG_INF;\n  float s = 0.0;\n"
-           "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_D + x] * Ks[c * AT_D + x];\n"
+           "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_DP + x] * Ks[c * AT_DP + x];\n"
            "  return s * AT_SCALE + mk;\n}\n";
   };
   const std::string load_kv_tile =
       "    for (uint x = tid; x < AT_BC * AT_D; x += AT_WG) { uint c = x / AT_D, j = k0 + c;"
-      " Ks[x] = j < AT_T ? ldK(kbase + j * AT_D + x % AT_D) : 0.0; }\n"
+      " Ks[c * AT_DP + x % AT_D] = j < AT_T ? ldK(kbase + j * AT_D + x % AT_D) : 0.0; }\n"
       "    for (uint x = tid; x < AT_BC * AT_DV; x += AT_WG) { uint c = x / AT_DV, j = k0 + c;"
-      " Vs[x] = j < AT_T ? ldV(vbase + j * AT_DV + x % AT_DV) : 0.0; }\n";
+      " Vs[c * AT_DVP + x % AT_DV] = j < AT_T ? ldV(vbase + j * AT_DV + x % AT_DV) : 0.0; }\n";
   const std::string load_q_tile =
       "    for (uint x = tid; x < AT_BR * AT_D; x += AT_WG) { uint r = x / AT_D, i = q0 + r;"
-      " Qs[x] = i < qend ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
+      " Qs[r * AT_DP + x % AT_D] = i < qend ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
   // Keys past the last one a causal query tile can see are skipped.
   const std::string key_end =
       causal ? "  uint kend = uint(clamp(int(q0 + AT_BR) - 1 + " + ilit(T - S) + " + 1, 0, int(AT_T)));\n"
              : "  uint kend = AT_T;\n";
 
   if (which == 0) {
-    d += "shared float Qs[AT_BR * AT_D];\nshared float Ks[AT_BC * AT_D];\nshared float Vs[AT_BC * AT_DV];\n"
-         "shared float Ps[AT_BR * AT_BC];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
-         "a_s[AT_BR];\nshared uint seen_s;\n";
+    d +=
+        "shared float Qs[AT_BR * AT_DP];\nshared float Ks[AT_BC * AT_DP];\nshared float Vs[AT_BC * AT_DVP];\n"
+        "shared float Ps[AT_BR * AT_BCP];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
+        "a_s[AT_BR];\nshared uint seen_s;\n";
     d += score_fn();
     const std::string no = per_thread(tile * DV);
     m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
@@ -347,24 +354,25 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          load_kv_tile + "    barrier();\n";
     m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
          "i = q0 + r, j = k0 + c;\n"
-         "      Ps[x] = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n"
-         "      if (Ps[x] != AT_NEG_INF) seen_s = 1u;\n    }\n    barrier();\n    if (seen_s == 0u) "
+         "      float sc = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n"
+         "      Ps[r * AT_BCP + c] = sc;\n      if (sc != AT_NEG_INF) seen_s = 1u;\n    }\n    barrier();\n  "
+         "  if (seen_s == 0u) "
          "continue;\n";
     // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
     m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
-         "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BC + c]);\n"
-         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BC + c] = "
+         "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BCP + c]);\n"
+         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BCP + c] = "
          "0.0;\n"
          "      } else {\n        alpha = exp(mo - mx);\n"
-         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BC + c] - mx); Ps[tid * "
-         "AT_BC + c] = p; sum += p; }\n"
+         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BCP + c] - mx); Ps[tid * "
+         "AT_BCP + c] = p; sum += p; }\n"
          "      }\n      m_s[tid] = mx; l_s[tid] = l_s[tid] * alpha + sum; a_s[tid] = alpha;\n    }\n    "
          "barrier();\n";
     if (out.out.valid())
       m += "    for (uint x = 0u; x < " + no +
            "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
            "      uint r = e / AT_DV, dd = e % AT_DV;\n      float o = acc[x] * a_s[r];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BC + c] * Vs[c * AT_DV + dd];\n      "
+           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BCP + c] * Vs[c * AT_DVP + dd];\n      "
            "acc[x] = o;\n    }\n";
     m += "  }\n  barrier();\n";
     if (out.out.valid())
@@ -381,8 +389,9 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     d += "float ldDO(uint o) { return " + ld(dout, "o") + "; }\n";
     d += "float ldO(uint o) { return " + ld(o, "o") + "; }\n";
     d += "float ldLse(uint o) { return " + ld(lse, "o") + "; }\n";
-    d += "shared float Qs[AT_BR * AT_D];\nshared float dOs[AT_BR * AT_DV];\nshared float Ks[AT_BC * AT_D];\n"
-         "shared float Vs[AT_BC * AT_DV];\nshared float dSs[AT_BR * AT_BC];\nshared float lse_s[AT_BR];\n"
+    d += "shared float Qs[AT_BR * AT_DP];\nshared float dOs[AT_BR * AT_DVP];\nshared float Ks[AT_BC * "
+         "AT_DP];\n"
+         "shared float Vs[AT_BC * AT_DVP];\nshared float dSs[AT_BR * AT_BC];\nshared float lse_s[AT_BR];\n"
          "shared float dl_s[AT_BR];\n";
     if (which == 2) d += "shared float Ps[AT_BR * AT_BC];\n";
     d += score_fn();
@@ -390,9 +399,10 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     const std::string load_rows =
         load_q_tile +
         "    for (uint x = tid; x < AT_BR * AT_DV; x += AT_WG) { uint r = x / AT_DV, i = q0 + r;"
-        " dOs[x] = i < qend ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    barrier();\n"
+        " dOs[r * AT_DVP + x % AT_DV] = i < qend ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    "
+        "barrier();\n"
         "    if (tid < AT_BR) {\n      uint i = q0 + tid;\n      float dl = 0.0;\n"
-        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DV + x] * ldO(obase + i * "
+        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DVP + x] * ldO(obase + i * "
         "AT_DV + x);\n"
         "      lse_s[tid] = i < qend ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
     // P and dS of the tile pair; P = 0 where the key is hidden or the row sees no key at all.
@@ -404,8 +414,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
           "      if (i < qend && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
           "        p = exp(score(b, h, r, c, i, j) - lse_s[r]);\n";
       if (need_ds)
-        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DV + y] * "
-             "Vs[c * AT_DV + y];\n"
+        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DVP + y] * "
+             "Vs[c * AT_DVP + y];\n"
              "        ds = p * (dp - dl_s[r]);\n";
       s += "      }\n";
       if (keep_p) s += "      Ps[x] = p;\n";
@@ -427,7 +437,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       m += "    for (uint x = 0u; x < " + nq +
            "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) break;\n"
            "      uint r = e / AT_D, dd = e % AT_D;\n      float a = acc[x];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_D + dd];\n      "
+           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_DP + dd];\n      "
            "acc[x] = a;\n    }\n  }\n";
       m += "  for (uint x = 0u; x < " + nq +
            "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
@@ -459,13 +469,13 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         m += "    for (uint x = 0u; x < " + nv +
              "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
              "      uint c = e / AT_DV, dd = e % AT_DV;\n      float a = accv[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DV + dd];\n      "
+             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DVP + dd];\n      "
              "accv[x] = a;\n    }\n";
       if (want_k)
         m += "    for (uint x = 0u; x < " + nk +
              "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
              "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_D + dd];\n      "
+             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_DP + dd];\n      "
              "acck[x] = a;\n    }\n";
       m += "  }\n";
       // Partial: part p = (query head in the group, chunk) of element o goes to scratch [p * n + o], dV's
