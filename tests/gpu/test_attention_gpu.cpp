@@ -155,6 +155,17 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
                          "grad " + g.node(params[i]).prov.name));
 }
 
+// Tiles of 32 (64 compute units assumed on lavapipe: 2 x 8 heads x 5 query tiles fill them), the size the
+// H100 takes at SmolLM2's batch 16 prefill: the forward's softmax over four threads a row, value and
+// gradients against the reference (no finite difference: its run per input element is the cost here).
+TEST_F(AttentionGpu, TilesOfThirtyTwoMatchTheReference) {
+  GpuTolerance t = tol();
+  t.finite_difference = false;
+  EXPECT_TRUE(check_op_gpu(
+      "s160_gqa_8_4_causal", [](Graph& g, auto& v) { return sdpa(g, v, true); },
+      qkv(2, 8, 4, 160, 160, 16, 16), t));
+}
+
 // Issue 5, item 5: no buffer of the compiled training step holds S x S values.
 TEST_F(AttentionGpu, NoSequenceSquaredBuffer) {
   constexpr int64_t S = 512, D = 16;

@@ -73,7 +73,8 @@ int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
   d += 1;
   dv += 1;
   switch (which) {
-    case 0: return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1;      // Q, K, V, P, row stats, seen
+    case 0:  // Q, K, V, P, row stats, seen, the softmax's partial maxima and sums (a workgroup each)
+      return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1 + 2 * (t >= 32 ? 128 : 64);
     case 1: return t * d + t * dv + t * d + t * dv + t * t + 2 * t;       // Q, dO, K, V, dS, lse+delta
     default: return t * d + t * dv + t * d + t * dv + 2 * t * t + 2 * t;  // K, V, Q, dO, P, dS, lse+delta
   }
@@ -336,7 +337,9 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     d +=
         "shared float Qs[AT_BR * AT_DP];\nshared float Ks[AT_BC * AT_DP];\nshared float Vs[AT_BC * AT_DVP];\n"
         "shared float Ps[AT_BR * AT_BCP];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
-        "a_s[AT_BR];\nshared uint seen_s;\n";
+        "a_s[AT_BR];\nshared uint seen_s;\nshared float red_s[AT_WG];\nshared float sum_s[AT_WG];\n"
+        "#define AT_TPR " +
+        uint_lit(wg / tile) + "\n";
     d += score_fn();
     const std::string no = per_thread(tile * DV);
     m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
@@ -358,16 +361,22 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          "      Ps[r * AT_BCP + c] = sc;\n      if (sc != AT_NEG_INF) seen_s = 1u;\n    }\n    barrier();\n  "
          "  if (seen_s == 0u) "
          "continue;\n";
-    // Online softmax: rescale the running sum (and, below, the accumulator) by exp(m_old - m_new).
-    m += "    if (tid < AT_BR) {\n      float mo = m_s[tid], mx = mo, sum = 0.0, alpha = 1.0;\n"
-         "      for (uint c = 0u; c < AT_BC; ++c) mx = max(mx, Ps[tid * AT_BCP + c]);\n"
-         "      if (mx == AT_NEG_INF) {\n        for (uint c = 0u; c < AT_BC; ++c) Ps[tid * AT_BCP + c] = "
-         "0.0;\n"
-         "      } else {\n        alpha = exp(mo - mx);\n"
-         "        for (uint c = 0u; c < AT_BC; ++c) { float p = exp(Ps[tid * AT_BCP + c] - mx); Ps[tid * "
-         "AT_BCP + c] = p; sum += p; }\n"
-         "      }\n      m_s[tid] = mx; l_s[tid] = l_s[tid] * alpha + sum; a_s[tid] = alpha;\n    }\n    "
-         "barrier();\n";
+    // Online softmax, AT_TPR threads a row (every thread of the workgroup): the row's max from per-thread
+    // maxima, P = exp(s - max) and per-thread sums, then one thread a row rescales the running sum (and,
+    // below, every thread the accumulator) by exp(m_old - m_new). A row with nothing visible yet keeps
+    // max -inf and P = 0.
+    m += "    uint sr = tid / AT_TPR, sub = tid % AT_TPR;\n    float pm = AT_NEG_INF;\n"
+         "    for (uint c = sub; c < AT_BC; c += AT_TPR) pm = max(pm, Ps[sr * AT_BCP + c]);\n"
+         "    red_s[tid] = pm;\n    barrier();\n"
+         "    float mo = m_s[sr], mx = mo, ps = 0.0;\n"
+         "    for (uint t = 0u; t < AT_TPR; ++t) mx = max(mx, red_s[sr * AT_TPR + t]);\n"
+         "    for (uint c = sub; c < AT_BC; c += AT_TPR) {\n"
+         "      float p = mx == AT_NEG_INF ? 0.0 : exp(Ps[sr * AT_BCP + c] - mx);\n"
+         "      Ps[sr * AT_BCP + c] = p;\n      ps += p;\n    }\n"
+         "    sum_s[tid] = ps;\n    barrier();\n"
+         "    if (sub == 0u) {\n      float alpha = mx == AT_NEG_INF ? 1.0 : exp(mo - mx), sum = 0.0;\n"
+         "      for (uint t = 0u; t < AT_TPR; ++t) sum += sum_s[sr * AT_TPR + t];\n"
+         "      m_s[sr] = mx; l_s[sr] = l_s[sr] * alpha + sum; a_s[sr] = alpha;\n    }\n    barrier();\n";
     if (out.out.valid())
       m += "    for (uint x = 0u; x < " + no +
            "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
