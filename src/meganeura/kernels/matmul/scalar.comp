@@ -141,12 +141,8 @@ void main() {
     barrier();
   }
   const uint cbase = gl_WorkGroupID.z * p.sc;
-  [[unroll]] for (uint i = 0u; i < TT; ++i) {
-    const uint row = m0 + (i / 4u) * 64u + ty * 4u + i % 4u;
-    if (row >= p.M) continue;
-    [[unroll]] for (uint j = 0u; j < TT; ++j) {
-      const uint col = n0 + (j / 4u) * 64u + tx * 4u + j % 4u;
-      if (col < p.N) STORE_C(cbase + row * p.ldc + col, epilogue(acc[i][j], row, col, batch));
-    }
-  }
+  // Each element stored by a statement of its own (scalar.cpp writes MM_STORE_TILE): as a loop, an epilogue
+  // that reads other buffers left the loop rolled on the H100, acc indexed at run time and so in local
+  // memory (256 bytes a thread) for the whole K loop: 15-20x slower (docs/performance.md).
+  MM_STORE_TILE
 }

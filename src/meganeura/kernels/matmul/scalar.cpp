@@ -2,6 +2,8 @@
 // both double-buffered shared memory with register prefetch (scalar.comp, BT the edge), and 16x16 (one output
 // per thread, scalar_small.comp) for outputs too small to spread over the GPU otherwise. Runs everywhere; the
 // lavapipe path.
+#include <string>
+
 #include "meganeura/kernels/matmul/shaders.hpp"  // generated from kernels/matmul/*.comp, *.glsl
 #include "meganeura/kernels/matmul/tiers.hpp"
 
@@ -20,6 +22,25 @@ std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& bloc
 
 namespace tiers {
 
+namespace {
+// The stores of a thread's TT x TT outputs (scalar.comp's layout: row m0 + (i / 4) * 64 + ty * 4 + i % 4,
+// column likewise with tx), one statement each, so that every acc index is a constant whatever the driver's
+// unrolling does.
+std::string store_tile(uint32_t t) {
+  const uint32_t tt = t / 16;
+  std::string s;
+  for (uint32_t i = 0; i < tt; ++i) {
+    s += "{ const uint row = m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + ty * 4u; if (row < p.M) {";
+    for (uint32_t j = 0; j < tt; ++j)
+      s += " { const uint col = n0 + " + std::to_string((j / 4) * 64 + j % 4) +
+           "u + tx * 4u; if (col < p.N) STORE_C(cbase + row * p.ldc + col, epilogue(acc[" +
+           std::to_string(i) + "][" + std::to_string(j) + "], row, col, batch)); }";
+    s += " } } ";
+  }
+  return s;
+}
+}  // namespace
+
 void scalar_pass(const MatmulShape& s, uint32_t t, const MatmulEpilogue& pe, MatmulPass& pass,
                  std::string& label) {
   if (t == 16) {
@@ -33,6 +54,7 @@ void scalar_pass(const MatmulShape& s, uint32_t t, const MatmulEpilogue& pe, Mat
                      (s.load_b == MatmulLoad::Plain || s.load_b == MatmulLoad::F16) &&
                      row_starts_aligned(s, 4);
     pass.source.defines.push_back({"VEC_LOADS", vec ? "1" : "0"});
+    pass.source.defines.push_back({"MM_STORE_TILE", store_tile(t)});
     if (vec) label += "_v";
   }
   pass.grid[0] = ceil_div(s.n, t);
