@@ -307,6 +307,11 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     mask_term = "ldMask(b, h, i, j)";
   }
 
+  // The per-thread accumulators (acc, acck, accv) are indexed by unrolled loops only: a rolled loop indexes
+  // them at run time, which puts them in local memory (the H100's pipeline statistics said 64 bytes a
+  // thread).
+  if (e.extensions.find("GL_EXT_control_flow_attributes") == std::string::npos)
+    e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
   std::string m;  // main body
   m += "  uint tid = gl_LocalInvocationID.x;\n";
   if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
@@ -348,7 +353,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
     m += load_q_tile;
     m += "  if (tid < AT_BR) { m_s[tid] = AT_NEG_INF; l_s[tid] = 0.0; }\n";
-    m += "  float acc[" + no + "];\n  for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
+    m += "  float acc[" + no + "];\n  [[unroll]] for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
     m += key_end;
     // A tile whose every score is hidden (a cache's unwritten rows behind a -inf mask) changes neither the
     // running max and sum nor the accumulator: seen_s, read after the barrier by every thread alike, skips
@@ -378,16 +383,16 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          "      for (uint t = 0u; t < AT_TPR; ++t) sum += sum_s[sr * AT_TPR + t];\n"
          "      m_s[sr] = mx; l_s[sr] = l_s[sr] * alpha + sum; a_s[sr] = alpha;\n    }\n    barrier();\n";
     if (out.out.valid())
-      m += "    for (uint x = 0u; x < " + no +
-           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) break;\n"
+      m += "    [[unroll]] for (uint x = 0u; x < " + no +
+           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) continue;\n"
            "      uint r = e / AT_DV, dd = e % AT_DV;\n      float o = acc[x] * a_s[r];\n"
            "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BCP + c] * Vs[c * AT_DVP + dd];\n      "
            "acc[x] = o;\n    }\n";
     m += "  }\n  barrier();\n";
     if (out.out.valid())
-      m += "  for (uint x = 0u; x < " + no +
+      m += "  [[unroll]] for (uint x = 0u; x < " + no +
            "u; ++x) {\n    uint e = tid + x * AT_WG, r = e / AT_DV, i = q0 + r;\n"
-           "    if (e >= AT_BR * AT_DV || i >= AT_S) break;\n    float l = l_s[r];\n    " +
+           "    if (e >= AT_BR * AT_DV || i >= AT_S) continue;\n    float l = l_s[r];\n    " +
            e.store(out.out, "obase + i * AT_DV + e % AT_DV", "l > 0.0 ? acc[x] / l : 0.0") + "\n  }\n";
     if (out.lse.valid())
       m += "  if (tid < AT_BR && q0 + tid < AT_S) {\n    float l = l_s[tid];\n    " +
@@ -438,19 +443,19 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
       m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
       m += load_rows;
-      m += "  float acc[" + nq + "];\n  for (uint x = 0u; x < " + nq + "u; ++x) acc[x] = 0.0;\n";
+      m += "  float acc[" + nq + "];\n  [[unroll]] for (uint x = 0u; x < " + nq + "u; ++x) acc[x] = 0.0;\n";
       m += key_end;
       m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile +
            "    barrier();\n";
       m += probs(true, false);
-      m += "    for (uint x = 0u; x < " + nq +
-           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) break;\n"
+      m += "    [[unroll]] for (uint x = 0u; x < " + nq +
+           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) continue;\n"
            "      uint r = e / AT_D, dd = e % AT_D;\n      float a = acc[x];\n"
            "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_DP + dd];\n      "
            "acc[x] = a;\n    }\n  }\n";
-      m += "  for (uint x = 0u; x < " + nq +
+      m += "  [[unroll]] for (uint x = 0u; x < " + nq +
            "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
-           "    if (e >= AT_BR * AT_D || i >= AT_S) break;\n    " +
+           "    if (e >= AT_BR * AT_D || i >= AT_S) continue;\n    " +
            e.store(out.dq, "qbase + i * AT_D + e % AT_D", "AT_SCALE * acc[x]") + "\n  }\n";
       e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
     } else {
@@ -465,9 +470,11 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
            ");\n";
       m += load_kv_tile;
       if (want_k)
-        m += "  float acck[" + nk + "];\n  for (uint x = 0u; x < " + nk + "u; ++x) acck[x] = 0.0;\n";
+        m += "  float acck[" + nk + "];\n  [[unroll]] for (uint x = 0u; x < " + nk +
+             "u; ++x) acck[x] = 0.0;\n";
       if (want_v)
-        m += "  float accv[" + nv + "];\n  for (uint x = 0u; x < " + nv + "u; ++x) accv[x] = 0.0;\n";
+        m += "  float accv[" + nv + "];\n  [[unroll]] for (uint x = 0u; x < " + nv +
+             "u; ++x) accv[x] = 0.0;\n";
       // The first query that a causal mask lets see key k0.
       m +=
           causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
@@ -475,14 +482,14 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
            "    barrier();\n";
       m += probs(want_k, true);
       if (want_v)
-        m += "    for (uint x = 0u; x < " + nv +
-             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) break;\n"
+        m += "    [[unroll]] for (uint x = 0u; x < " + nv +
+             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) continue;\n"
              "      uint c = e / AT_DV, dd = e % AT_DV;\n      float a = accv[x];\n"
              "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DVP + dd];\n      "
              "accv[x] = a;\n    }\n";
       if (want_k)
-        m += "    for (uint x = 0u; x < " + nk +
-             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) break;\n"
+        m += "    [[unroll]] for (uint x = 0u; x < " + nk +
+             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) continue;\n"
              "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
              "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_DP + dd];\n      "
              "acck[x] = a;\n    }\n";
@@ -500,14 +507,14 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         return sb + ".d[" + uint_lit(first) + " + part * " + uint_lit(n) + " + " + off + "] = " + v + ";";
       };
       if (want_k)
-        m += "  for (uint x = 0u; x < " + nk +
+        m += "  [[unroll]] for (uint x = 0u; x < " + nk +
              "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
-             "    if (e >= AT_BC * AT_D || j >= AT_T) break;\n    " +
+             "    if (e >= AT_BC * AT_D || j >= AT_T) continue;\n    " +
              put(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]", n_k, 0) + "\n  }\n";
       if (want_v)
-        m += "  for (uint x = 0u; x < " + nv +
+        m += "  [[unroll]] for (uint x = 0u; x < " + nv +
              "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
-             "    if (e >= AT_BC * AT_DV || j >= AT_T) break;\n    " +
+             "    if (e >= AT_BC * AT_DV || j >= AT_T) continue;\n    " +
              put(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]", n_v, parts * n_k) + "\n  }\n";
       e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HQ), uint32_t(query_chunks)};
     }
