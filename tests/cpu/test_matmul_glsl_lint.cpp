@@ -161,3 +161,29 @@ TEST(MatmulGlslLint, EveryTierVariantCompiles) {
   EXPECT_GT(lint.count, 100);
   EXPECT_EQ(failures, "");
 }
+
+// The scalar tiles store each output by a statement of its own (MM_STORE_TILE): a store loop with an epilogue
+// that reads a buffer stayed rolled on the H100, indexing the accumulator at run time, which put it in local
+// memory for the whole product (15-20x slower; docs/performance.md). Every acc element is named by constant
+// indices, and scalar.comp has no loop over them.
+TEST(MatmulGlslLint, ScalarTilesStoreEachOutputByAStatementOfItsOwn) {
+  const kernels::MatmulEpilogue epi = bias_relu();
+  for (const char* v : {"scalar.128", "scalar.64"}) {
+    const kernels::MatmulPass pass =
+        kernels::select_matmul(all_tiers_caps(), shape(256, 256, 256, false, false, MatmulInput::F32),
+                               kernels::MatmulVariant::parse(v), epi)
+            .passes.at(0);
+    const uint32_t tt = std::string(v) == "scalar.128" ? 8 : 4;
+    std::string tile;
+    for (const shader::Define& d : pass.source.defines)
+      if (d.name == "MM_STORE_TILE") tile = d.value;
+    ASSERT_FALSE(tile.empty()) << v;
+    for (uint32_t i = 0; i < tt; ++i)
+      for (uint32_t j = 0; j < tt; ++j)
+        EXPECT_NE(tile.find("acc[" + std::to_string(i) + "][" + std::to_string(j) + "]"), std::string::npos)
+            << v << ": acc[" << i << "][" << j << "]";
+    EXPECT_EQ(tile.find("acc[" + std::to_string(tt) + "]"), std::string::npos) << v;
+    EXPECT_NE(pass.source.glsl.find("MM_STORE_TILE"), std::string::npos) << v;
+    EXPECT_EQ(pass.source.glsl.find("epilogue(acc[i][j]"), std::string::npos) << v;
+  }
+}
