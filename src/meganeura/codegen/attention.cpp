@@ -67,6 +67,9 @@ std::string query_load(Emitter& e, NodeId q, const std::string& off) {
 
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
 
+// Invocations of a tiled attention workgroup for square tiles of `t`.
+uint32_t attention_workgroup(int64_t t) { return t >= 32 ? 128 : 64; }
+
 // Floats of shared memory each kernel needs for square tiles of `t`.
 // Rows of Q, K, V and dO are padded by one word (AT_DP, AT_DVP), and so are the forward's P rows (AT_BCP).
 int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
@@ -74,7 +77,7 @@ int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
   dv += 1;
   switch (which) {
     case 0:  // Q, K, V, P, row stats, seen, the softmax's partial maxima and sums (a workgroup each)
-      return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1 + 2 * (t >= 32 ? 128 : 64);
+      return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1 + 2 * attention_workgroup(t);
     case 1: return t * d + t * dv + t * d + t * dv + t * t + 2 * t;       // Q, dO, K, V, dS, lse+delta
     default: return t * d + t * dv + t * d + t * dv + 2 * t * t + 2 * t;  // K, V, Q, dO, P, dS, lse+delta
   }
@@ -265,7 +268,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   const bool causal = core.attrs.flag_a;
 
   const int64_t tile = attention_tile(e, which);
-  const uint32_t wg = tile >= 32 ? 128 : 64;
+  const uint32_t wg = attention_workgroup(tile);
   auto per_thread = [&](int64_t n) { return std::to_string((n + wg - 1) / wg); };
 
   // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
@@ -310,8 +313,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   // The per-thread accumulators (acc, acck, accv) are indexed by unrolled loops only: a rolled loop indexes
   // them at run time, which puts them in local memory (the H100's pipeline statistics said 64 bytes a
   // thread).
-  if (e.extensions.find("GL_EXT_control_flow_attributes") == std::string::npos)
-    e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
+  e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
   std::string m;  // main body
   m += "  uint tid = gl_LocalInvocationID.x;\n";
   if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
