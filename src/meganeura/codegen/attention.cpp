@@ -6,22 +6,27 @@
 //   dQ        {AttentionGradQ}: a workgroup per (query tile, batch·head); P = exp(s - lse) recomputed per
 //             K/V tile, dS = P (dO·Vᵀ - delta), dQ = scale · dS K, with delta = rowsum(dO ∘ O).
 //   dK, dV    {AttentionGradK, AttentionGradV}: a workgroup per (key tile, batch·query head, query chunk)
-//   walks
-//             the query tiles of its chunk: dV += Pᵀ dO, dK += scale · dSᵀ Q. With one query head per KV head
-//             and one chunk it stores dK and dV; otherwise it stores its part into the kernel's scratch and a
-//             second dispatch sums the parts of each element in a fixed order (grouped-query sums without
-//             atomics, deterministic). A workgroup per (key tile, batch·KV head) walking every query of the
-//             group ran 12 workgroups for SmolLM2's S = 128, at 3× the forward's time.
+//             walks the query tiles of its chunk: dV += Pᵀ dO, dK += scale · dSᵀ Q. With one query head per
+//             KV head and one chunk it stores dK and dV; otherwise it stores its part into the kernel's
+//             scratch and a second dispatch sums the parts of each element in a fixed order (grouped-query
+//             sums without atomics, deterministic). A workgroup per (key tile, batch·KV head) walking every
+//             query of the group ran 12 workgroups for SmolLM2's S = 128, at 3× the forward's time.
 //   rows      {Attention, AttentionLse} with at most kRowsMaxQueries queries (decode): a workgroup per
-//   (query,
-//             batch·head), its threads spread over the keys: every score into shared memory, the row's max
-//             and sum by a tree reduction, then P·V with the threads spread over (key part, output column).
-//             The tiled forward walks the keys one tile at a time in a handful of workgroups there (one query
-//             row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys on the H200.
+//             (query, batch·head), its threads spread over the keys: every score into shared memory, the
+//             row's max and sum by a tree reduction, then P·V with the threads spread over (key part, output
+//             column). The tiled forward walks the keys one tile at a time in a handful of workgroups there
+//             (one query row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys on the H200.
+// The three tiled kernels are register-tiled: four threads share a tile row, each holding a quarter of the
+// row's scores and output columns in registers, with Q/K/V/dO rows staged as padded vec4 rows in shared
+// memory (the padding keeps the four threads' reads on different banks). One thread per row with every
+// operand in shared memory ran the H200's S = 2048, D = 128 forward in 5.59 ms; this form 3.24 ms.
+// Keys past a causal tile's last visible one are skipped; with a mask, the forward and dQ first find the
+// tile's visible key range, so K/V tiles the mask hides (padding, a block-diagonal batch) are never loaded.
 // Tiles are square, the largest that fits shared memory (≤ 32), halved (to 16) while the grid has fewer
 // workgroups than the device has compute units. Shapes, scale, causal offset and the mask's broadcast strides
 // are baked in as literals.
 #include <algorithm>
+#include <functional>
 
 #include "meganeura/codegen/emit.hpp"
 #include "meganeura/kernels/matmul.hpp"
@@ -67,19 +72,19 @@ std::string query_load(Emitter& e, NodeId q, const std::string& off) {
 
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
 
-// Invocations of a tiled attention workgroup for square tiles of `t`.
-uint32_t attention_workgroup(int64_t t) { return t >= 32 ? 128 : 64; }
+// Invocations of a tiled attention workgroup for square tiles of `t`: four threads a row of the tile.
+uint32_t attention_workgroup(int64_t t) { return uint32_t(4 * t); }
 
-// Floats of shared memory each kernel needs for square tiles of `t`.
-// Rows of Q, K, V and dO are padded by one word (AT_DP, AT_DVP), and so are the forward's P rows (AT_BCP).
+// Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for square tiles of `t`: Q, K, V
+// (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows padded by one word; the
+// exchange of the four threads of a row (a workgroup's floats); lse; the visible key range.
 int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
-  d += 1;
-  dv += 1;
+  const int64_t qk = 4 * ((d + 3) / 4 + 1), vo = 4 * ((dv + 3) / 4 + 1), p = t * (t + 1);
+  const int64_t common = attention_workgroup(t) + 2;
   switch (which) {
-    case 0:  // Q, K, V, P, row stats, seen, the softmax's partial maxima and sums (a workgroup each)
-      return t * d + t * d + t * dv + t * (t + 1) + 3 * t + 1 + 2 * attention_workgroup(t);
-    case 1: return t * d + t * dv + t * d + t * dv + t * t + 2 * t;       // Q, dO, K, V, dS, lse+delta
-    default: return t * d + t * dv + t * d + t * dv + 2 * t * t + 2 * t;  // K, V, Q, dO, P, dS, lse+delta
+    case 0: return t * (2 * qk + vo) + p + common;
+    case 1: return t * (2 * qk + 2 * vo) + p + t + common;
+    default: return t * (2 * qk + 2 * vo) + 2 * p + t + common;
   }
 }
 
@@ -269,7 +274,6 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
 
   const int64_t tile = attention_tile(e, which);
   const uint32_t wg = attention_workgroup(tile);
-  auto per_thread = [&](int64_t n) { return std::to_string((n + wg - 1) / wg); };
 
   // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
   auto ld = [&](NodeId n, const std::string& off) {
@@ -310,191 +314,218 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     mask_term = "ldMask(b, h, i, j)";
   }
 
-  // The per-thread accumulators (acc, acck, accv) are indexed by unrolled loops only: a rolled loop indexes
-  // them at run time, which puts them in local memory (the H100's pipeline statistics said 64 bytes a
-  // thread).
+  // The per-thread accumulators (acc, dq, dk, dv) and scores are indexed by unrolled loops only: a rolled
+  // loop indexes them at run time, which puts them in local memory (the H100's pipeline statistics said 64
+  // bytes a thread).
   e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
-  std::string m;  // main body
-  m += "  uint tid = gl_LocalInvocationID.x;\n";
-  if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
-  // The scaled, masked score of query row r of Qs against key row c of Ks (query i, key j).
-  // A key the mask hides (-inf) is skipped like a key past the causal edge: no product (the reference in
-  // ops/attention.cpp agrees), and the forward skips whole hidden tiles, so a KV cache's unwritten rows cost
-  // almost nothing.
-  auto score_fn = [&]() {
-    return "float score(uint b, uint h, uint r, uint c, uint i, uint j) {\n  const float mk = " + mask_term +
-           ";\n  if (mk == AT_NEG_INF) return AT_NEG_INF;\n  float s = 0.0;\n"
-           "  for (uint x = 0u; x < AT_D; ++x) s += Qs[r * AT_DP + x] * Ks[c * AT_DP + x];\n"
-           "  return s * AT_SCALE + mk;\n}\n";
+  // Register tiles: AT_TPR = 4 threads share a row of the tile (a query row; a key row in dK/dV). A thread
+  // keeps the scores of its row against the other side's rows sub, sub + 4, ... (AT_KPT of them) and output
+  // columns 4·(sub + 4·o) .. + 3 (vec4 accumulators) in registers. Q, K, V and dO rows are vec4s in shared
+  // memory, zero-padded to a multiple of four and padded by one vec4 (rows 17 vec4s apart start 4 banks
+  // apart). The scalar kernels before them read two shared floats a product: 0.56 ms a layer for SmolLM2's
+  // batch-16 prefill on the H200.
+  const int64_t d4 = (D + 3) / 4, dv4 = (DV + 3) / 4;
+  d += "#define AT_D4 " + uint_lit(d4) + "\n#define AT_DV4 " + uint_lit(dv4) + "\n#define AT_DP4 " +
+       uint_lit(d4 + 1) + "\n#define AT_DVP4 " + uint_lit(dv4 + 1) + "\n#define AT_TPR 4u\n#define AT_KPT " +
+       uint_lit(tile / 4) + "\n#define AT_OQ " + uint_lit((d4 + 3) / 4) + "\n#define AT_OV " +
+       uint_lit((dv4 + 3) / 4) + "\n";
+  // `count` rows of a vec4 tile from rows row0.. of n floats each at `base` (zeros past a row's end and for
+  // rows at or past `rows`).
+  auto load4 = [&](const std::string& arr, const std::string& fn, const std::string& base, const std::string& n,
+                   const std::string& n4, const std::string& p4, const std::string& row0,
+                   const std::string& rows, const std::string& count, const std::string& indent) {
+    std::string s = "for (uint x = tid; x < " + count + " * " + n4 + "; x += AT_WG) {\n  uint r = x / " + n4 +
+                    ", c = x % " + n4 + " * 4u, i = " + row0 + " + r;\n  vec4 v = vec4(0.0);\n  if (i < " + rows +
+                    ") {\n    [[unroll]] for (uint y = 0u; y < 4u; ++y)\n      if (c + y < " + n + ") v[y] = " +
+                    fn + "(" + base + " + i * " + n + " + c + y);\n  }\n  " + arr + "[r * " + p4 + " + x % " + n4 +
+                    "] = v;\n}\n";
+    std::string out;
+    for (size_t at = 0, nl; at < s.size(); at = nl + 1) {
+      nl = s.find('\n', at);
+      out += indent + s.substr(at, nl - at + 1);
+    }
+    return out;
   };
-  const std::string load_kv_tile =
-      "    for (uint x = tid; x < AT_BC * AT_D; x += AT_WG) { uint c = x / AT_D, j = k0 + c;"
-      " Ks[c * AT_DP + x % AT_D] = j < AT_T ? ldK(kbase + j * AT_D + x % AT_D) : 0.0; }\n"
-      "    for (uint x = tid; x < AT_BC * AT_DV; x += AT_WG) { uint c = x / AT_DV, j = k0 + c;"
-      " Vs[c * AT_DVP + x % AT_DV] = j < AT_T ? ldV(vbase + j * AT_DV + x % AT_DV) : 0.0; }\n";
-  const std::string load_q_tile =
-      "    for (uint x = tid; x < AT_BR * AT_D; x += AT_WG) { uint r = x / AT_D, i = q0 + r;"
-      " Qs[r * AT_DP + x % AT_D] = i < qend ? ldQ(qbase + i * AT_D + x % AT_D) : 0.0; }\n";
-  // Keys past the last one a causal query tile can see are skipped.
-  const std::string key_end =
+  // Accumulators acc[AT_O] += Σ_c w(c) · rows[c][sub + 4·o], the weights read by `weight` at shared index c.
+  auto accumulate = [&](const std::string& acc, const std::string& o_count, const std::string& n4,
+                        const std::string& weight, const std::string& rows, const std::string& p4,
+                        const std::string& count) {
+    return "    for (uint c = 0u; c < " + count + "; ++c) {\n      float w = " + weight +
+           ";\n      [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o)\n        if (sub + o * AT_TPR < " + n4 +
+           ") " + acc + "[o] += w * " + rows + "[c * " + p4 + " + sub + o * AT_TPR];\n    }\n";
+  };
+  // Stores vec4 accumulators acc[o] of row `row` (n floats a row at `base`) as value(acc[o][y]).
+  auto store4 = [&](const std::string& acc, const std::string& o_count, const std::string& n,
+                    const std::function<std::string(const std::string&, const std::string&)>& put) {
+    return "    [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o) {\n      uint c = (sub + o * AT_TPR) * "
+           "4u;\n      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n        if (c + y < " + n + ") " +
+           put("c + y", acc + "[o][y]") + "\n    }\n";
+  };
+  // Zeroed vec4 accumulators.
+  auto zeros = [&](const std::string& acc, const std::string& o_count) {
+    return "  vec4 " + acc + "[" + o_count + "];\n  [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o) " + acc +
+           "[o] = vec4(0.0);\n";
+  };
+  // Σ over the tile's vec4 columns of a[ra] · b[rb] (n4 vec4s, row pitch p4 both).
+  auto dots = [&](const std::string& out, const std::string& a, const std::string& ra, const std::string& b,
+                  const std::string& rb, const std::string& n4, const std::string& p4) {
+    return "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) " + out + "[k] = 0.0;\n    for (uint x = 0u; x < " +
+           n4 + "; ++x) {\n      vec4 a = " + a + "[" + ra + " * " + p4 + " + x];\n      [[unroll]] for (uint k = "
+           "0u; k < AT_KPT; ++k) " + out + "[k] += dot(a, " + b + "[(" + rb + ") * " + p4 + " + x]);\n    }\n";
+  };
+  std::string m;  // main body
+  m += "  uint tid = gl_LocalInvocationID.x, sub = tid % AT_TPR;\n";
+  if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
+  // Keys past the last one a causal query tile can see are skipped; with a mask, the query tile's visible keys
+  // are found first (every (row, key) the tile could see, as the score loop would evaluate them), so K/V
+  // tiles outside [first, last] visible key are never loaded: a prefill through a 512-row cache sees 1 to 4
+  // of its 16 tiles. A hidden key scores -inf without its product mattering (the reference in
+  // ops/attention.cpp skips it: a NaN in its K row does not reach the output).
+  std::string key_range =
       causal ? "  uint kend = uint(clamp(int(q0 + AT_BR) - 1 + " + ilit(T - S) + " + 1, 0, int(AT_T)));\n"
              : "  uint kend = AT_T;\n";
+  key_range += "  uint kbeg = 0u;\n";
+  if (mask.valid()) {
+    d += "shared int lo_s, hi_s;\n";
+    key_range += "  if (tid == 0u) { lo_s = int(AT_T); hi_s = -1; }\n  barrier();\n  int lo = int(AT_T), hi = -1;\n"
+                 "  for (uint x = tid; x < AT_BR * kend; x += AT_WG) {\n    uint r = x / kend, j = x % kend, i = "
+                 "q0 + r;\n    if (i < qend && visible(i, j) && " +
+                 mask_term +
+                 " != AT_NEG_INF) { lo = min(lo, int(j)); hi = max(hi, int(j)); }\n  }\n"
+                 "  atomicMin(lo_s, lo);\n  atomicMax(hi_s, hi);\n  barrier();\n"
+                 "  kbeg = uint(min(lo_s, int(kend))) / AT_BC * AT_BC;\n  kend = uint(hi_s + 1);\n";
+  }
+  // Score of query i against key j from the tile's dot product s; -inf where hidden.
+  const std::string masked =
+      "float masked(float s, uint b, uint h, uint i, uint j) {\n  if (i >= AT_S || !visible(i, j)) return "
+      "AT_NEG_INF;\n  float mk = " +
+      mask_term + ";\n  return mk == AT_NEG_INF ? AT_NEG_INF : s * AT_SCALE + mk;\n}\n";
 
   if (which == 0) {
-    d +=
-        "shared float Qs[AT_BR * AT_DP];\nshared float Ks[AT_BC * AT_DP];\nshared float Vs[AT_BC * AT_DVP];\n"
-        "shared float Ps[AT_BR * AT_BCP];\nshared float m_s[AT_BR];\nshared float l_s[AT_BR];\nshared float "
-        "a_s[AT_BR];\nshared uint seen_s;\nshared float red_s[AT_WG];\nshared float sum_s[AT_WG];\n"
-        "#define AT_TPR " +
-        uint_lit(wg / tile) + "\n";
-    d += score_fn();
-    const std::string no = per_thread(tile * DV);
+    d += "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 Ks[AT_BC * AT_DP4];\nshared vec4 Vs[AT_BC * AT_DVP4];\n"
+         "shared float Ps[AT_BR * AT_BCP];\nshared float red_s[AT_WG];\n" +
+         masked;
     m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
          "AT_HQ;\n";
     m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
     m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
-    m += load_q_tile;
-    m += "  if (tid < AT_BR) { m_s[tid] = AT_NEG_INF; l_s[tid] = 0.0; }\n";
-    m += "  float acc[" + no + "];\n  [[unroll]] for (uint x = 0u; x < " + no + "u; ++x) acc[x] = 0.0;\n";
-    m += key_end;
-    // A tile whose every score is hidden (a cache's unwritten rows behind a -inf mask) changes neither the
-    // running max and sum nor the accumulator: seen_s, read after the barrier by every thread alike, skips
-    // it.
-    m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n    if (tid == 0u) seen_s = 0u;\n" +
-         load_kv_tile + "    barrier();\n";
-    m += "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
-         "i = q0 + r, j = k0 + c;\n"
-         "      float sc = i < qend && visible(i, j) ? score(b, h, r, c, i, j) : AT_NEG_INF;\n"
-         "      Ps[r * AT_BCP + c] = sc;\n      if (sc != AT_NEG_INF) seen_s = 1u;\n    }\n    barrier();\n  "
-         "  if (seen_s == 0u) "
-         "continue;\n";
-    // Online softmax, AT_TPR threads a row (every thread of the workgroup): the row's max from per-thread
-    // maxima, P = exp(s - max) and per-thread sums, then one thread a row rescales the running sum (and,
-    // below, every thread the accumulator) by exp(m_old - m_new). A row with nothing visible yet keeps
-    // max -inf and P = 0.
-    m += "    uint sr = tid / AT_TPR, sub = tid % AT_TPR;\n    float pm = AT_NEG_INF;\n"
-         "    for (uint c = sub; c < AT_BC; c += AT_TPR) pm = max(pm, Ps[sr * AT_BCP + c]);\n"
-         "    red_s[tid] = pm;\n    barrier();\n"
-         "    float mo = m_s[sr], mx = mo, ps = 0.0;\n"
-         "    for (uint t = 0u; t < AT_TPR; ++t) mx = max(mx, red_s[sr * AT_TPR + t]);\n"
-         "    for (uint c = sub; c < AT_BC; c += AT_TPR) {\n"
-         "      float p = mx == AT_NEG_INF ? 0.0 : exp(Ps[sr * AT_BCP + c] - mx);\n"
-         "      Ps[sr * AT_BCP + c] = p;\n      ps += p;\n    }\n"
-         "    sum_s[tid] = ps;\n    barrier();\n"
-         "    if (sub == 0u) {\n      float alpha = mx == AT_NEG_INF ? 1.0 : exp(mo - mx), sum = 0.0;\n"
-         "      for (uint t = 0u; t < AT_TPR; ++t) sum += sum_s[sr * AT_TPR + t];\n"
-         "      m_s[sr] = mx; l_s[sr] = l_s[sr] * alpha + sum; a_s[sr] = alpha;\n    }\n    barrier();\n";
+    m += "  uint sr = tid / AT_TPR, i = q0 + sr;\n";
+    m += load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", "  ");
+    m += key_range;
+    // Per thread: the row's running max (the same in its four threads), its share of the running sum.
+    m += "  float mrow = AT_NEG_INF, lpart = 0.0;\n" + zeros("acc", "AT_OV");
+    m += "  for (uint k0 = kbeg; k0 < kend; k0 += AT_BC) {\n    barrier();\n" +
+         load4("Ks", "ldK", "kbase", "AT_D", "AT_D4", "AT_DP4", "k0", "AT_T", "AT_BC", "    ") +
+         load4("Vs", "ldV", "vbase", "AT_DV", "AT_DV4", "AT_DVP4", "k0", "AT_T", "AT_BC", "    ") +
+         "    barrier();\n    float sc[AT_KPT];\n" + dots("sc", "Qs", "sr", "Ks", "sub + k * AT_TPR", "AT_D4", "AT_DP4");
+    m += "    float pm = AT_NEG_INF;\n    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n"
+         "      sc[k] = masked(sc[k], b, h, i, k0 + sub + k * AT_TPR);\n      pm = max(pm, sc[k]);\n    }\n"
+         "    red_s[tid] = pm;\n    barrier();\n";
+    // The row's new max from its four threads' maxima; P into shared memory; each thread rescales its share
+    // of the running sum and its accumulators by exp(m_old - m_new). A row with nothing visible yet keeps max
+    // -inf and P = 0.
+    m += "    float mx = mrow;\n    [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) mx = max(mx, red_s[sr * AT_TPR + "
+         "t]);\n"
+         "    float alpha = mx == AT_NEG_INF ? 1.0 : exp(mrow - mx), ps = 0.0;\n    mrow = mx;\n"
+         "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n"
+         "      float p = mx == AT_NEG_INF ? 0.0 : exp(sc[k] - mx);\n"
+         "      Ps[sr * AT_BCP + sub + k * AT_TPR] = p;\n      ps += p;\n    }\n"
+         "    lpart = lpart * alpha + ps;\n    barrier();\n";
     if (out.out.valid())
-      m += "    [[unroll]] for (uint x = 0u; x < " + no +
-           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_DV) continue;\n"
-           "      uint r = e / AT_DV, dd = e % AT_DV;\n      float o = acc[x] * a_s[r];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) o += Ps[r * AT_BCP + c] * Vs[c * AT_DVP + dd];\n      "
-           "acc[x] = o;\n    }\n";
-    m += "  }\n  barrier();\n";
+      m += "    [[unroll]] for (uint o = 0u; o < AT_OV; ++o) acc[o] *= alpha;\n" +
+           accumulate("acc", "AT_OV", "AT_DV4", "Ps[sr * AT_BCP + c]", "Vs", "AT_DVP4", "AT_BC");
+    m += "  }\n  barrier();\n  red_s[tid] = lpart;\n  barrier();\n"
+         "  float l = 0.0;\n  [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) l += red_s[sr * AT_TPR + t];\n";
     if (out.out.valid())
-      m += "  [[unroll]] for (uint x = 0u; x < " + no +
-           "u; ++x) {\n    uint e = tid + x * AT_WG, r = e / AT_DV, i = q0 + r;\n"
-           "    if (e >= AT_BR * AT_DV || i >= AT_S) continue;\n    float l = l_s[r];\n    " +
-           e.store(out.out, "obase + i * AT_DV + e % AT_DV", "l > 0.0 ? acc[x] / l : 0.0") + "\n  }\n";
+      m += "  if (i < AT_S) {\n" + store4("acc", "AT_OV", "AT_DV", [&](const std::string& col, const std::string& v) {
+             return e.store(out.out, "obase + i * AT_DV + " + col, "l > 0.0 ? " + v + " / l : 0.0");
+           }) + "  }\n";
     if (out.lse.valid())
-      m += "  if (tid < AT_BR && q0 + tid < AT_S) {\n    float l = l_s[tid];\n    " +
-           e.store(out.lse, "bh * AT_S + q0 + tid", "l > 0.0 ? m_s[tid] + log(l) : AT_NEG_INF") + "\n  }\n";
+      m += "  if (sub == 0u && i < AT_S) " +
+           e.store(out.lse, "bh * AT_S + i", "l > 0.0 ? mrow + log(l) : AT_NEG_INF") + "\n";
     e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
   } else {
     const NodeId dout = core.inputs[3], o = core.inputs[4], lse = core.inputs[5];
     d += "float ldDO(uint o) { return " + ld(dout, "o") + "; }\n";
     d += "float ldO(uint o) { return " + ld(o, "o") + "; }\n";
     d += "float ldLse(uint o) { return " + ld(lse, "o") + "; }\n";
-    d += "shared float Qs[AT_BR * AT_DP];\nshared float dOs[AT_BR * AT_DVP];\nshared float Ks[AT_BC * "
-         "AT_DP];\n"
-         "shared float Vs[AT_BC * AT_DVP];\nshared float dSs[AT_BR * AT_BC];\nshared float lse_s[AT_BR];\n"
-         "shared float dl_s[AT_BR];\n";
-    if (which == 2) d += "shared float Ps[AT_BR * AT_BC];\n";
-    d += score_fn();
-    // Loads the query tile q0.. of head bh: Q, dO, lse and delta = rowsum(dO * O) per row.
+    d += "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 dOs[AT_BR * AT_DVP4];\nshared vec4 Ks[AT_BC * AT_DP4];\n"
+         "shared vec4 Vs[AT_BC * AT_DVP4];\nshared float dSs[AT_BR * AT_BCP];\nshared float lse_s[AT_BR];\n"
+         "shared float red_s[AT_WG];\n" +
+         masked;
+    // The query tile q0.., head bh: Q, dO and lse, then each thread's part of delta = rowsum(dO ∘ O) for row
+    // tid / 4 into red_s (delta(r) = Σ_t red_s[4r + t], after the caller's barrier).
+    const std::string ind = which == 1 ? "  " : "    ";
     const std::string load_rows =
-        load_q_tile +
-        "    for (uint x = tid; x < AT_BR * AT_DV; x += AT_WG) { uint r = x / AT_DV, i = q0 + r;"
-        " dOs[r * AT_DVP + x % AT_DV] = i < qend ? ldDO(obase + i * AT_DV + x % AT_DV) : 0.0; }\n    "
-        "barrier();\n"
-        "    if (tid < AT_BR) {\n      uint i = q0 + tid;\n      float dl = 0.0;\n"
-        "      if (i < qend) for (uint x = 0u; x < AT_DV; ++x) dl += dOs[tid * AT_DVP + x] * ldO(obase + i * "
-        "AT_DV + x);\n"
-        "      lse_s[tid] = i < qend ? ldLse(bh * AT_S + i) : AT_NEG_INF;\n      dl_s[tid] = dl;\n    }\n";
-    // P and dS of the tile pair; P = 0 where the key is hidden or the row sees no key at all.
-    auto probs = [&](bool need_ds, bool keep_p) {
-      std::string s =
-          "    for (uint x = tid; x < AT_BR * AT_BC; x += AT_WG) {\n      uint r = x / AT_BC, c = x % AT_BC, "
-          "i = q0 + r, j = k0 + c;\n"
-          "      float p = 0.0, ds = 0.0;\n"
-          "      if (i < qend && visible(i, j) && lse_s[r] != AT_NEG_INF) {\n"
-          "        p = exp(score(b, h, r, c, i, j) - lse_s[r]);\n";
-      if (need_ds)
-        s += "        float dp = 0.0;\n        for (uint y = 0u; y < AT_DV; ++y) dp += dOs[r * AT_DVP + y] * "
-             "Vs[c * AT_DVP + y];\n"
-             "        ds = p * (dp - dl_s[r]);\n";
-      s += "      }\n";
-      if (keep_p) s += "      Ps[x] = p;\n";
-      if (need_ds) s += "      dSs[x] = ds;\n";
-      return s + "    }\n    barrier();\n";
-    };
+        load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", ind) +
+        load4("dOs", "ldDO", "obase", "AT_DV", "AT_DV4", "AT_DVP4", "q0", "qend", "AT_BR", ind) + ind +
+        "if (tid < AT_BR) lse_s[tid] = q0 + tid < qend ? ldLse(bh * AT_S + q0 + tid) : AT_NEG_INF;\n" + ind +
+        "barrier();\n" + ind + "{\n" + ind + "  uint r = tid / AT_TPR, i = q0 + r;\n" + ind + "  float dl = 0.0;\n" +
+        ind + "  if (r < AT_BR && i < qend)\n" + ind + "    for (uint x = sub; x < AT_DV4; x += AT_TPR) {\n" + ind +
+        "      vec4 ov = vec4(0.0);\n" + ind + "      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n" + ind +
+        "        if (x * 4u + y < AT_DV) ov[y] = ldO(obase + i * AT_DV + x * 4u + y);\n" + ind +
+        "      dl += dot(dOs[r * AT_DVP4 + x], ov);\n" + ind + "    }\n" + ind + "  red_s[tid] = dl;\n" + ind +
+        "}\n";
+    const std::string delta = "(red_s[4u * (R)] + red_s[4u * (R) + 1u] + red_s[4u * (R) + 2u] + red_s[4u * (R) + 3u])";
+    d += "#define AT_DELTA(R) " + delta + "\n";
+    // P = exp(s - lse) and dS = P (dP - delta) of query row `qr` (query i) against key row `kr` (key j); P = 0
+    // where the key is hidden or the row sees no key at all.
+    d += "void probs(float s, float dp, uint qr, uint b, uint h, uint i, uint j, out float p, out float ds) {\n"
+         "  p = 0.0;\n  ds = 0.0;\n  float sc = masked(s, b, h, i, j);\n"
+         "  if (sc == AT_NEG_INF || lse_s[qr] == AT_NEG_INF) return;\n"
+         "  p = exp(sc - lse_s[qr]);\n  ds = p * (dp - AT_DELTA(qr));\n}\n";
     if (which == 1) {
-      const std::string nq = per_thread(tile * D);
       m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
            "AT_HQ;\n";
       m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
       m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
-      m += load_rows;
-      m += "  float acc[" + nq + "];\n  [[unroll]] for (uint x = 0u; x < " + nq + "u; ++x) acc[x] = 0.0;\n";
-      m += key_end;
-      m += "  for (uint k0 = 0u; k0 < kend; k0 += AT_BC) {\n    barrier();\n" + load_kv_tile +
-           "    barrier();\n";
-      m += probs(true, false);
-      m += "    [[unroll]] for (uint x = 0u; x < " + nq +
-           "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BR * AT_D) continue;\n"
-           "      uint r = e / AT_D, dd = e % AT_D;\n      float a = acc[x];\n"
-           "      for (uint c = 0u; c < AT_BC; ++c) a += dSs[r * AT_BC + c] * Ks[c * AT_DP + dd];\n      "
-           "acc[x] = a;\n    }\n  }\n";
-      m += "  [[unroll]] for (uint x = 0u; x < " + nq +
-           "u; ++x) {\n    uint e = tid + x * AT_WG, i = q0 + e / AT_D;\n"
-           "    if (e >= AT_BR * AT_D || i >= AT_S) continue;\n    " +
-           e.store(out.dq, "qbase + i * AT_D + e % AT_D", "AT_SCALE * acc[x]") + "\n  }\n";
+      m += "  uint sr = tid / AT_TPR, i = q0 + sr;\n";
+      m += load_rows + "  barrier();\n" + key_range + zeros("dq", "AT_OQ");
+      m += "  for (uint k0 = kbeg; k0 < kend; k0 += AT_BC) {\n    barrier();\n" +
+           load4("Ks", "ldK", "kbase", "AT_D", "AT_D4", "AT_DP4", "k0", "AT_T", "AT_BC", "    ") +
+           load4("Vs", "ldV", "vbase", "AT_DV", "AT_DV4", "AT_DVP4", "k0", "AT_T", "AT_BC", "    ") +
+           "    barrier();\n    float sc[AT_KPT], dp[AT_KPT];\n" +
+           dots("sc", "Qs", "sr", "Ks", "sub + k * AT_TPR", "AT_D4", "AT_DP4") +
+           dots("dp", "dOs", "sr", "Vs", "sub + k * AT_TPR", "AT_DV4", "AT_DVP4");
+      m += "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n      float p, ds;\n"
+           "      probs(sc[k], dp[k], sr, b, h, i, k0 + sub + k * AT_TPR, p, ds);\n"
+           "      dSs[sr * AT_BCP + sub + k * AT_TPR] = ds;\n    }\n    barrier();\n" +
+           accumulate("dq", "AT_OQ", "AT_D4", "dSs[sr * AT_BCP + c]", "Ks", "AT_DP4", "AT_BC") + "  }\n";
+      m += "  if (i < AT_S) {\n" + store4("dq", "AT_OQ", "AT_D", [&](const std::string& col, const std::string& v) {
+             return e.store(out.dq, "qbase + i * AT_D + " + col, "AT_SCALE * " + v);
+           }) + "  }\n";
       e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
     } else {
-      const std::string nk = per_thread(tile * D), nv = per_thread(tile * DV);
+      // A thread a quarter of key row kr = tid / 4 against queries sub, sub + 4, ... of each query tile.
+      d += "shared float Ps[AT_BC * AT_BCP];\n";
       const bool want_k = out.dk.valid(), want_v = out.dv.valid();
       const int64_t per = ((S + tile - 1) / tile + query_chunks - 1) / query_chunks;  // query tiles per chunk
       m += "  uint k0 = gl_WorkGroupID.x * AT_BC, bh = gl_WorkGroupID.y, qc = gl_WorkGroupID.z;\n"
            "  uint b = bh / AT_HQ, h = bh % AT_HQ, kh = h / AT_G, bkh = b * AT_HKV + kh;\n";
       m += "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
       m += "  uint qbase = bh * AT_S * AT_D, obase = bh * AT_S * AT_DV;\n";
+      m += "  uint kr = tid / AT_TPR, j = k0 + kr;\n";
       m += "  uint qlo = qc * " + uint_lit(per * tile) + ", qend = min(AT_S, qlo + " + uint_lit(per * tile) +
            ");\n";
-      m += load_kv_tile;
-      if (want_k)
-        m += "  float acck[" + nk + "];\n  [[unroll]] for (uint x = 0u; x < " + nk +
-             "u; ++x) acck[x] = 0.0;\n";
-      if (want_v)
-        m += "  float accv[" + nv + "];\n  [[unroll]] for (uint x = 0u; x < " + nv +
-             "u; ++x) accv[x] = 0.0;\n";
+      m += load4("Ks", "ldK", "kbase", "AT_D", "AT_D4", "AT_DP4", "k0", "AT_T", "AT_BC", "  ") +
+           load4("Vs", "ldV", "vbase", "AT_DV", "AT_DV4", "AT_DVP4", "k0", "AT_T", "AT_BC", "  ");
+      if (want_k) m += zeros("dk", "AT_OQ");
+      if (want_v) m += zeros("dv", "AT_OV");
       // The first query that a causal mask lets see key k0.
       m +=
           causal ? "  uint qstart = uint(max(int(k0) - " + ilit(T - S) + ", 0));\n" : "  uint qstart = 0u;\n";
-      m += "  for (uint q0 = max(qstart, qlo); q0 < qend; q0 += AT_BR) {\n    barrier();\n" + load_rows +
-           "    barrier();\n";
-      m += probs(want_k, true);
-      if (want_v)
-        m += "    [[unroll]] for (uint x = 0u; x < " + nv +
-             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_DV) continue;\n"
-             "      uint c = e / AT_DV, dd = e % AT_DV;\n      float a = accv[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += Ps[r * AT_BC + c] * dOs[r * AT_DVP + dd];\n      "
-             "accv[x] = a;\n    }\n";
-      if (want_k)
-        m += "    [[unroll]] for (uint x = 0u; x < " + nk +
-             "u; ++x) {\n      uint e = tid + x * AT_WG;\n      if (e >= AT_BC * AT_D) continue;\n"
-             "      uint c = e / AT_D, dd = e % AT_D;\n      float a = acck[x];\n"
-             "      for (uint r = 0u; r < AT_BR; ++r) a += dSs[r * AT_BC + c] * Qs[r * AT_DP + dd];\n      "
-             "acck[x] = a;\n    }\n";
+      m += "  for (uint q0 = max(qstart, qlo) / AT_BR * AT_BR; q0 < qend; q0 += AT_BR) {\n    barrier();\n" +
+           load_rows + "    barrier();\n    float sc[AT_KPT], dp[AT_KPT];\n" +
+           dots("sc", "Ks", "kr", "Qs", "sub + k * AT_TPR", "AT_D4", "AT_DP4");
+      if (want_k) m += dots("dp", "Vs", "kr", "dOs", "sub + k * AT_TPR", "AT_DV4", "AT_DVP4");
+      // P and dS stored transposed: row kr of Ps and dSs holds the key's column of the tile pair.
+      m += "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n      uint qr = sub + k * AT_TPR;\n"
+           "      float p, ds;\n      probs(sc[k], " +
+           std::string(want_k ? "dp[k]" : "0.0") +
+           ", qr, b, h, q0 + qr, j, p, ds);\n      Ps[kr * AT_BCP + qr] = p;\n      dSs[kr * AT_BCP + qr] = ds;\n"
+           "    }\n    barrier();\n";
+      if (want_v) m += accumulate("dv", "AT_OV", "AT_DV4", "Ps[kr * AT_BCP + c]", "dOs", "AT_DVP4", "AT_BR");
+      if (want_k) m += accumulate("dk", "AT_OQ", "AT_D4", "dSs[kr * AT_BCP + c]", "Qs", "AT_DP4", "AT_BR");
       m += "  }\n";
       // Partial: part p = (query head in the group, chunk) of element o goes to scratch [p * n + o], dV's
       // after all of dK's.
@@ -508,16 +539,16 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         if (!partial) return e.store(node, off, v);
         return sb + ".d[" + uint_lit(first) + " + part * " + uint_lit(n) + " + " + off + "] = " + v + ";";
       };
+      m += "  if (j < AT_T) {\n";
       if (want_k)
-        m += "  [[unroll]] for (uint x = 0u; x < " + nk +
-             "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_D;\n"
-             "    if (e >= AT_BC * AT_D || j >= AT_T) continue;\n    " +
-             put(out.dk, "kbase + j * AT_D + e % AT_D", "AT_SCALE * acck[x]", n_k, 0) + "\n  }\n";
+        m += store4("dk", "AT_OQ", "AT_D", [&](const std::string& col, const std::string& v) {
+          return put(out.dk, "kbase + j * AT_D + " + col, "AT_SCALE * " + v, n_k, 0);
+        });
       if (want_v)
-        m += "  [[unroll]] for (uint x = 0u; x < " + nv +
-             "u; ++x) {\n    uint e = tid + x * AT_WG, j = k0 + e / AT_DV;\n"
-             "    if (e >= AT_BC * AT_DV || j >= AT_T) continue;\n    " +
-             put(out.dv, "vbase + j * AT_DV + e % AT_DV", "accv[x]", n_v, parts * n_k) + "\n  }\n";
+        m += store4("dv", "AT_OV", "AT_DV", [&](const std::string& col, const std::string& v) {
+          return put(out.dv, "vbase + j * AT_DV + " + col, v, n_v, parts * n_k);
+        });
+      m += "  }\n";
       e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HQ), uint32_t(query_chunks)};
     }
   }
