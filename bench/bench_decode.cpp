@@ -108,7 +108,10 @@ int main(int argc, char** argv) try {
   cfg.optimizer.kind = OptimizerKind::None;
   cfg.gpu_timing = true;
   cfg.frames_in_flight = 1;
-  const char* dt = dtype_name(a.dtype);
+  // Mixed16 runs are labelled "f16/mixed16" etc., so that one table holds both policies.
+  const std::string label =
+      std::string(dtype_name(a.dtype)) + (cfg.precision == Precision::Mixed16 ? "/mixed16" : "");
+  const char* dt = label.c_str();
   const auto weights = models::llama_random_weights(c, 1);
 
   for (int64_t B : a.batches) {

@@ -11,7 +11,10 @@
 #   run(command: "source .gl/prelude.sh && BIN=.stage/bin bash scripts/device/decode.sh",
 #       carry: [".gl", ".stage"], timeout_s: 600)
 # If it runs past 600 s, split it: TORCH_DTYPES=float32 in one call, DTYPES= TORCH_DTYPES=float16 in the next.
-# Raw JSON lines and logs go to $OUT; DTYPES / TORCH_DTYPES / DECODE_ARGS narrow or extend a run; QUICK=1 is a
+# Raw JSON lines and logs go to $OUT; DTYPES / TORCH_DTYPES / DECODE_ARGS narrow or extend a run; PRECISIONS
+# (default "f32") runs every dtype under each SessionConfig precision (mixed16 rows are labelled
+# "f16/mixed16": prefill products over 16-bit and quantized weights then take the f16 copy and the
+# cooperative tier, kernels::kMinStagedLoadMacs); QUICK=1 is a
 # lavapipe smoke test (bench_decode --tiny, 2 steps; no torch without CUDA).
 set -uo pipefail
 out=${OUT:-/tmp/decode-out}
@@ -25,13 +28,16 @@ args=${DECODE_ARGS:---steps 64}
 [ -n "${QUICK:-}" ] && args="--tiny --steps 2 --prompt 8 --context 64 --batches 1,2"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$out/gpu.txt"
 : > "$out/vulkan.jsonl"
-for dt in $dtypes; do
-  # --profile for f32 and f16 (each dispatch of a prefill and a decode step timed alone: the per-family
-  # tables of performance.md)
-  prof=""
-  case "$dt" in f32 | f16) prof="--profile" ;; esac
-  "$bin/bench_decode" --dtype "$dt" $prof $args 2>> "$out/vulkan.log" | tee -a "$out/vulkan.jsonl"
-  echo "bench_decode $dt exit ${PIPESTATUS[0]}"
+for prec in ${PRECISIONS:-f32}; do
+  for dt in $dtypes; do
+    # --profile for f32 and f16 (each dispatch of a prefill and a decode step timed alone: the per-family
+    # tables of performance.md)
+    prof=""
+    case "$dt" in f32 | f16) prof="--profile" ;; esac
+    MEGANEURA_PRECISION=$prec "$bin/bench_decode" --dtype "$dt" $prof $args 2>> "$out/vulkan.log" |
+      tee -a "$out/vulkan.jsonl"
+    echo "bench_decode $dt $prec exit ${PIPESTATUS[0]}"
+  done
 done
 : > "$out/torch.jsonl"
 if [ -z "${QUICK:-}" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

@@ -32,8 +32,9 @@ def main():
             ours[(b, r["dtype"], r["batch"])] = r
         elif b == "decode_plan":
             plan[(r["dtype"], r["batch"])] = r
-    keys = sorted({(d, bt) for _, d, bt in ours}, key=lambda k: (list(TORCH_DTYPE).index(k[0])
-                                                                   if k[0] in TORCH_DTYPE else 99, k[1]))
+    base = lambda d: d.split("/")[0]  # "f16/mixed16": bench_decode under MEGANEURA_PRECISION=mixed16
+    keys = sorted({(d, bt) for _, d, bt in ours}, key=lambda k: (list(TORCH_DTYPE).index(base(k[0]))
+                                                                   if base(k[0]) in TORCH_DTYPE else 99, k[1], k[0]))
 
     def f(x):
         return "-" if x is None else "%.3f" % x
@@ -44,7 +45,7 @@ def main():
     print("|" + "---|" * 14)
     for d, bt in keys:
         p, dc, pl = ours.get(("prefill", d, bt)), ours.get(("decode", d, bt)), plan.get((d, bt))
-        td = TORCH_DTYPE.get(d, "float32")
+        td = TORCH_DTYPE.get(base(d), "float32")
         te, tc = torch.get(("torch-eager", "decode", td, bt)), torch.get(("torch-compiled", "decode", td, bt))
         tp = torch.get(("torch-compiled", "prefill", td, bt))
         wall = dc["wall_ms_per_step"] if dc else None

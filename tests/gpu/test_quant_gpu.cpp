@@ -111,6 +111,72 @@ TEST_F(QuantGpu, UntransposedQuantizedOperandAgreesWithTheCpuReference) {
   }
 }
 
+// Mixed16 prefill-sized products over a 16-bit or block-quantized weight (kernels::kMinStagedLoadMacs, at
+// least kMinStagedRows rows) first copy the activation rounded to f16 and the weight converted to f16 (one
+// dispatch, "matmul.f16-copy"), then multiply f16 buffers (the cooperative tier where the device's self-test
+// passed one; the scalar tier here). Oracle: the float64 product of A rounded to f16 and W dequantized on the
+// CPU, then rounded to f16. Decode-sized products (16 rows) and F32 sessions keep the loads.
+TEST_F(QuantGpu, Mixed16PrefillProductsMultiplyAnF16CopyOfTheWeight) {
+  std::mt19937 rng(45);
+  const int64_t M = 512, N = 512, K = 512;  // 2^27 multiply-adds
+  auto copies = [](const Session& s) {
+    size_t n = 0;
+    for (const PipelineReport& p : s.pipelines()) n += p.variant == "matmul.f16-copy";
+    return n;
+  };
+  auto half = [](double v) { return double(f16_bits_to_f32(f32_to_f16_bits(float(v)))); };
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q6_K}) {
+    for (bool trans_b : {true, false}) {
+      if (!trans_b && t != DType::Q8_0 && t != DType::F16) continue;
+      const std::string what = std::string(dtype_name(t)) + (trans_b ? " x·Wᵀ" : " x·W");
+      Graph g;
+      const NodeId x = g.input("x", {M, K});
+      const NodeId w = g.parameter("w", trans_b ? Shape{N, K} : Shape{K, N}, t);
+      g.set_outputs({g.named(g.matmul(x, w, false, trans_b), "y")});
+      SessionConfig cfg = inference();
+      cfg.precision = Precision::Mixed16;
+      std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+      Session s = build(g, cfg, dev);
+      EXPECT_EQ(copies(s), 1u) << what;
+      const std::vector<float> xv = test::random_vec(size_t(M * K), rng);
+      std::vector<float> wv = test::random_vec(size_t(N * K), rng);
+      for (size_t i = 0; i < wv.size(); ++i) wv[i] *= 1.0f + float((i / 16) % 5);
+      const std::vector<std::byte> wb = to_storage(wv, t);
+      wv = from_storage(wb.data(), wv.size(), t);
+      s.set_input("x", xv);
+      s.set_parameter_bytes("w", wb);
+      s.run();
+      const std::vector<float> got = s.read_output("y");
+      ASSERT_EQ(got.size(), size_t(M * N)) << what;
+      std::vector<double> xh(xv.size()), wh(wv.size());
+      for (size_t i = 0; i < xv.size(); ++i) xh[i] = half(xv[i]);
+      for (size_t i = 0; i < wv.size(); ++i) wh[i] = half(wv[i]);
+      size_t bad = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double p = xh[size_t(m * K + k)] * (trans_b ? wh[size_t(n * K + k)] : wh[size_t(k * N + n)]);
+            want += p;
+            mag += std::fabs(p);
+          }
+          const double gv = got[size_t(m * N + n)];
+          if (!(std::fabs(gv - want) <= 2e-6 * mag + 1e-6) && bad++ < 5)
+            ADD_FAILURE() << what << " [" << m << "," << n << "]: gpu " << gv << " vs reference " << want;
+        }
+      EXPECT_EQ(bad, 0u) << what;
+      EXPECT_EQ(copies(build(g, inference(), dev)), 0u) << what << ": F32 keeps the loads";
+    }
+  }
+  Graph decode;  // 16 rows of a wide weight: 2^27 multiply-adds, but the copy would cost a weight a step
+  decode.set_outputs({decode.matmul(decode.input("x", {16, 512}), decode.parameter("w", {16384, 512}, DType::Q8_0),
+                                    false, true)});
+  SessionConfig cfg = inference();
+  cfg.precision = Precision::Mixed16;
+  std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+  EXPECT_EQ(copies(build(decode, cfg, dev)), 0u) << "16 rows";
+}
+
 // Gather of quantized rows (a GGUF token_embd): each row dequantized on the GPU equals quant/'s dequantizer.
 TEST_F(QuantGpu, GatherOfQuantizedRowsEqualsTheDequantizedTable) {
   std::mt19937 rng(43);

@@ -206,7 +206,7 @@ void emit_matmul(Emitter& e) {
   try {
     // The tuner's KernelVariant (codegen/variant.hpp) may name the tier, the tile (scalar: 128, 64 or 16;
     // cooperative: a CoopMatTile) and the split; what it leaves unset is kernels::choose_variant's.
-    const kernels::MatmulTier tier =
+    kernels::MatmulTier tier =
         e.variant.tier ? *e.variant.tier
                        : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
     if (!ep.products.empty() && tier != kernels::MatmulTier::Gemv)
@@ -236,11 +236,22 @@ void emit_matmul(Emitter& e) {
       return v;
     };
     kernels::MatmulVariant v;
-    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && plain && e.caps.storage_16bit &&
-        tier != kernels::MatmulTier::Gemv &&
-        uint64_t(s.m) * s.n * s.k * s.batch >= kernels::kMinF16CopyMacs &&
+    // A 16-bit or block-quantized weight (B) takes the copy from kMinStagedLoadMacs on: converted to f16,
+    // both operands suit the cooperative tiers, which take no loads (choose_tier gave the scalar tier).
+    const uint64_t macs = uint64_t(s.m) * s.n * s.k * s.batch;
+    const bool staged_load = loads[0] == kernels::MatmulLoad::Plain && loads[1] != kernels::MatmulLoad::Plain &&
+                             s.m >= kernels::kMinStagedRows && macs >= kernels::kMinStagedLoadMacs &&
+                             !e.variant.tier && e.variant.tile.empty();
+    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && (plain || staged_load) &&
+        e.caps.storage_16bit && tier != kernels::MatmulTier::Gemv &&
+        macs >= (plain ? kernels::kMinF16CopyMacs : kernels::kMinStagedLoadMacs) &&
         b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
       used.input = kernels::MatmulInput::F16;
+      used.load_a = used.load_b = kernels::MatmulLoad::Plain;
+      if (staged_load) {
+        const kernels::MatmulTier best = matmul_best_tier(e.g, e.k.core, e.opt);
+        tier = kernels::choose_tier(e.caps, used, best);
+      }
       v = pick(used);
       copy = true;
     }
@@ -279,7 +290,7 @@ void emit_matmul(Emitter& e) {
     scratch.bytes = (b_offset + nb + 1) / 2 * 4;
     const uint64_t align = std::max<uint64_t>(e.caps.min_storage_buffer_offset_alignment, 16);
     partials_at = (scratch.bytes + align - 1) / align * align;
-    const kernels::MatmulPass pass = kernels::f16_copy_pass(e.caps, na, nb, b_offset);
+    const kernels::MatmulPass pass = kernels::f16_copy_pass(e.caps, na, nb, b_offset, loads[1]);
     GeneratedKernel conv;
     conv.label = "f16 copy " + e.out.label;
     conv.arch = e.out.arch;

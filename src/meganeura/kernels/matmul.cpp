@@ -378,14 +378,15 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   return k;
 }
 
-MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset) {
+MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset,
+                         MatmulLoad load_b) {
   if (b_offset % 8 != 0 || b_offset < na || b_offset + nb >= (uint64_t(1) << 32))
     throw ShapeError("[kernels::f16_copy_pass] expected B's offset to be a multiple of 8 halves after A's " +
                      std::to_string(na) + " and below 2^32 with B's " + std::to_string(nb) + ", got " +
                      std::to_string(b_offset));
   MatmulPass pass;
   pass.source.label = "matmul_f16_copy";
-  pass.source.glsl = glsl::f16_copy(na, nb, b_offset);
+  pass.source.glsl = glsl::f16_copy(na, nb, b_offset, load_b);
   pass.push_constant_bytes = 0;
   pass.local_size = 256;
   flat_grid(caps, ((na + 1) / 2 + (nb + 1) / 2 + 255) / 256, pass.grid);

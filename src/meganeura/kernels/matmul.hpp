@@ -246,10 +246,21 @@ MatmulTier choose_tier(const runtime::DeviceCaps& caps, const MatmulShape& shape
 // once, into the kernel's scratch, and multiply those (f16 buffers: the tiles of f16 inputs, half the bytes
 // loaded, no rounding in the inner loop); smaller ones round on load.
 constexpr uint64_t kMinF16CopyMacs = uint64_t(1) << 30;  // where an O(MK + KN) copy is small against O(MNK)
+// Mixed16 products of an f32 A and a B of 16-bit or block-quantized storage (an f16, bf16 or GGUF weight:
+// MatmulLoad) take the same copy from kMinStagedLoadMacs on, B converted to f16 on the way (dequantized for
+// blocks): the cooperative tiers take no loads, so without it a prefill over such weights ran the scalar
+// tier (f16 prefill of SmolLM2 at batch 16: 1.20× the compiled torch f16 run on the H200). The copy of B is a
+// temporary of the kernel's scratch, rewritten every step; the weight stays in its storage type.
+// Only from kMinStagedRows rows of A on: the copy reads and writes all of B every step, which a decode step's
+// few rows (the 49152-wide tied head at batch 16: 57 MB written a token) would not win back.
+constexpr uint64_t kMinStagedLoadMacs = uint64_t(1) << 27;
+constexpr uint32_t kMinStagedRows = 64;
 // The copy's pass: A's `na` values rounded to f16 (ties to even, as Mixed16 rounds on load) into halves
 // [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A
-// and B are bindings 0 and 1 (f32). No push constants. Throws ShapeError for a bad offset.
-MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset);
+// is binding 0 (f32), B binding 1 (f32, or `load_b`'s storage). No push constants. Throws ShapeError for a bad
+// offset.
+MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset,
+                         MatmulLoad load_b = MatmulLoad::Plain);
 
 // Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
 runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options);

@@ -51,8 +51,12 @@ std::string split_sum(const MatmulEpilogue& epilogue) {
   return common(epilogue, false) + shaders::split_sum_comp;
 }
 
-std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset) {
-  return fill(shaders::f16_copy_comp, {{"ROUND_F16", shaders::round_f16_glsl},
+std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset, MatmulLoad load_b) {
+  return fill(shaders::f16_copy_comp, {{"B_LOAD", std::to_string(int(load_b))},
+                                       {"BLOCKS", is_block_load(load_b)
+                                                      ? quant::glsl_dequantize(tiers::block_type(load_b), "b", "mnq_b")
+                                                      : std::string()},
+                                       {"ROUND_F16", shaders::round_f16_glsl},
                                        {"NA", std::to_string(na)},
                                        {"NB", std::to_string(nb)},
                                        {"PA", std::to_string((na + 1) / 2)},

@@ -42,7 +42,8 @@ std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t
 std::string split_sum(const MatmulEpilogue& epilogue);
 // Mixed16's f16 copy of both operands: A's `na` f32 values rounded to f16 (ties to even) at half 0 of binding
 // 2, B's `nb` at half `b_offset` (even); 256 invocations a workgroup, two values each, over a flat x-y grid.
-std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset);
+// B is read as `load_b` says (f32, f16 copied bit for bit, bf16, or GGUF blocks dequantized), then rounded.
+std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset, MatmulLoad load_b);
 
 // Shared by the tiers' GLSL (common.cpp): the prelude (version, extensions, element type, push constants, C
 // and the epilogue's buffers, the epilogue function); `coopmat` adds the cooperative-matrix extensions.
