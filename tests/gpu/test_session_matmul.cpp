@@ -141,6 +141,10 @@ TEST_F(SessionMatmul, Mixed16MatmulRoundsOperandsWithinTheDocumentedBound) {
       // The bias and residual are not matmul operands: give the reference their exact values.
       rounded["bias"] = exact["bias"];
       rounded["res"] = exact["res"];
+      if (m <= 8) {  // GEMV: Mixed16 rounds nothing there (codegen/matmul.cpp), so it equals F32 exactly
+        EXPECT_EQ(got, base) << what;
+        continue;
+      }
       expect_close(got, reference::evaluate_outputs(ch.g, rounded)[0], 1e-5, 1e-4,
                    "mixed16 vs rounded " + what);
       // The bound, with Σ|a||b| from the reference on absolute values.

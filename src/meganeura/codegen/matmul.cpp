@@ -209,6 +209,10 @@ void emit_matmul(Emitter& e) {
     kernels::MatmulTier tier =
         e.variant.tier ? *e.variant.tier
                        : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
+    // Mixed16 rounds matmul operands where f16 arithmetic pays for it; the GEMV tier has none (it multiplies
+    // in f32 either way), and rounding there cost decode 35 % (SmolLM2 f16 weights batch 1 on the H100:
+    // 2.34 → 3.15 ms a token, GEMV 1.54 → 2.37 ms), so GEMV products read the exact activations.
+    if (tier == kernels::MatmulTier::Gemv) s.input = kernels::MatmulInput::F32;
     if (!ep.products.empty() && tier != kernels::MatmulTier::Gemv)
       throw ConfigError("[codegen] expected the GEMV tier for a kernel of several products, got " +
                         std::string(kernels::tier_name(tier)));
