@@ -14,7 +14,7 @@
 //   llamacpp_oracle BINS_DIR bench MODEL.gguf PP TG REPS
 //       llama-bench's two figures with every layer on the device (a GPU backend in BINS_DIR when there is one):
 //       prompt processing of PP random tokens in one batch, and generation of TG tokens one at a time, each
-//       REPS times after one warm-up; prints "pp PP t/s ..." and "tg TG t/s ..." (median, min, max).
+//       REPS times after 0.3 s of warm-up runs; prints "pp PP t/s ..." and "tg TG t/s ..." (median, min, max).
 #define _POSIX_C_SOURCE 200809L
 #include <ggml-backend.h>
 #include <llama.h>
@@ -135,6 +135,8 @@ static int cmp_double(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+#define WARMUP_S 0.3
+
 static void report(const char* what, int n, double* rate, int reps) {
   qsort(rate, (size_t)reps, sizeof(double), cmp_double);
   printf("%s %d t/s median %.1f min %.1f max %.1f (%d runs)\n", what, n, rate[reps / 2], rate[0], rate[reps - 1], reps);
@@ -154,14 +156,18 @@ static int bench(const char* bins, const char* model, int pp, int tg, int reps) 
   srand(1);
   for (int i = 0; i < pp; ++i) toks[i] = rand() % nv;
   double* rate = malloc(sizeof(double) * (size_t)reps);
-  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+  // r = -1: warm-up, repeated until WARMUP_S has passed (bench_gguf alike: one run left the GPU's clock ramping)
+  double warm_from = now();
+  for (int r = -1; r < reps; ++r) {
     llama_memory_clear(llama_get_memory(ctx), true);
     const double t0 = now();
     if (llama_decode(ctx, llama_batch_get_one(toks, pp)) != 0) die("llama_decode (pp) failed");
     llama_synchronize(ctx);
     if (r >= 0) rate[r] = pp / (now() - t0);
+    if (r == -1 && now() < warm_from + WARMUP_S) --r;
   }
   report("pp", pp, rate, reps);
+  warm_from = now();
   for (int r = -1; r < reps; ++r) {
     llama_memory_clear(llama_get_memory(ctx), true);
     llama_token t = toks[0];
@@ -172,6 +178,7 @@ static int bench(const char* bins, const char* model, int pp, int tg, int reps) 
       t = rand() % nv;
     }
     if (r >= 0) rate[r] = tg / (now() - t0);
+    if (r == -1 && now() < warm_from + WARMUP_S) --r;
   }
   report("tg", tg, rate, reps);
   for (size_t i = 0; i < ggml_backend_dev_count(); ++i)
