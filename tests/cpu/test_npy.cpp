@@ -95,7 +95,9 @@ TEST(Npy, MalformedFilesNameTheField) {
   for (const Case& c : cases) {
     const std::string m = format_error(c.file);
     EXPECT_NE(m.find(c.message), std::string::npos) << m;
-    if (m != "no error") EXPECT_NE(m.find("x.npy"), std::string::npos) << m;
+    if (m != "no error") {
+      EXPECT_NE(m.find("x.npy"), std::string::npos) << m;
+    }
   }
 }
 

@@ -80,8 +80,9 @@ TEST_F(LlmGpu, SmolLm2TrainingStepAcrossBuffers) {
   const MemorySummary mem = s.memory_summary();
   // Split across buffers where the device's range is smaller than the arena (lavapipe's 128 MiB; the H200's
   // 4 GiB holds it whole, and the step must be right either way).
-  if (s.caps().max_storage_buffer_range < (uint64_t(1) << 30))
+  if (s.caps().max_storage_buffer_range < (uint64_t(1) << 30)) {
     EXPECT_GT(mem.parameters + mem.optimizer_state, s.caps().max_storage_buffer_range);
+  }
 
   const std::vector<int32_t> tokens{1, 5, 900, 49151, 77, 3, 12000, 8},
       labels{5, 900, 49151, 77, 3, 12000, 8, 2};
