@@ -206,9 +206,8 @@ void emit_matmul(Emitter& e) {
   try {
     // The tuner's KernelVariant (codegen/variant.hpp) may name the tier, the tile (scalar: 128, 64 or 16;
     // cooperative: a CoopMatTile) and the split; what it leaves unset is kernels::choose_variant's.
-    kernels::MatmulTier tier =
-        e.variant.tier ? *e.variant.tier
-                       : kernels::choose_tier(e.caps, s, matmul_best_tier(e.g, e.k.core, e.opt));
+    const kernels::MatmulTier best = matmul_best_tier(e.g, e.k.core, e.opt);
+    kernels::MatmulTier tier = e.variant.tier ? *e.variant.tier : kernels::choose_tier(e.caps, s, best);
     // Mixed16 rounds matmul operands where f16 arithmetic pays for it; the GEMV tier has none (it multiplies
     // in f32 either way), and rounding there cost decode 35 % (SmolLM2 f16 weights batch 1 on the H100:
     // 2.34 → 3.15 ms a token, GEMV 1.54 → 2.37 ms), so GEMV products read the exact activations.
@@ -246,16 +245,12 @@ void emit_matmul(Emitter& e) {
     const bool staged_load = loads[0] == kernels::MatmulLoad::Plain && loads[1] != kernels::MatmulLoad::Plain &&
                              s.m >= kernels::kMinStagedRows && macs >= kernels::kMinStagedLoadMacs &&
                              !e.variant.tier && e.variant.tile.empty();
-    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill && (plain || staged_load) &&
-        e.caps.storage_16bit && tier != kernels::MatmulTier::Gemv &&
-        macs >= (plain ? kernels::kMinF16CopyMacs : kernels::kMinStagedLoadMacs) &&
-        b_offset + nb < (uint64_t(1) << 32)) {  // the copy's indices are 32-bit
+    if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill &&
+        (plain ? macs >= kernels::kMinF16CopyMacs : staged_load) && e.caps.storage_16bit &&
+        tier != kernels::MatmulTier::Gemv && b_offset + nb < (uint64_t(1) << 32)) {  // 32-bit copy indices
       used.input = kernels::MatmulInput::F16;
       used.load_a = used.load_b = kernels::MatmulLoad::Plain;
-      if (staged_load) {
-        const kernels::MatmulTier best = matmul_best_tier(e.g, e.k.core, e.opt);
-        tier = kernels::choose_tier(e.caps, used, best);
-      }
+      if (staged_load) tier = kernels::choose_tier(e.caps, used, best);
       v = pick(used);
       copy = true;
     }
