@@ -217,14 +217,23 @@ bool emit_attention_rows(Emitter& e) {
   }
   d += "shared float q_s[AT_D];\nshared float p_s[AT_T];\nshared float red[AT_WG];\nshared float "
        "acc_s[AT_PARTS * AT_DV];\n";
-  // A tree reduction of each thread's `v` over the workgroup with `op`; every thread gets the result.
-  d += "float reduce_max(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
-       "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) red[tid] = max(red[tid], red[tid + "
-       "s]);\n"
-       "    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
-  d += "float reduce_sum(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
-       "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) red[tid] += red[tid + s];\n"
-       "    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
+  // Workgroup reductions of each thread's `v`, every thread getting the result: by subgroup operations and
+  // one partial a subgroup where the device has them (two barriers), else a tree over `red` (log2 AT_WG).
+  const bool sg = e.caps.subgroup_arithmetic && e.caps.min_subgroup_size >= 4;
+  e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
+  if (sg) e.extensions += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
+  auto reduce = [&](const std::string& name, const std::string& sub, const std::string& op) {
+    if (sg)
+      return "float " + name + "(float v) {\n  v = " + sub +
+             "(v);\n  if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;\n  barrier();\n"
+             "  float r = red[0];\n  for (uint q = 1u; q < gl_NumSubgroups; ++q) r = " +
+             op + ";\n  barrier();\n  return r;\n}\n";
+    return "float " + name + "(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
+           "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) {\n      float r = red[tid], q = red[tid + s];\n"
+           "      red[tid] = " + op + ";\n    }\n    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
+  };
+  d += reduce("reduce_max", "subgroupMax", sg ? "max(r, red[q])" : "max(r, q)");
+  d += reduce("reduce_sum", "subgroupAdd", sg ? "r + red[q]" : "r + q");
   std::string m;
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
        "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
@@ -235,20 +244,29 @@ bool emit_attention_rows(Emitter& e) {
   m += causal ? "  uint kend = uint(clamp(int(i) + " + ilit(T - S + 1) + ", 0, int(AT_T)));\n"
               : "  uint kend = AT_T;\n";
   // A key the mask hides (-inf: cache rows past a sequence's length in decode) is skipped before its K row is
-  // read, and its V row is never read: a step reads only the valid part of the cache.
+  // read; P·V reads V rows only below the last key with a nonzero weight (kvis), so a step reads only the
+  // valid part of the cache.
   m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float mk = " + mask_term +
        ";\n    if (mk == AT_NEG_INF) { p_s[j] = AT_NEG_INF; continue; }\n    float s = 0.0;\n"
        "    for (uint x = 0u; x < AT_D; ++x) s += q_s[x] * ldK(kbase + j * AT_D + x);\n"
        "    s = s * AT_SCALE + mk;\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
   m += "  mx = reduce_max(mx);\n";
-  m += "  float sum = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
-       "    float p = mx == AT_NEG_INF ? 0.0 : exp(p_s[j] - mx);\n    p_s[j] = p;\n    sum += p;\n  }\n";
+  m += "  float sum = 0.0, last = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
+       "    float p = mx == AT_NEG_INF ? 0.0 : exp(p_s[j] - mx);\n    p_s[j] = p;\n    sum += p;\n"
+       "    if (p != 0.0) last = float(j + 1u);\n  }\n";
   m += "  float l = reduce_sum(sum);\n";  // its barriers also publish p_s
+  m += "  uint kvis = uint(reduce_max(last));\n";
   if (out.out.valid()) {
+    // Four keys an iteration with their V loads issued together (a loop of one dependent load a key ran at
+    // the memory's latency); an index past kvis reads row kvis - 1 and weighs it 0. A zero weight never
+    // multiplies its row, whatever the row holds.
     m += "  for (uint e = tid; e < AT_PARTS * AT_DV; e += AT_WG) {\n    uint part = e / AT_DV, dd = e % "
          "AT_DV;\n"
-         "    float a = 0.0;\n    for (uint j = part; j < kend; j += AT_PARTS)\n"
-         "      if (p_s[j] != 0.0) a += p_s[j] * ldV(vbase + j * AT_DV + dd);\n"
+         "    float a = 0.0;\n    for (uint j0 = part; j0 < kvis; j0 += 4u * AT_PARTS) {\n"
+         "      float w[4], x[4];\n"
+         "      [[unroll]] for (uint u = 0u; u < 4u; ++u) {\n        uint j = j0 + u * AT_PARTS;\n"
+         "        w[u] = j < kvis ? p_s[j] : 0.0;\n        x[u] = ldV(vbase + min(j, kvis - 1u) * AT_DV + dd);\n"
+         "      }\n      [[unroll]] for (uint u = 0u; u < 4u; ++u) if (w[u] != 0.0) a += w[u] * x[u];\n    }\n"
          "    acc_s[e] = a;\n  }\n  barrier();\n";
     m += "  for (uint dd = tid; dd < AT_DV; dd += AT_WG) {\n    float a = 0.0;\n"
          "    for (uint part = 0u; part < AT_PARTS; ++part) a += acc_s[part * AT_DV + dd];\n    " +

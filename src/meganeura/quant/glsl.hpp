@@ -12,7 +12,7 @@ namespace meganeura::quant {
 // GLSL defining, for block type t (Q4_0 .. Q6_K) stored in the uint array `words` (e.g. "b", "b3.d"):
 //   float FN(uint i)                    element i;
 //   void  FN_8(uint i, out float v[8])  elements i .. i + 7 (i a multiple of 8: one block, one sub-block);
-// and the helpers FN_byte, FN_half. Throws ConfigError for a type that is not block-quantized.
+// and the helpers FN_byte, FN_h16, FN_half, FN_u32. Throws ConfigError for a type that is not block-quantized.
 std::string glsl_dequantize(Type t, const std::string& words, const std::string& fn);
 
 }  // namespace meganeura::quant

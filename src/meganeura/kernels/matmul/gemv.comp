@@ -3,15 +3,15 @@
 // are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses (with B
 // stored K x N, eight lanes read one 32-byte sector of a row). Eight columns a workgroup either way: each lane's
 // K loop is K / 32 dependent loads long, and N / 8 workgroups spread a 576-wide layer over 72 SMs (64 columns
-// a workgroup made it 9 workgroups of K / 4 loads each).
-const uint GEMV_NT = 8u, GEMV_KS = 32u;
-const uint MMAX = 8u;
-shared float red[MMAX * 256u];
+// a workgroup made it 9 workgroups of K / 4 loads each). Partial sums: gemv_reduce.glsl.
 void main() {
-  const uint tid = gl_LocalInvocationIndex;
+  const uint tid = gemv_lane();
 #if TRANS_B
   const uint nl = tid / GEMV_KS, ks = tid % GEMV_KS;
 #else
+#if GEMV_SG
+#error "GEMV_SG needs x·Wᵀ: a column's K slices must be adjacent lanes"
+#endif
   const uint nl = tid % GEMV_NT, ks = tid / GEMV_NT;
 #endif
   const uint batch = gl_WorkGroupID.z;
@@ -47,20 +47,12 @@ void main() {
     }
   }
 #endif
-  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = acc[i];
+  gemv_put(0u, acc, nl * GEMV_KS + ks);
   barrier();
-  for (uint t = tid; t < GEMV_NT * MMAX; t += 256u) {
+  const uint t = gl_LocalInvocationIndex;
+  if (t < GEMV_NT * MMAX) {
     const uint col = t % GEMV_NT, row = t / GEMV_NT;
     const uint gn = gl_WorkGroupID.x * GEMV_NT + col;
-    if (row >= p.M || gn >= p.N) continue;
-    float s = 0.0;
-    for (uint q = 0u; q < GEMV_KS; ++q) {
-#if TRANS_B
-      s += red[row * 256u + col * GEMV_KS + q];
-#else
-      s += red[row * 256u + q * GEMV_NT + col];
-#endif
-    }
-    STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));
+    if (row < p.M && gn < p.N) STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(gemv_total(0u, row, col), row, gn, batch));
   }
 }

@@ -11,10 +11,6 @@
 namespace meganeura::kernels {
 
 namespace glsl {
-std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
-  return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl + shaders::gemv_comp;
-}
-
 namespace {
 
 // The buffers of gemv_multi's further products (bindings from 3, each weight read like B).
@@ -38,10 +34,17 @@ std::string product_buffers(const MatmulEpilogue& ep) {
   return s;
 }
 
-// main() of gemv_multi: kGemv's layout (8 columns x 32 K slices, TRANS_B) with one accumulator set per
-// product; the partial sums go through one shared array, a product at a time. Each reducing thread owns the
-// same (row, column) in every phase, so an unstored product's value is in its mm_extra<j> when the core's
-// epilogue runs.
+// The layout gemv.comp and gemv_multi share (8 columns x 32 K slices, up to 8 rows) and gemv_reduce.glsl
+// with `slots` sets of partial sums.
+std::string gemv_layout(size_t slots) {
+  return "const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
+         std::to_string(slots) + "u;\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" + shaders::gemv_reduce_glsl;
+}
+
+// main() of gemv_multi: gemv.comp's layout (TRANS_B) with one accumulator set per product. With GEMV_SG every
+// product's partials go into their own slot and one barrier serves them all; otherwise one slot is reused, a
+// product at a time. The thread that sums a (row, column) is the same for every product, so an unstored
+// product's value is in its mm_extra<j> when the core's epilogue runs.
 std::string gemv_multi_main(const MatmulEpilogue& ep) {
   const size_t P = ep.products.size();
   auto J = [](size_t j) { return std::to_string(j); };
@@ -49,8 +52,6 @@ std::string gemv_multi_main(const MatmulEpilogue& ep) {
   // mn_norm_w): A's rows are the norm's input; a first pass sums each row's squares into rn (1 / rms),
   // products read x·w and each sum is scaled by its row's rn.
   std::string s = R"(
-const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;
-shared float red[MMAX * 256u];
 #ifndef A_RMSNORM
 #define A_RMSNORM 0
 #endif
@@ -61,7 +62,7 @@ float X_at(uint base, uint m, uint k) { return A_at(base, m, k) * mn_norm_w(k); 
 float X_at(uint base, uint m, uint k) { return A_at(base, m, k); }
 #endif
 void main() {
-  const uint tid = gl_LocalInvocationIndex, nl = tid / GEMV_KS, ks = tid % GEMV_KS;
+  const uint tid = gemv_lane(), nl = tid / GEMV_KS, ks = tid % GEMV_KS;
   const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
   const uint abase = a_base(batch), bbase = b_base(batch);
 #if A_RMSNORM
@@ -71,13 +72,8 @@ void main() {
     for (uint k = tid; k < p.K; k += 256u) {
       [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float x = A_at(abase, i, k); sq[i] += x * x; }
     }
-    [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = sq[i];
-    barrier();
-    if (tid < MMAX) {
-      float t = 0.0;
-      for (uint q = 0u; q < 256u; ++q) t += red[tid * 256u + q];
-      rn[tid] = inversesqrt(t / float(p.K) + A_RMS_EPS);
-    }
+    const float t = gemv_row_sums(sq);
+    if (gl_LocalInvocationIndex < p.M) rn[gl_LocalInvocationIndex] = inversesqrt(t / float(p.K) + A_RMS_EPS);
     barrier();
   }
 #endif
@@ -109,29 +105,29 @@ void main() {
          "_VALUE(n * p.ldb + k);\n      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
          "[i] += x[i] * bv;\n    }\n";
   s += "  }\n#endif\n";
-  // One phase per product (the core last): partial sums into red, then one thread per (row, column) sums
-  // them.
-  const uint32_t nt = 8, mmax = 8;
-  (void)nt;
-  (void)mmax;
-  auto phase = [&](const std::string& accv, const std::string& n, const std::string& use) {
-    return "  [[unroll]] for (uint i = 0u; i < MMAX; ++i) red[i * 256u + tid] = " + accv +
-           "[i];\n  barrier();\n"
-           "  if (tid < GEMV_NT * MMAX) {\n    const uint col = tid % GEMV_NT, row = tid / GEMV_NT;\n"
-           "    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n    if (row < p.M && gn < " +
-           n +
-           ") {\n      float s = 0.0;\n"
-           "      for (uint q = 0u; q < GEMV_KS; ++q) s += red[row * 256u + col * GEMV_KS + q];\n"
-           "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
-           use + "\n    }\n  }\n  barrier();\n";
-  };
-  for (size_t j = 0; j < P; ++j) {
+  // What the summing thread of (row, gn) does with product j's total s.
+  auto use = [&](size_t j) {
     const std::string n = std::to_string(ep.products[j].n) + "u";
-    s += phase("acc" + J(j), n,
-               ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
-                                     : "mm_extra" + J(j) + " = s;");
+    return "if (gn < " + n + ") {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(j) + "u : 0u, row, col);\n" +
+           "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
+           (ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
+                                  : "mm_extra" + J(j) + " = s;") +
+           "\n    }\n";
+  };
+  const std::string head =
+      "  if (gl_LocalInvocationIndex < GEMV_NT * MMAX) {\n    const uint col = gl_LocalInvocationIndex % "
+      "GEMV_NT, row = gl_LocalInvocationIndex / GEMV_NT;\n    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n"
+      "    if (row < p.M) ";
+  for (size_t j = 0; j < P; ++j) {
+    s += "  gemv_put(GEMV_SG != 0 ? " + J(j) + "u : 0u, acc" + J(j) + ", tid);\n";
+    s += "#if !GEMV_SG\n  barrier();\n" + head + use(j) + "  }\n  barrier();\n#endif\n";
   }
-  s += phase("acc", "p.N", "STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));");
+  s += "  gemv_put(GEMV_SG != 0 ? " + J(P) + "u : 0u, acc, tid);\n  barrier();\n" + head + "{\n";
+  s += "#if GEMV_SG\n";
+  for (size_t j = 0; j < P; ++j) s += "    " + use(j);
+  s += "#endif\n    if (gn < p.N) {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(P) +
+       "u : 0u, row, col);\n#if A_RMSNORM\n      s *= rn[row];\n#endif\n"
+       "      STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));\n    }\n  }\n  }\n";
   return s + "}\n";
 }
 
@@ -169,9 +165,14 @@ void @FN@(uint i, out float v[8]) {
   return s;
 }
 
+std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
+  return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl + gemv_layout(1) +
+         shaders::gemv_comp;
+}
+
 std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + shaders::inputs_glsl + product_buffers(epilogue) + blocks +
-         shaders::access_glsl + gemv_multi_main(epilogue);
+         shaders::access_glsl + gemv_layout(epilogue.products.size() + 1) + gemv_multi_main(epilogue);
 }
 }  // namespace glsl
 
@@ -193,9 +194,16 @@ bool gemv_vec8(const MatmulShape& s) {
 }
 }  // namespace
 
-void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass, std::string& label) {
+void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass,
+               std::string& label) {
   const bool vec8 = gemv_vec8(s);
   std::string blocks = block_code(s);
+  // gemv_reduce.glsl's subgroup sums: x·Wᵀ (a column's slices adjacent), subgroups of 4 .. 32 lanes whatever
+  // size the driver picks for this shader.
+  if (s.trans_b && caps.subgroup_arithmetic && caps.min_subgroup_size >= 4 && caps.max_subgroup_size <= 32) {
+    pass.source.defines.push_back({"GEMV_SG", "1"});
+    label += ".sg";
+  }
   if (vec8) {
     blocks += "#define GEMV_VEC8 1\n" + glsl::vec8_loader(1, "mnq_b_8");
     label += ".v8";

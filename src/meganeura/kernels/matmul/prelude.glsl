@@ -2,6 +2,9 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : enable
+#if defined(GEMV_SG) && GEMV_SG
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 @EXTENSIONS@#if INPUT_F16
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

@@ -71,7 +71,8 @@ uint64_t fill_workgroups(const runtime::DeviceCaps& caps, const MatmulShape& sha
 // gemv.cpp: the GEMV pass's shader and grid.
 std::string gemv_unavailable(const MatmulShape& shape);
 // appends to `label` (".x<P>" for a GEMV of several weights)
-void gemv_pass(const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass, std::string& label);
+void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass,
+               std::string& label);
 // scalar.cpp: the `tile` x `tile` pass (128, 64 or 16): shader, defines, grid; appends to `label`.
 void scalar_pass(const MatmulShape& s, uint32_t tile, const MatmulEpilogue& pe, MatmulPass& pass,
                  std::string& label);
