@@ -6,7 +6,7 @@
 #   here:  strip both sides' binaries into A/ and B/, tar -C .bench -cJf .bench/bin.tar.xz A B;
 #          scripts/device/stage-llamacpp.sh (.llama)
 #   there: run(command: "source .gl/prelude.sh && bash scripts/device/decode_ab.sh", carry: [".gl", ".llama", ".bench"])
-# DTYPES (bench_decode), TYPES (bench_gguf: original = the real file's Q4_1/Q8_0 mix, Q8_0, F16), ROUNDS.
+# SIDES (default "A B"), DTYPES (bench_decode), TYPES (bench_gguf: original = the real file's Q4_1/Q8_0 mix, Q8_0, F16), ROUNDS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/decode-ab}
@@ -20,7 +20,7 @@ for t in $types; do
   "$w/llama/bench_gguf" synth "$w/llama/smollm2.skeleton.gguf" "$w/smollm2-$name.gguf" "$t" >/dev/null
 done
 for round in $(seq "$rounds"); do
-  for side in A B; do
+  for side in ${SIDES:-A B}; do
     for dt in $dtypes; do
       echo "== round $round $side decode $dt"
       "$w/$side/bench_decode" --dtype "$dt" --steps 64 --batches 1,16 --profile 2>&1 | tail -n 40

@@ -1,9 +1,10 @@
 
-// Threads split into GEMV_NT output columns x GEMV_KS slices of K. With B stored N x K (TRANS_B) the K slices
-// are adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses (with B
-// stored K x N, eight lanes read one 32-byte sector of a row). Eight columns a workgroup either way: each lane's
-// K loop is K / 32 dependent loads long, and N / 8 workgroups spread a 576-wide layer over 72 SMs (64 columns
-// a workgroup made it 9 workgroups of K / 4 loads each). Partial sums: gemv_reduce.glsl.
+// Threads split into GEMV_NT output columns x GEMV_KS slices of K (GEMV_NT 8, or 4 or 2 for x·Wᵀ products too
+// narrow to give every compute unit a workgroup; gemv_pass). With B stored N x K (TRANS_B) the K slices are
+// adjacent lanes, otherwise the columns are: either way consecutive lanes read consecutive addresses (with B
+// stored K x N, eight lanes read one 32-byte sector of a row). Few columns a workgroup: each lane's K loop is
+// K / GEMV_KS dependent loads long, and 64 columns a workgroup made a 576-wide layer 9 workgroups of K / 4
+// loads each. Partial sums: gemv_reduce.glsl.
 void main() {
   const uint tid = gemv_lane();
 #if TRANS_B

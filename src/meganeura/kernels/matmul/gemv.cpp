@@ -34,10 +34,12 @@ std::string product_buffers(const MatmulEpilogue& ep) {
   return s;
 }
 
-// The layout gemv.comp and gemv_multi share (8 columns x 32 K slices, up to 8 rows) and gemv_reduce.glsl
+// The layout gemv.comp and gemv_multi share (GEMV_COLS columns x 256 / GEMV_COLS K slices, up to 8 rows) and
+// gemv_reduce.glsl
 // with `slots` sets of partial sums.
 std::string gemv_layout(size_t slots) {
-  return "const uint GEMV_NT = 8u, GEMV_KS = 32u, MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
+  return "#ifndef GEMV_COLS\n#define GEMV_COLS 8u\n#endif\nconst uint GEMV_NT = GEMV_COLS, GEMV_KS = 256u / GEMV_NT, "
+         "MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
          std::to_string(slots) + "u;\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" + shaders::gemv_reduce_glsl;
 }
 
@@ -208,15 +210,24 @@ void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const Matm
     blocks += "#define GEMV_VEC8 1\n" + glsl::vec8_loader(1, "mnq_b_8");
     label += ".v8";
   }
+  // Columns a workgroup: 8, or for x·Wᵀ fewer (4, 2; the K slices of a column more) until the grid has a
+  // workgroup per compute unit: SmolLM2's 576-wide products were 72 workgroups on the H100's 132 SMs.
+  uint32_t n = s.n;
+  for (const MatmulEpilogue::GemvProduct& p : pe.products) n = std::max(n, p.n);
+  uint32_t cols = 8;
+  while (s.trans_b && cols > 2 && uint64_t(ceil_div(n, cols)) * s.batch < target_workgroups(caps)) cols /= 2;
+  if (cols != 8) {
+    pass.source.defines.push_back({"GEMV_COLS", std::to_string(cols) + "u"});
+    label += ".c" + std::to_string(cols);
+  }
+  pass.grid[0] = ceil_div(n, cols);
   if (pe.products.empty()) {
     pass.source.glsl = glsl::gemv(pe, blocks);
-    pass.grid[0] = ceil_div(s.n, 8);  // gemv.comp's GEMV_NT columns a workgroup
     return;
   }
   // several weights of one A (MatmulEpilogue::products): the grid covers the widest
   if (!s.trans_b || s.trans_a)
     throw ConfigError("[kernels::select_matmul] expected x·Wᵀ for a GEMV of several weights");
-  uint32_t n = s.n;
   uint32_t binding = 3;  // product_buffers' order: each weight, then its stored output if any
   for (size_t j = 0; j < pe.products.size(); ++j) {
     if (is_block_load(s.load_b))
@@ -224,10 +235,8 @@ void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const Matm
                                        "mnq_e" + std::to_string(j));
     if (vec8) blocks += glsl::vec8_loader(binding, "mnq_e" + std::to_string(j) + "_8");
     binding += pe.products[j].stored ? 2 : 1;
-    n = std::max(n, pe.products[j].n);
   }
   pass.source.glsl = glsl::gemv_multi(pe, blocks);
-  pass.grid[0] = ceil_div(n, 8);
   label += ".x" + std::to_string(pe.products.size() + 1);
 }
 
