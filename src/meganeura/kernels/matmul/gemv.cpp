@@ -35,8 +35,7 @@ std::string product_buffers(const MatmulEpilogue& ep) {
 }
 
 // The layout gemv.comp and gemv_multi share (GEMV_COLS columns x 256 / GEMV_COLS K slices, up to 8 rows) and
-// gemv_reduce.glsl
-// with `slots` sets of partial sums.
+// gemv_reduce.glsl with `slots` sets of partial sums.
 std::string gemv_layout(size_t slots) {
   return "#ifndef GEMV_COLS\n#define GEMV_COLS 8u\n#endif\nconst uint GEMV_NT = GEMV_COLS, GEMV_KS = 256u / GEMV_NT, "
          "MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
