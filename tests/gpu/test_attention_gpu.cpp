@@ -187,13 +187,18 @@ TEST_F(AttentionGpu, NoSequenceSquaredBuffer) {
 
 // A KV cache's unwritten rows sit behind a -inf mask: those keys are skipped (no product, and whole hidden
 // tiles not visited), so a NaN in their K rows, or in V rows of a hidden tile, never reaches the output. Keys
-// 40..69 of 70 are hidden; K holds NaN from key 40 on, V from key 64 on (a tile boundary for tiles of 16 and
-// 32). The expected values are a float64 softmax over the 40 visible keys, written here.
-TEST_F(AttentionGpu, MaskedKeysAreSkipped) {
-  constexpr int64_t HQ = 2, S = 20, T = 70, D = 8, Visible = 40;
+// `visible`.. are hidden; K holds NaN from key `visible` on, V from key `v_nan` on. The expected values are a
+// float64 softmax over the visible keys, written here (grouped-query heads: query head h reads KV head
+// h / (hq / hkv)).
+namespace {
+
+void masked_keys_case(int64_t hq, int64_t hkv, int64_t S, int64_t T, int64_t D, int64_t DV,
+                      int64_t visible, int64_t v_nan) {
+  SCOPED_TRACE("hq " + std::to_string(hq) + " S " + std::to_string(S) + " T " + std::to_string(T) + " D " +
+               std::to_string(D) + " DV " + std::to_string(DV));
   Graph g;
-  const NodeId q = g.input("q", {1, HQ, S, D}), k = g.input("k", {1, 1, T, D}),
-               v = g.input("v", {1, 1, T, D});
+  const NodeId q = g.input("q", {1, hq, S, D}), k = g.input("k", {1, hkv, T, D}),
+               v = g.input("v", {1, hkv, T, DV});
   const NodeId mask = g.input("mask", {S, T});
   g.set_outputs({g.scaled_dot_product_attention(q, k, v, false, mask)});
   std::mt19937_64 rng(7);
@@ -204,41 +209,58 @@ TEST_F(AttentionGpu, MaskedKeysAreSkipped) {
     return x;
   };
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  std::vector<double> qv = fill(HQ * S * D), kv = fill(T * D), vv = fill(T * D), mv = fill(S * T);
-  for (int64_t j = Visible; j < T; ++j)
-    for (int64_t d = 0; d < D; ++d) {
-      kv[size_t(j * D + d)] = nan;
-      if (j >= 64) vv[size_t(j * D + d)] = nan;
+  std::vector<double> qv = fill(hq * S * D), kv = fill(hkv * T * D), vv = fill(hkv * T * DV), mv = fill(S * T);
+  for (int64_t h = 0; h < hkv; ++h)
+    for (int64_t j = visible; j < T; ++j) {
+      for (int64_t d = 0; d < D; ++d) kv[size_t((h * T + j) * D + d)] = nan;
+      if (j >= v_nan)
+        for (int64_t d = 0; d < DV; ++d) vv[size_t((h * T + j) * DV + d)] = nan;
     }
   for (int64_t i = 0; i < S; ++i)
-    for (int64_t j = Visible; j < T; ++j) mv[size_t(i * T + j)] = -inf;
-  reference::Feeds feeds{{"q", HostTensor({1, HQ, S, D}, qv)},
-                         {"k", HostTensor({1, 1, T, D}, kv)},
-                         {"v", HostTensor({1, 1, T, D}, vv)},
+    for (int64_t j = visible; j < T; ++j) mv[size_t(i * T + j)] = -inf;
+  reference::Feeds feeds{{"q", HostTensor({1, hq, S, D}, qv)},
+                         {"k", HostTensor({1, hkv, T, D}, kv)},
+                         {"v", HostTensor({1, hkv, T, DV}, vv)},
                          {"mask", HostTensor({S, T}, mv)}};
   Session s = build_gpu(g, false);
   feed_all(s, g, feeds);
   s.run();
   const std::vector<float> got = s.read_output(0);
-  ASSERT_EQ(got.size(), size_t(HQ * S * D));
+  ASSERT_EQ(got.size(), size_t(hq * S * DV));
   const double scale = 1.0 / std::sqrt(double(D));
-  for (int64_t h = 0; h < HQ; ++h)
+  for (int64_t h = 0; h < hq; ++h) {
+    const int64_t kh = h / (hq / hkv);
     for (int64_t i = 0; i < S; ++i) {
-      std::vector<double> p(static_cast<size_t>(Visible));
+      std::vector<double> p(static_cast<size_t>(visible));
       double mx = -inf, den = 0.0;
-      for (int64_t j = 0; j < Visible; ++j) {
+      for (int64_t j = 0; j < visible; ++j) {
         double sc = 0.0;
-        for (int64_t d = 0; d < D; ++d) sc += qv[size_t((h * S + i) * D + d)] * kv[size_t(j * D + d)];
+        for (int64_t d = 0; d < D; ++d)
+          sc += qv[size_t((h * S + i) * D + d)] * kv[size_t((kh * T + j) * D + d)];
         p[size_t(j)] = sc * scale + mv[size_t(i * T + j)];
         mx = std::max(mx, p[size_t(j)]);
       }
       for (double& x : p) den += (x = std::exp(x - mx));
-      for (int64_t d = 0; d < D; ++d) {
+      for (int64_t d = 0; d < DV; ++d) {
         double o = 0.0;
-        for (int64_t j = 0; j < Visible; ++j) o += p[size_t(j)] / den * vv[size_t(j * D + d)];
-        const float gpu = got[size_t((h * S + i) * D + d)];
+        for (int64_t j = 0; j < visible; ++j) o += p[size_t(j)] / den * vv[size_t((kh * T + j) * DV + d)];
+        const float gpu = got[size_t((h * S + i) * DV + d)];
         ASSERT_TRUE(std::isfinite(gpu)) << "head " << h << " query " << i << " column " << d;
         EXPECT_NEAR(gpu, o, 2e-5 + 2e-4 * std::fabs(o)) << "head " << h << " query " << i << " column " << d;
       }
     }
+  }
+}
+
+}  // namespace
+
+// 20 queries: the tiled forward (V NaN from key 64, a tile boundary for tiles of 16 and 32).
+TEST_F(AttentionGpu, MaskedKeysAreSkipped) { masked_keys_case(2, 1, 20, 70, 8, 8, 40, 64); }
+
+// Up to 8 queries: the rows kernel. Head size 80 reads a K row in two chunks of 40; V rows of 6 columns one
+// value a thread (85 key parts: 680 keys an iteration, so 700 keys take two); 64 x 64 heads four columns a
+// thread (32 parts, 256 keys an iteration: 300 visible keys take two); more keys than its 512 threads.
+TEST_F(AttentionGpu, RowsKernelMatchesAFloat64SoftmaxOverVisibleKeys) {
+  masked_keys_case(3, 1, 2, 760, 80, 6, 700, 720);
+  masked_keys_case(2, 2, 1, 320, 64, 64, 300, 310);
 }

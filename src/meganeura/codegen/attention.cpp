@@ -184,8 +184,18 @@ bool emit_attention_rows(Emitter& e) {
   // 512 threads where the device allows (the spec's floor is 128): one decode query's keys and P·V parts
   // spread over four times the threads of 128 cut this kernel 0.83 → 0.52 ms a token for SmolLM2 on the
   // H100 (30 layers, ~160 keys, 9 workgroups; 256 threads: 0.61).
-  const int64_t wg = std::min<int64_t>(512, std::max<int64_t>(e.caps.max_workgroup_invocations, 128) / 128 * 128),
-                parts = std::max<int64_t>(1, wg / DV);
+  const int64_t wg = std::min<int64_t>(512, std::max<int64_t>(e.caps.max_workgroup_invocations, 128) / 128 * 128);
+  // P·V: each thread sums VW adjacent output columns (4 where DV allows) over every PARTS-th key, so that 512
+  // threads cover DV = 64 with 32 key parts and a thread's loads for eight keys (32 values) issue together.
+  const int64_t vw = DV % 4 == 0 ? 4 : 1, parts = std::max<int64_t>(1, wg / (DV / vw));
+  // Scores: a thread's K row read as chunks of KC values whose loads issue together (one latency a chunk; a
+  // loop of a load and a multiply-add a value ran at the memory's latency per few values).
+  int64_t kc = 1;
+  for (int64_t c = std::min<int64_t>(D, 64); c > 1; --c)
+    if (D % c == 0) {
+      kc = c;
+      break;
+    }
   const int64_t budget =
       std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
   if (S > kRowsMaxQueries || D + T + wg + parts * DV > budget) return false;
@@ -198,7 +208,8 @@ bool emit_attention_rows(Emitter& e) {
   d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_G " + uint_lit(HQ / HKV) + "\n#define AT_HKV " +
        uint_lit(HKV) + "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) + "\n#define AT_D " +
        uint_lit(D) + "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_WG " + uint_lit(wg) +
-       "\n#define AT_PARTS " + uint_lit(parts) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
+       "\n#define AT_PARTS " + uint_lit(parts) + "\n#define AT_VW " + uint_lit(vw) + "\n#define AT_KC " +
+       uint_lit(kc) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
        "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
   d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
   d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
@@ -248,7 +259,9 @@ bool emit_attention_rows(Emitter& e) {
   // valid part of the cache.
   m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float mk = " + mask_term +
        ";\n    if (mk == AT_NEG_INF) { p_s[j] = AT_NEG_INF; continue; }\n    float s = 0.0;\n"
-       "    for (uint x = 0u; x < AT_D; ++x) s += q_s[x] * ldK(kbase + j * AT_D + x);\n"
+       "    for (uint x0 = 0u; x0 < AT_D; x0 += AT_KC) {\n      float kv[AT_KC];\n"
+       "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) kv[x] = ldK(kbase + j * AT_D + x0 + x);\n"
+       "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) s += q_s[x0 + x] * kv[x];\n    }\n"
        "    s = s * AT_SCALE + mk;\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
   m += "  mx = reduce_max(mx);\n";
   m += "  float sum = 0.0, last = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
@@ -257,17 +270,20 @@ bool emit_attention_rows(Emitter& e) {
   m += "  float l = reduce_sum(sum);\n";  // its barriers also publish p_s
   m += "  uint kvis = uint(reduce_max(last));\n";
   if (out.out.valid()) {
-    // Four keys an iteration with their V loads issued together (a loop of one dependent load a key ran at
+    // Eight keys an iteration with their V loads issued together (a loop of one dependent load a key ran at
     // the memory's latency); an index past kvis reads row kvis - 1 and weighs it 0. A zero weight never
     // multiplies its row, whatever the row holds.
-    m += "  for (uint e = tid; e < AT_PARTS * AT_DV; e += AT_WG) {\n    uint part = e / AT_DV, dd = e % "
-         "AT_DV;\n"
-         "    float a = 0.0;\n    for (uint j0 = part; j0 < kvis; j0 += 4u * AT_PARTS) {\n"
-         "      float w[4], x[4];\n"
-         "      [[unroll]] for (uint u = 0u; u < 4u; ++u) {\n        uint j = j0 + u * AT_PARTS;\n"
-         "        w[u] = j < kvis ? p_s[j] : 0.0;\n        x[u] = ldV(vbase + min(j, kvis - 1u) * AT_DV + dd);\n"
-         "      }\n      [[unroll]] for (uint u = 0u; u < 4u; ++u) if (w[u] != 0.0) a += w[u] * x[u];\n    }\n"
-         "    acc_s[e] = a;\n  }\n  barrier();\n";
+    m += "  for (uint e = tid; e < AT_PARTS * (AT_DV / AT_VW); e += AT_WG) {\n"
+         "    uint part = e / (AT_DV / AT_VW), d0 = e % (AT_DV / AT_VW) * AT_VW;\n"
+         "    float a[AT_VW];\n    [[unroll]] for (uint c = 0u; c < AT_VW; ++c) a[c] = 0.0;\n"
+         "    for (uint j0 = part; j0 < kvis; j0 += 8u * AT_PARTS) {\n      float w[8], x[8 * AT_VW];\n"
+         "      [[unroll]] for (uint u = 0u; u < 8u; ++u) {\n        uint j = j0 + u * AT_PARTS;\n"
+         "        w[u] = j < kvis ? p_s[j] : 0.0;\n"
+         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) x[u * AT_VW + c] = ldV(vbase + min(j, kvis - 1u) * "
+         "AT_DV + d0 + c);\n      }\n"
+         "      [[unroll]] for (uint u = 0u; u < 8u; ++u) if (w[u] != 0.0) {\n"
+         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) a[c] += w[u] * x[u * AT_VW + c];\n      }\n    }\n"
+         "    [[unroll]] for (uint c = 0u; c < AT_VW; ++c) acc_s[part * AT_DV + d0 + c] = a[c];\n  }\n  barrier();\n";
     m += "  for (uint dd = tid; dd < AT_DV; dd += AT_WG) {\n    float a = 0.0;\n"
          "    for (uint part = 0u; part < AT_PARTS; ++part) a += acc_s[part * AT_DV + dd];\n    " +
          e.store(out.out, "(bh * AT_S + i) * AT_DV + dd", "l > 0.0 ? a / l : 0.0") + "\n  }\n";
