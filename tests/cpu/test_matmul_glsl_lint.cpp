@@ -162,6 +162,36 @@ TEST(MatmulGlslLint, EveryTierVariantCompiles) {
   EXPECT_EQ(failures, "");
 }
 
+// The GEMV of several products over one A with an RMSNorm fused as A's prologue (decode's QKV and gate/up
+// passes; codegen declares A_RMSNORM, A_RMS_EPS, mn_norm_w and mm_extra<j>): with subgroup sums (one slot a
+// product plus the squares', one barrier) and without (one shared slot reused, the squares first: AMD's
+// 64-wide subgroups and devices without subgroup arithmetic take it; lavapipe runs only the first), for
+// plain, f16 and block-quantized weights.
+TEST(MatmulGlslLint, SeveralProductGemvWithAFusedNormCompilesWithAndWithoutSubgroupSums) {
+  Lint lint;
+  std::string failures;
+  for (bool sg : {true, false}) {
+    runtime::DeviceCaps caps = all_tiers_caps();
+    caps.subgroup_arithmetic = sg;
+    caps.min_subgroup_size = caps.max_subgroup_size = 32;
+    kernels::MatmulEpilogue e;
+    e.decls = "#define A_RMSNORM 1\n#define A_RMS_EPS 1e-5\nfloat mn_norm_w(uint k) { return 1.0 + float(k); }\n"
+              "float mm_extra1;\n";
+    e.expr = "v * mm_extra1";
+    e.products = {{192, true}, {576, false}};
+    for (MatmulLoad l : {MatmulLoad::Plain, MatmulLoad::F16, MatmulLoad::Q4_1, MatmulLoad::Q6_K}) {
+      const kernels::MatmulKernel k = kernels::select_matmul(
+          caps, shape(1, 576, 768, false, true, MatmulInput::F32, l), kernels::MatmulVariant::parse("gemv"), e);
+      for (const kernels::MatmulPass& p : k.passes) {
+        EXPECT_EQ(p.source.label.find(".sg") != std::string::npos, sg) << p.source.label;
+        failures += lint.check(p);
+      }
+    }
+  }
+  EXPECT_EQ(lint.count, 8);
+  EXPECT_EQ(failures, "");
+}
+
 // The scalar tiles store each output by a statement of its own (MM_STORE_TILE): a store loop with an epilogue
 // that reads a buffer stayed rolled on the H100, indexing the accumulator at run time, which put it in local
 // memory for the whole product (15-20x slower; docs/performance.md). Every acc element is named by constant
