@@ -183,7 +183,9 @@ TEST(MatmulVariant, ModelShapesTakeASplitLargeTileOverTheSixteenTile) {
   EXPECT_EQ(chosen(h200, shape(128, 960, 576)), "scalar.64.k5");    // the fused QKV projection
   EXPECT_EQ(chosen(h200, shape(128, 1536, 576)), "scalar.128.k6");  // 12 x 6 = 72 >= 132 / 2
   EXPECT_EQ(chosen(h200, shape(128, 576, 1536)), "scalar.64.k8");   // the down projection: 8 slices at most
-  EXPECT_EQ(chosen(h200, shape(128, 576, 49152)), "scalar.64.k8");  // the head's input gradient
+  // The head's input gradient: slices of 768 and more are always allowed (kLongSliceK), so the 128 tile
+  // splits 27 ways (135 workgroups); 64.k8 ran 0.487 ms on the H100, 128.k64 0.342.
+  EXPECT_EQ(chosen(h200, shape(128, 576, 49152)), "scalar.128.k27");
   EXPECT_EQ(chosen(h200, shape(576, 576, 128)), "scalar.64");       // weight gradient, K = 128 unsplit: 81
   EXPECT_EQ(chosen(h200, shape(128, 49152, 576)), "scalar.128");    // the head fills the device
   EXPECT_EQ(chosen(h200, shape(576, 576, 2048)), "scalar.128.k6");  // weight gradient at 2048 tokens
@@ -201,7 +203,13 @@ TEST(MatmulVariant, ModelShapesTakeASplitLargeTileOverTheSixteenTile) {
   };
   EXPECT_EQ(tile(shape(128, 576, 576)), "coopmat-nv.64x64x32/2x2.k6");
   EXPECT_EQ(tile(shape(576, 576, 128)), "coopmat-nv.64x64x32/2x2");          // 81 workgroups against 25
-  EXPECT_EQ(tile(shape(1024, 1024, 1024)), "coopmat-nv.128x128x32/2x4.k3");  // fills split: unchanged
+  // Cooperative splits fit one wave: 64 tiles x 2 = 128 workgroups on 132 (x3 would start a second wave).
+  EXPECT_EQ(tile(shape(1024, 1024, 1024)), "coopmat-nv.128x128x32/2x4.k2");
+  // 80 tiles keep more than half the device busy: not split (k2 ran 1.25x slower, H100 f16).
+  EXPECT_EQ(tile(shape(2048, 576, 576)), "coopmat-nv.128x128x32/2x4");
+  EXPECT_EQ(tile(shape(2048, 576, 1536)), "coopmat-nv.128x128x32/2x4");
+  // The head's input gradient: the 128x128 tile split 26 ways (64x64.k8 ran 0.434 ms, 128x128.k64 0.213).
+  EXPECT_EQ(tile(shape(128, 576, 49152)), "coopmat-nv.128x128x32/2x4.k26");
   EXPECT_EQ(tile(shape(4096, 4096, 64)), "coopmat-nv.128x256x32/4x4/g4/s1");
 }
 

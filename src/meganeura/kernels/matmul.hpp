@@ -141,7 +141,7 @@ struct CoopMatTile {
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
 // 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4
 // (small outputs need the workgroups). The caps overload below also takes 64x64x32/2x2 (4 subgroups) where
-// 128x128 tiles, split as choose_variant would (at most kMaxFillSplit slices), keep less than half the device
+// 128x128 tiles, split as choose_variant would (at most max_fill_split(K) slices), keep less than half the device
 // busy (M = 128 against N = 576: 5 tiles). Why these: docs/performance.md.
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 // The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with
@@ -172,11 +172,12 @@ struct MatmulVariant {
 // The choice rule, for a tier (choose_tier's):
 //   tile    Scalar: the largest of 128 and 64 whose output grid (tiles x batch) fills the device, i.e. has at
 //           least target_workgroups(caps) workgroups, unsplit. Else the largest of them that fits inside the
-//           output (edge <= M and <= N) and, with K split (at most kMaxFillSplit slices), keeps at least half
+//           output (edge <= M and <= N) and, with K split (at most max_fill_split(K) slices), keeps at least half
 //           the device busy. Else 16. Cooperative: `coop` as given (default_coopmat_tile).
-//   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid), at most
-//           K / kMinSliceK (and kMaxFillSplit for a 128 or 64 tile chosen by its split), normalised so that
-//           no slice is empty (split_count). Shorter K is not worth the second dispatch (it costs as much as
+//   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid) for the
+//           scalar tier, floor(target / grid) for the cooperative ones (no second wave of slices), at most
+//           K / kMinSliceK (and max_fill_split(K) for a 128 or 64 tile chosen by its split, and in the
+//           cooperative tile's choice), normalised so that no slice is empty (split_count). Shorter K is not worth the second dispatch (it costs as much as
 //           a 128-deep K loop). Gemv never splits.
 // Why the 16 tile comes last: its workgroup does a sixteenth of a 64 tile's multiply-adds per K step, and a K
 // step costs a global-load latency either way; at M = 128 the 16 tile's K loop (K / 16 dependent steps) was
@@ -185,8 +186,12 @@ struct MatmulVariant {
 // scalar.128 (1024).
 constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
 // More slices than this multiply the partial products (S x M x N floats written and read back) while each
-// slice's K loop is already a few tiles long.
-constexpr uint32_t kMaxFillSplit = 8;
+// slice's K loop is already a few tiles long; except that slices of kLongSliceK and more are always allowed
+// (max_fill_split): the head's input gradient 128x576x49152 ran scalar.64.k8 in 0.487 ms against
+// scalar.128.k64 in 0.342 (f32) and 64x64.k8 in 0.434 against 128x128.k64 in 0.213 (f16; H100), its partial
+// products (8 MB at 27 slices) a tenth of the weight it reads.
+constexpr uint32_t kMaxFillSplit = 8, kLongSliceK = 768;
+uint32_t max_fill_split(uint32_t k);  // max(kMaxFillSplit, k / kLongSliceK)
 uint32_t target_workgroups(
     const runtime::DeviceCaps& caps);  // caps.compute_units (one 256-thread group each)
 MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier,

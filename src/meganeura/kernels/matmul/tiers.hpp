@@ -63,7 +63,7 @@ quant::Type block_type(MatmulLoad l);  // Q4_0 .. Q6_K
 // The dequantizing loads of block-quantized operands: mnq_a(i) / mnq_b(i) over the word arrays a / b.
 std::string block_code(const MatmulShape& s);
 bool cooperative(MatmulTier t);
-// matmul.cpp: the rule's split of `v` capped at kMaxFillSplit, and the workgroups `v`'s tile gives with it
+// matmul.cpp: the rule's split of `v` capped at max_fill_split(K), and the workgroups `v`'s tile gives with it
 // (choose_variant's and default_coopmat_tile's test of whether a tile fills the device).
 uint32_t fill_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
 uint64_t fill_workgroups(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
