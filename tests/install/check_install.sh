@@ -17,15 +17,20 @@ for f in include/meganeura/meganeura.hpp include/meganeura/ir/init.hpp lib/libme
          lib/pkgconfig/meganeura.pc bin/meganeura share/doc/meganeura/LICENSE; do
   [ -e "$prefix/$f" ] || { echo "FAIL: $f not installed under $prefix" >&2; exit 1; }
 done
-"$prefix/bin/meganeura" --version | grep -q "^meganeura " || { echo "FAIL: installed meganeura --version" >&2; exit 1; }
+version=$("$prefix/bin/meganeura" --version)
+grep -q "^meganeura " <<<"$version" || { echo "FAIL: installed meganeura --version" >&2; exit 1; }
 
 # CMake package.
 cmake -S "$here" -B "$scratch/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$scratch/cmake" >/dev/null
 "$scratch/cmake/consumer_static"
 LD_LIBRARY_PATH="$prefix/lib" "$scratch/cmake/consumer_shared"
-if ldd "$scratch/cmake/consumer_shared" | grep -q "$prefix/lib/libmeganeura.so"; then :; else
-  LD_LIBRARY_PATH="$prefix/lib" ldd "$scratch/cmake/consumer_shared" | grep -q "$prefix/lib/libmeganeura.so" ||
+# ldd's output is captured before grep reads it: `ldd | grep -q` under pipefail failed now and then when grep
+# exited at its match and ldd, still writing, died of SIGPIPE (the match read as a miss).
+deps=$(ldd "$scratch/cmake/consumer_shared")
+if grep -q "$prefix/lib/libmeganeura.so" <<<"$deps"; then :; else
+  deps=$(LD_LIBRARY_PATH="$prefix/lib" ldd "$scratch/cmake/consumer_shared")
+  grep -q "$prefix/lib/libmeganeura.so" <<<"$deps" ||
     { echo "FAIL: consumer_shared does not load the installed libmeganeura.so" >&2; exit 1; }
 fi
 
@@ -39,5 +44,6 @@ c++ -O1 -o "$scratch/pc_shared" "$here/consumer.cpp" $(pkg-config --cflags --lib
 c++ -O1 -o "$scratch/pc_static" "$here/consumer.cpp" $(pkg-config --cflags meganeura) "$prefix/lib/libmeganeura.a" \
     $(pkg-config --static --libs meganeura | sed 's/-lmeganeura / /')
 "$scratch/pc_static"
-if ldd "$scratch/pc_static" | grep -q libmeganeura; then echo "FAIL: pc_static loads libmeganeura.so" >&2; exit 1; fi
+deps=$(ldd "$scratch/pc_static")
+if grep -q libmeganeura <<<"$deps"; then echo "FAIL: pc_static loads libmeganeura.so" >&2; exit 1; fi
 echo "OK: installed tree usable through find_package and pkg-config"
