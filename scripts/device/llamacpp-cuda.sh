@@ -5,9 +5,8 @@
 #   build   configure (sm_90: the H100 and H200) and build llama-bench into .llama-cuda/build, a git-ignored
 #           path that a warm machine keeps between calls; a build cut by BUILD_S (default 560 s) resumes on the
 #           next `build` call. Prints the seconds it took.
-#   bench   for each of TYPES (original = the real file's Q4_1 + Q8_0 mix, Q8_0, F16): ours (`bench_gguf run`,
-#           REPS runs) and `llama-bench -p PP -n TG -r REPS -ngl 99` (its defaults otherwise: CUDA graphs on,
-#           flash attention auto), tokens/s of both into $OUT/results.txt and a ratio table.
+#   bench   scripts/device/llamacpp.sh with BACKENDS="vulkan cuda": for each of TYPES ours, llama.cpp's Vulkan
+#           build and `llama-bench -p PP -n TG -r REPS -ngl 99` on CUDA, one ratio table.
 # Measured with the Vulkan side in one call where the time allows: the build alone is minutes of device time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,37 +38,7 @@ case $mode in
   bench)
     bench=$dir/build/bin/llama-bench
     [ -x "$bench" ] || { echo "no $bench: run the build mode first"; exit 1; }
-    w=/tmp/meganeura-llama-cuda
-    rm -rf "$w" && mkdir -p "$w" && tar -C "$w" -xJf .llama/llama.tar.xz
-    pp=${PP:-512} tg=${TG:-128} reps=${REPS:-5} types=${TYPES:-original Q8_0 F16}
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee "$out/gpu.txt"
-    : > "$out/results.txt"
-    for t in $types; do
-      name=$([ "$t" = original ] && echo Q4_1 || echo "$t")
-      f="$w/smollm2-$name.gguf"
-      "$w/bench_gguf" synth "$w/smollm2.skeleton.gguf" "$f" "$t" >/dev/null || { echo "synth $t failed"; continue; }
-      echo "== $name: meganeura"
-      "$w/bench_gguf" run "$f" --pp "$pp" --tg "$tg" --reps "$reps" 2>&1 | tee "$out/ours-$name.jsonl" |
-        sed -n 's/.*"bench":"\([a-z]*\)".*"tokens_per_s":\([0-9.]*\),"min":\([0-9.]*\),"max":\([0-9.]*\).*/\1 \2 \3 \4/p' |
-        while read -r b r lo hi; do echo "$name ours $b $r $lo $hi" | tee -a "$out/results.txt"; done
-      echo "== $name: llama.cpp CUDA"
-      "$bench" -m "$f" -p "$pp" -n "$tg" -r "$reps" -ngl 99 -o jsonl 2>"$out/llamacpp-cuda-$name.err" |
-        tee "$out/llamacpp-cuda-$name.jsonl" |
-        python3 -c '
-import json, sys
-for line in sys.stdin:
-    d = json.loads(line)
-    kind = "pp" if d.get("n_prompt", 0) > 0 else "tg"
-    print(sys.argv[1], "llama.cpp-cuda", kind, round(d["avg_ts"], 1), round(d.get("stddev_ts", 0.0), 1), "-")
-' "$name" | tee -a "$out/results.txt"
-      tail -n 3 "$out/llamacpp-cuda-$name.err"
-      rm -f "$f"
-    done
-    echo "== tokens/s (ours: median of $reps; llama-bench: mean of $reps; PP $pp, TG $tg)"
-    awk '{v[$1" "$3" "$2]=$4; m[$1]=1; b[$3]=1}
-      END {printf "%-6s %-3s %10s %15s %8s\n", "type", "", "meganeura", "llama.cpp CUDA", "ratio";
-           for (t in m) for (x in b) { o=v[t" "x" ours"]; l=v[t" "x" llama.cpp-cuda"];
-             printf "%-6s %-3s %10s %15s %8s\n", t, x, o, l, (o && l) ? sprintf("%.2f", o/l) : "-" } }' "$out/results.txt"
+    BACKENDS=${BACKENDS:-vulkan cuda} LLAMA_BENCH=$bench OUT=$out bash scripts/device/llamacpp.sh
     ;;
   *) echo "usage: llamacpp-cuda.sh build|bench"; exit 2 ;;
 esac
