@@ -175,13 +175,15 @@ TEST(MatmulGlslLint, SeveralProductGemvWithAFusedNormCompilesWithAndWithoutSubgr
     caps.subgroup_arithmetic = sg;
     caps.min_subgroup_size = caps.max_subgroup_size = 32;
     kernels::MatmulEpilogue e;
-    e.decls = "#define A_RMSNORM 1\n#define A_RMS_EPS 1e-5\nfloat mn_norm_w(uint k) { return 1.0 + float(k); }\n"
-              "float mm_extra1;\n";
+    e.decls =
+        "#define A_RMSNORM 1\n#define A_RMS_EPS 1e-5\nfloat mn_norm_w(uint k) { return 1.0 + float(k); }\n"
+        "float mm_extra1;\n";
     e.expr = "v * mm_extra1";
     e.products = {{192, true}, {576, false}};
     for (MatmulLoad l : {MatmulLoad::Plain, MatmulLoad::F16, MatmulLoad::Q4_1, MatmulLoad::Q6_K}) {
-      const kernels::MatmulKernel k = kernels::select_matmul(
-          caps, shape(1, 576, 768, false, true, MatmulInput::F32, l), kernels::MatmulVariant::parse("gemv"), e);
+      const kernels::MatmulKernel k =
+          kernels::select_matmul(caps, shape(1, 576, 768, false, true, MatmulInput::F32, l),
+                                 kernels::MatmulVariant::parse("gemv"), e);
       for (const kernels::MatmulPass& p : k.passes) {
         EXPECT_EQ(p.source.label.find(".sg") != std::string::npos, sg) << p.source.label;
         failures += lint.check(p);

@@ -202,7 +202,7 @@ TEST(MatmulVariant, ModelShapesTakeASplitLargeTileOverTheSixteenTile) {
     return kernels::choose_variant(coop, s, MatmulTier::CoopMatNV, t).to_string();
   };
   EXPECT_EQ(tile(shape(128, 576, 576)), "coopmat-nv.64x64x32/2x2.k6");
-  EXPECT_EQ(tile(shape(576, 576, 128)), "coopmat-nv.64x64x32/2x2");          // 81 workgroups against 25
+  EXPECT_EQ(tile(shape(576, 576, 128)), "coopmat-nv.64x64x32/2x2");  // 81 workgroups against 25
   // Cooperative splits fit one wave: 64 tiles x 2 = 128 workgroups on 132 (x3 would start a second wave).
   EXPECT_EQ(tile(shape(1024, 1024, 1024)), "coopmat-nv.128x128x32/2x4.k2");
   // 80 tiles keep more than half the device busy: not split (k2 ran 1.25x slower, H100 f16).

@@ -192,8 +192,8 @@ TEST_F(AttentionGpu, NoSequenceSquaredBuffer) {
 // h / (hq / hkv)).
 namespace {
 
-void masked_keys_case(int64_t hq, int64_t hkv, int64_t S, int64_t T, int64_t D, int64_t DV,
-                      int64_t visible, int64_t v_nan) {
+void masked_keys_case(int64_t hq, int64_t hkv, int64_t S, int64_t T, int64_t D, int64_t DV, int64_t visible,
+                      int64_t v_nan) {
   SCOPED_TRACE("hq " + std::to_string(hq) + " S " + std::to_string(S) + " T " + std::to_string(T) + " D " +
                std::to_string(D) + " DV " + std::to_string(DV));
   Graph g;
@@ -209,7 +209,8 @@ void masked_keys_case(int64_t hq, int64_t hkv, int64_t S, int64_t T, int64_t D, 
     return x;
   };
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  std::vector<double> qv = fill(hq * S * D), kv = fill(hkv * T * D), vv = fill(hkv * T * DV), mv = fill(S * T);
+  std::vector<double> qv = fill(hq * S * D), kv = fill(hkv * T * D), vv = fill(hkv * T * DV),
+                      mv = fill(S * T);
   for (int64_t h = 0; h < hkv; ++h)
     for (int64_t j = visible; j < T; ++j) {
       for (int64_t d = 0; d < D; ++d) kv[size_t((h * T + j) * D + d)] = nan;

@@ -15,8 +15,9 @@
 //             threads per (query, batch·head), spread over the keys: every score into shared memory (a
 //             thread's K row read in chunks of loads issued together), the row's max and sum by subgroup or
 //             tree reductions, then P·V with the threads spread over (key part, four output columns), eight
-//             keys an iteration. The tiled forward walks the keys one tile at a time in a handful of workgroups there
-//             (one query row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys on the H200.
+//             keys an iteration. The tiled forward walks the keys one tile at a time in a handful of
+//             workgroups there (one query row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys
+//             on the H200.
 // The three tiled kernels are register-tiled: four threads share a tile row, each holding a quarter of the
 // row's scores and output columns in registers, with Q/K/V/dO rows staged as padded vec4 rows in shared
 // memory (the padding keeps the four threads' reads on different banks). One thread per row with every
@@ -185,7 +186,8 @@ bool emit_attention_rows(Emitter& e) {
   // 512 threads where the device allows (the spec's floor is 128): one decode query's keys and P·V parts
   // spread over four times the threads of 128 cut this kernel 0.83 → 0.52 ms a token for SmolLM2 on the
   // H100 (30 layers, ~160 keys, 9 workgroups; 256 threads: 0.61).
-  const int64_t wg = std::min<int64_t>(512, std::max<int64_t>(e.caps.max_workgroup_invocations, 128) / 128 * 128);
+  const int64_t wg =
+      std::min<int64_t>(512, std::max<int64_t>(e.caps.max_workgroup_invocations, 128) / 128 * 128);
   // P·V: each thread sums VW adjacent output columns (4 where DV allows) over every PARTS-th key, so that 512
   // threads cover DV = 64 with 32 key parts and a thread's loads for eight keys (32 values) issue together.
   const int64_t vw = DV % 4 == 0 ? 4 : 1, parts = std::max<int64_t>(1, wg / (DV / vw));
@@ -240,9 +242,12 @@ bool emit_attention_rows(Emitter& e) {
              "(v);\n  if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;\n  barrier();\n"
              "  float r = red[0];\n  for (uint q = 1u; q < gl_NumSubgroups; ++q) r = " +
              op + ";\n  barrier();\n  return r;\n}\n";
-    return "float " + name + "(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
-           "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) {\n      float r = red[tid], q = red[tid + s];\n"
-           "      red[tid] = " + op + ";\n    }\n    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
+    return "float " + name +
+           "(float v) {\n  uint tid = gl_LocalInvocationID.x;\n  red[tid] = v;\n  barrier();\n"
+           "  for (uint s = AT_WG / 2u; s > 0u; s >>= 1u) {\n    if (tid < s) {\n      float r = red[tid], q "
+           "= red[tid + s];\n"
+           "      red[tid] = " +
+           op + ";\n    }\n    barrier();\n  }\n  float r = red[0];\n  barrier();\n  return r;\n}\n";
   };
   d += reduce("reduce_max", "subgroupMax", sg ? "max(r, red[q])" : "max(r, q)");
   d += reduce("reduce_sum", "subgroupAdd", sg ? "r + red[q]" : "r + q");
@@ -280,11 +285,14 @@ bool emit_attention_rows(Emitter& e) {
          "    for (uint j0 = part; j0 < kvis; j0 += 8u * AT_PARTS) {\n      float w[8], x[8 * AT_VW];\n"
          "      [[unroll]] for (uint u = 0u; u < 8u; ++u) {\n        uint j = j0 + u * AT_PARTS;\n"
          "        w[u] = j < kvis ? p_s[j] : 0.0;\n"
-         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) x[u * AT_VW + c] = ldV(vbase + min(j, kvis - 1u) * "
+         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) x[u * AT_VW + c] = ldV(vbase + min(j, kvis - "
+         "1u) * "
          "AT_DV + d0 + c);\n      }\n"
          "      [[unroll]] for (uint u = 0u; u < 8u; ++u) if (w[u] != 0.0) {\n"
-         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) a[c] += w[u] * x[u * AT_VW + c];\n      }\n    }\n"
-         "    [[unroll]] for (uint c = 0u; c < AT_VW; ++c) acc_s[part * AT_DV + d0 + c] = a[c];\n  }\n  barrier();\n";
+         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) a[c] += w[u] * x[u * AT_VW + c];\n      }\n   "
+         " }\n"
+         "    [[unroll]] for (uint c = 0u; c < AT_VW; ++c) acc_s[part * AT_DV + d0 + c] = a[c];\n  }\n  "
+         "barrier();\n";
     m += "  for (uint dd = tid; dd < AT_DV; dd += AT_WG) {\n    float a = 0.0;\n"
          "    for (uint part = 0u; part < AT_PARTS; ++part) a += acc_s[part * AT_DV + dd];\n    " +
          e.store(out.out, "(bh * AT_S + i) * AT_DV + dd", "l > 0.0 ? a / l : 0.0") + "\n  }\n";
@@ -370,14 +378,15 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
        uint_lit((dv4 + 3) / 4) + "\n";
   // `count` rows of a vec4 tile from rows row0.. of n floats each at `base` (zeros past a row's end and for
   // rows at or past `rows`).
-  auto load4 = [&](const std::string& arr, const std::string& fn, const std::string& base, const std::string& n,
-                   const std::string& n4, const std::string& p4, const std::string& row0,
-                   const std::string& rows, const std::string& count, const std::string& indent) {
+  auto load4 = [&](const std::string& arr, const std::string& fn, const std::string& base,
+                   const std::string& n, const std::string& n4, const std::string& p4,
+                   const std::string& row0, const std::string& rows, const std::string& count,
+                   const std::string& indent) {
     std::string s = "for (uint x = tid; x < " + count + " * " + n4 + "; x += AT_WG) {\n  uint r = x / " + n4 +
-                    ", c = x % " + n4 + " * 4u, i = " + row0 + " + r;\n  vec4 v = vec4(0.0);\n  if (i < " + rows +
-                    ") {\n    [[unroll]] for (uint y = 0u; y < 4u; ++y)\n      if (c + y < " + n + ") v[y] = " +
-                    fn + "(" + base + " + i * " + n + " + c + y);\n  }\n  " + arr + "[r * " + p4 + " + x % " + n4 +
-                    "] = v;\n}\n";
+                    ", c = x % " + n4 + " * 4u, i = " + row0 + " + r;\n  vec4 v = vec4(0.0);\n  if (i < " +
+                    rows + ") {\n    [[unroll]] for (uint y = 0u; y < 4u; ++y)\n      if (c + y < " + n +
+                    ") v[y] = " + fn + "(" + base + " + i * " + n + " + c + y);\n  }\n  " + arr + "[r * " +
+                    p4 + " + x % " + n4 + "] = v;\n}\n";
     std::string out;
     for (size_t at = 0, nl; at < s.size(); at = nl + 1) {
       nl = s.find('\n', at);
@@ -390,33 +399,38 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
                         const std::string& weight, const std::string& rows, const std::string& p4,
                         const std::string& count) {
     return "    for (uint c = 0u; c < " + count + "; ++c) {\n      float w = " + weight +
-           ";\n      [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o)\n        if (sub + o * AT_TPR < " + n4 +
-           ") " + acc + "[o] += w * " + rows + "[c * " + p4 + " + sub + o * AT_TPR];\n    }\n";
+           ";\n      [[unroll]] for (uint o = 0u; o < " + o_count +
+           "; ++o)\n        if (sub + o * AT_TPR < " + n4 + ") " + acc + "[o] += w * " + rows + "[c * " + p4 +
+           " + sub + o * AT_TPR];\n    }\n";
   };
   // Stores vec4 accumulators acc[o] of row `row` (n floats a row at `base`) as value(acc[o][y]).
   auto store4 = [&](const std::string& acc, const std::string& o_count, const std::string& n,
                     const std::function<std::string(const std::string&, const std::string&)>& put) {
-    return "    [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o) {\n      uint c = (sub + o * AT_TPR) * "
-           "4u;\n      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n        if (c + y < " + n + ") " +
-           put("c + y", acc + "[o][y]") + "\n    }\n";
+    return "    [[unroll]] for (uint o = 0u; o < " + o_count +
+           "; ++o) {\n      uint c = (sub + o * AT_TPR) * "
+           "4u;\n      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n        if (c + y < " +
+           n + ") " + put("c + y", acc + "[o][y]") + "\n    }\n";
   };
   // Zeroed vec4 accumulators.
   auto zeros = [&](const std::string& acc, const std::string& o_count) {
-    return "  vec4 " + acc + "[" + o_count + "];\n  [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o) " + acc +
-           "[o] = vec4(0.0);\n";
+    return "  vec4 " + acc + "[" + o_count + "];\n  [[unroll]] for (uint o = 0u; o < " + o_count + "; ++o) " +
+           acc + "[o] = vec4(0.0);\n";
   };
   // Σ over the tile's vec4 columns of a[ra] · b[rb] (n4 vec4s, row pitch p4 both).
   auto dots = [&](const std::string& out, const std::string& a, const std::string& ra, const std::string& b,
                   const std::string& rb, const std::string& n4, const std::string& p4) {
-    return "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) " + out + "[k] = 0.0;\n    for (uint x = 0u; x < " +
-           n4 + "; ++x) {\n      vec4 a = " + a + "[" + ra + " * " + p4 + " + x];\n      [[unroll]] for (uint k = "
-           "0u; k < AT_KPT; ++k) " + out + "[k] += dot(a, " + b + "[(" + rb + ") * " + p4 + " + x]);\n    }\n";
+    return "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) " + out +
+           "[k] = 0.0;\n    for (uint x = 0u; x < " + n4 + "; ++x) {\n      vec4 a = " + a + "[" + ra +
+           " * " + p4 +
+           " + x];\n      [[unroll]] for (uint k = "
+           "0u; k < AT_KPT; ++k) " +
+           out + "[k] += dot(a, " + b + "[(" + rb + ") * " + p4 + " + x]);\n    }\n";
   };
   std::string m;  // main body
   m += "  uint tid = gl_LocalInvocationID.x, sub = tid % AT_TPR;\n";
   if (which != 2) m += "  uint qend = AT_S;\n";  // dK/dV: the end of the workgroup's query chunk
-  // Keys past the last one a causal query tile can see are skipped; with a mask, the query tile's visible keys
-  // are found first (every (row, key) the tile could see, as the score loop would evaluate them), so K/V
+  // Keys past the last one a causal query tile can see are skipped; with a mask, the query tile's visible
+  // keys are found first (every (row, key) the tile could see, as the score loop would evaluate them), so K/V
   // tiles outside [first, last] visible key are never loaded: a prefill through a 512-row cache sees 1 to 4
   // of its 16 tiles. A hidden key scores -inf without its product mattering (the reference in
   // ops/attention.cpp skips it: a NaN in its K row does not reach the output).
@@ -426,13 +440,14 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   key_range += "  uint kbeg = 0u;\n";
   if (mask.valid()) {
     d += "shared int lo_s, hi_s;\n";
-    key_range += "  if (tid == 0u) { lo_s = int(AT_T); hi_s = -1; }\n  barrier();\n  int lo = int(AT_T), hi = -1;\n"
-                 "  for (uint x = tid; x < AT_BR * kend; x += AT_WG) {\n    uint r = x / kend, j = x % kend, i = "
-                 "q0 + r;\n    if (i < qend && visible(i, j) && " +
-                 mask_term +
-                 " != AT_NEG_INF) { lo = min(lo, int(j)); hi = max(hi, int(j)); }\n  }\n"
-                 "  atomicMin(lo_s, lo);\n  atomicMax(hi_s, hi);\n  barrier();\n"
-                 "  kbeg = uint(min(lo_s, int(kend))) / AT_BC * AT_BC;\n  kend = uint(hi_s + 1);\n";
+    key_range +=
+        "  if (tid == 0u) { lo_s = int(AT_T); hi_s = -1; }\n  barrier();\n  int lo = int(AT_T), hi = -1;\n"
+        "  for (uint x = tid; x < AT_BR * kend; x += AT_WG) {\n    uint r = x / kend, j = x % kend, i = "
+        "q0 + r;\n    if (i < qend && visible(i, j) && " +
+        mask_term +
+        " != AT_NEG_INF) { lo = min(lo, int(j)); hi = max(hi, int(j)); }\n  }\n"
+        "  atomicMin(lo_s, lo);\n  atomicMax(hi_s, hi);\n  barrier();\n"
+        "  kbeg = uint(min(lo_s, int(kend))) / AT_BC * AT_BC;\n  kend = uint(hi_s + 1);\n";
   }
   // Score of query i against key j from the tile's dot product s; -inf where hidden.
   const std::string masked =
@@ -441,9 +456,10 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       mask_term + ";\n  return mk == AT_NEG_INF ? AT_NEG_INF : s * AT_SCALE + mk;\n}\n";
 
   if (which == 0) {
-    d += "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 Ks[AT_BC * AT_DP4];\nshared vec4 Vs[AT_BC * AT_DVP4];\n"
-         "shared float Ps[AT_BR * AT_BCP];\nshared float red_s[AT_WG];\n" +
-         masked;
+    d +=
+        "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 Ks[AT_BC * AT_DP4];\nshared vec4 Vs[AT_BC * AT_DVP4];\n"
+        "shared float Ps[AT_BR * AT_BCP];\nshared float red_s[AT_WG];\n" +
+        masked;
     m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
          "AT_HQ;\n";
     m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
@@ -456,14 +472,16 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     m += "  for (uint k0 = kbeg; k0 < kend; k0 += AT_BC) {\n    barrier();\n" +
          load4("Ks", "ldK", "kbase", "AT_D", "AT_D4", "AT_DP4", "k0", "AT_T", "AT_BC", "    ") +
          load4("Vs", "ldV", "vbase", "AT_DV", "AT_DV4", "AT_DVP4", "k0", "AT_T", "AT_BC", "    ") +
-         "    barrier();\n    float sc[AT_KPT];\n" + dots("sc", "Qs", "sr", "Ks", "sub + k * AT_TPR", "AT_D4", "AT_DP4");
+         "    barrier();\n    float sc[AT_KPT];\n" +
+         dots("sc", "Qs", "sr", "Ks", "sub + k * AT_TPR", "AT_D4", "AT_DP4");
     m += "    float pm = AT_NEG_INF;\n    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n"
          "      sc[k] = masked(sc[k], b, h, i, k0 + sub + k * AT_TPR);\n      pm = max(pm, sc[k]);\n    }\n"
          "    red_s[tid] = pm;\n    barrier();\n";
     // The row's new max from its four threads' maxima; P into shared memory; each thread rescales its share
     // of the running sum and its accumulators by exp(m_old - m_new). A row with nothing visible yet keeps max
     // -inf and P = 0.
-    m += "    float mx = mrow;\n    [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) mx = max(mx, red_s[sr * AT_TPR + "
+    m += "    float mx = mrow;\n    [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) mx = max(mx, red_s[sr * "
+         "AT_TPR + "
          "t]);\n"
          "    float alpha = mx == AT_NEG_INF ? 1.0 : exp(mrow - mx), ps = 0.0;\n    mrow = mx;\n"
          "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n"
@@ -476,9 +494,12 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     m += "  }\n  barrier();\n  red_s[tid] = lpart;\n  barrier();\n"
          "  float l = 0.0;\n  [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) l += red_s[sr * AT_TPR + t];\n";
     if (out.out.valid())
-      m += "  if (i < AT_S) {\n" + store4("acc", "AT_OV", "AT_DV", [&](const std::string& col, const std::string& v) {
-             return e.store(out.out, "obase + i * AT_DV + " + col, "l > 0.0 ? " + v + " / l : 0.0");
-           }) + "  }\n";
+      m += "  if (i < AT_S) {\n" +
+           store4("acc", "AT_OV", "AT_DV",
+                  [&](const std::string& col, const std::string& v) {
+                    return e.store(out.out, "obase + i * AT_DV + " + col, "l > 0.0 ? " + v + " / l : 0.0");
+                  }) +
+           "  }\n";
     if (out.lse.valid())
       m += "  if (sub == 0u && i < AT_S) " +
            e.store(out.lse, "bh * AT_S + i", "l > 0.0 ? mrow + log(l) : AT_NEG_INF") + "\n";
@@ -488,7 +509,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
     d += "float ldDO(uint o) { return " + ld(dout, "o") + "; }\n";
     d += "float ldO(uint o) { return " + ld(o, "o") + "; }\n";
     d += "float ldLse(uint o) { return " + ld(lse, "o") + "; }\n";
-    d += "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 dOs[AT_BR * AT_DVP4];\nshared vec4 Ks[AT_BC * AT_DP4];\n"
+    d += "shared vec4 Qs[AT_BR * AT_DP4];\nshared vec4 dOs[AT_BR * AT_DVP4];\nshared vec4 Ks[AT_BC * "
+         "AT_DP4];\n"
          "shared vec4 Vs[AT_BC * AT_DVP4];\nshared float dSs[AT_BR * AT_BCP];\nshared float lse_s[AT_BR];\n"
          "shared float red_s[AT_WG];\n" +
          masked;
@@ -499,17 +521,20 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", ind) +
         load4("dOs", "ldDO", "obase", "AT_DV", "AT_DV4", "AT_DVP4", "q0", "qend", "AT_BR", ind) + ind +
         "if (tid < AT_BR) lse_s[tid] = q0 + tid < qend ? ldLse(bh * AT_S + q0 + tid) : AT_NEG_INF;\n" + ind +
-        "barrier();\n" + ind + "{\n" + ind + "  uint r = tid / AT_TPR, i = q0 + r;\n" + ind + "  float dl = 0.0;\n" +
-        ind + "  if (r < AT_BR && i < qend)\n" + ind + "    for (uint x = sub; x < AT_DV4; x += AT_TPR) {\n" + ind +
-        "      vec4 ov = vec4(0.0);\n" + ind + "      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n" + ind +
+        "barrier();\n" + ind + "{\n" + ind + "  uint r = tid / AT_TPR, i = q0 + r;\n" + ind +
+        "  float dl = 0.0;\n" + ind + "  if (r < AT_BR && i < qend)\n" + ind +
+        "    for (uint x = sub; x < AT_DV4; x += AT_TPR) {\n" + ind + "      vec4 ov = vec4(0.0);\n" + ind +
+        "      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n" + ind +
         "        if (x * 4u + y < AT_DV) ov[y] = ldO(obase + i * AT_DV + x * 4u + y);\n" + ind +
-        "      dl += dot(dOs[r * AT_DVP4 + x], ov);\n" + ind + "    }\n" + ind + "  red_s[tid] = dl;\n" + ind +
-        "}\n";
-    const std::string delta = "(red_s[4u * (R)] + red_s[4u * (R) + 1u] + red_s[4u * (R) + 2u] + red_s[4u * (R) + 3u])";
+        "      dl += dot(dOs[r * AT_DVP4 + x], ov);\n" + ind + "    }\n" + ind + "  red_s[tid] = dl;\n" +
+        ind + "}\n";
+    const std::string delta =
+        "(red_s[4u * (R)] + red_s[4u * (R) + 1u] + red_s[4u * (R) + 2u] + red_s[4u * (R) + 3u])";
     d += "#define AT_DELTA(R) " + delta + "\n";
-    // P = exp(s - lse) and dS = P (dP - delta) of query row `qr` (query i) against key row `kr` (key j); P = 0
-    // where the key is hidden or the row sees no key at all.
-    d += "void probs(float s, float dp, uint qr, uint b, uint h, uint i, uint j, out float p, out float ds) {\n"
+    // P = exp(s - lse) and dS = P (dP - delta) of query row `qr` (query i) against key row `kr` (key j); P =
+    // 0 where the key is hidden or the row sees no key at all.
+    d += "void probs(float s, float dp, uint qr, uint b, uint h, uint i, uint j, out float p, out float ds) "
+         "{\n"
          "  p = 0.0;\n  ds = 0.0;\n  float sc = masked(s, b, h, i, j);\n"
          "  if (sc == AT_NEG_INF || lse_s[qr] == AT_NEG_INF) return;\n"
          "  p = exp(sc - lse_s[qr]);\n  ds = p * (dp - AT_DELTA(qr));\n}\n";
@@ -530,9 +555,12 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
            "      probs(sc[k], dp[k], sr, b, h, i, k0 + sub + k * AT_TPR, p, ds);\n"
            "      dSs[sr * AT_BCP + sub + k * AT_TPR] = ds;\n    }\n    barrier();\n" +
            accumulate("dq", "AT_OQ", "AT_D4", "dSs[sr * AT_BCP + c]", "Ks", "AT_DP4", "AT_BC") + "  }\n";
-      m += "  if (i < AT_S) {\n" + store4("dq", "AT_OQ", "AT_D", [&](const std::string& col, const std::string& v) {
-             return e.store(out.dq, "qbase + i * AT_D + " + col, "AT_SCALE * " + v);
-           }) + "  }\n";
+      m += "  if (i < AT_S) {\n" +
+           store4("dq", "AT_OQ", "AT_D",
+                  [&](const std::string& col, const std::string& v) {
+                    return e.store(out.dq, "qbase + i * AT_D + " + col, "AT_SCALE * " + v);
+                  }) +
+           "  }\n";
       e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
     } else {
       // A thread a quarter of key row kr = tid / 4 against queries sub, sub + 4, ... of each query tile.
@@ -561,7 +589,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       m += "    [[unroll]] for (uint k = 0u; k < AT_KPT; ++k) {\n      uint qr = sub + k * AT_TPR;\n"
            "      float p, ds;\n      probs(sc[k], " +
            std::string(want_k ? "dp[k]" : "0.0") +
-           ", qr, b, h, q0 + qr, j, p, ds);\n      Ps[kr * AT_BCP + qr] = p;\n      dSs[kr * AT_BCP + qr] = ds;\n"
+           ", qr, b, h, q0 + qr, j, p, ds);\n      Ps[kr * AT_BCP + qr] = p;\n      dSs[kr * AT_BCP + qr] = "
+           "ds;\n"
            "    }\n    barrier();\n";
       if (want_v) m += accumulate("dv", "AT_OV", "AT_DV4", "Ps[kr * AT_BCP + c]", "dOs", "AT_DVP4", "AT_BR");
       if (want_k) m += accumulate("dk", "AT_OQ", "AT_D4", "dSs[kr * AT_BCP + c]", "Qs", "AT_DP4", "AT_BR");

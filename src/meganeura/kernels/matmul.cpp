@@ -172,9 +172,10 @@ uint32_t choose_split(const runtime::DeviceCaps& caps, const MatmulShape& shape,
   // Cooperative tiles: as many slices as fit one wave (floor), so a grid that already keeps half the device
   // busy is not split: 2048x576 outputs (80 tiles of 128x128 on 132 SMs) split in two ran 1.25x slower than
   // unsplit at K = 576 and 1536 (H100, f16), the second wave of slices costing what the split saved. Scalar
-  // tiles: enough slices to cover the device (ceiling); two of their workgroups share an SM (2048x576x1536 f32:
-  // scalar.128.k8 0.167 ms, scalar.64 unsplit 0.196).
-  const uint64_t fill = cooperative(v.tier) ? std::max<uint64_t>(1, target / grid) : (target + grid - 1) / grid;
+  // tiles: enough slices to cover the device (ceiling); two of their workgroups share an SM (2048x576x1536
+  // f32: scalar.128.k8 0.167 ms, scalar.64 unsplit 0.196).
+  const uint64_t fill =
+      cooperative(v.tier) ? std::max<uint64_t>(1, target / grid) : (target + grid - 1) / grid;
   const uint64_t want = std::min<uint64_t>(fill, shape.k / kMinSliceK);
   return split_count(shape.k, uint32_t(want));
 }

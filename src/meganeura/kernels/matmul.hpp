@@ -141,8 +141,8 @@ struct CoopMatTile {
 // The tile a cooperative matmul gets unless a tuned variant names one: 128x256x32/4x4/g4/s1 (16 subgroups of
 // 32 x 64) for large products in every layout (at least 256 such tiles), else the default 128x128x32/2x4
 // (small outputs need the workgroups). The caps overload below also takes 64x64x32/2x2 (4 subgroups) where
-// 128x128 tiles, split as choose_variant would (at most max_fill_split(K) slices), keep less than half the device
-// busy (M = 128 against N = 576: 5 tiles). Why these: docs/performance.md.
+// 128x128 tiles, split as choose_variant would (at most max_fill_split(K) slices), keep less than half the
+// device busy (M = 128 against N = 576: 5 tiles). Why these: docs/performance.md.
 CoopMatTile default_coopmat_tile(const MatmulShape& shape);
 // The same with the device, tier and epilogue in view: on the coopmat-khr tier of a device with
 // workgroup-scope matrices (VK_NV_cooperative_matrix2), a large product of f16 buffers with M and N multiples
@@ -172,13 +172,13 @@ struct MatmulVariant {
 // The choice rule, for a tier (choose_tier's):
 //   tile    Scalar: the largest of 128 and 64 whose output grid (tiles x batch) fills the device, i.e. has at
 //           least target_workgroups(caps) workgroups, unsplit. Else the largest of them that fits inside the
-//           output (edge <= M and <= N) and, with K split (at most max_fill_split(K) slices), keeps at least half
-//           the device busy. Else 16. Cooperative: `coop` as given (default_coopmat_tile).
+//           output (edge <= M and <= N) and, with K split (at most max_fill_split(K) slices), keeps at least
+//           half the device busy. Else 16. Cooperative: `coop` as given (default_coopmat_tile).
 //   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid) for the
 //           scalar tier, floor(target / grid) for the cooperative ones (no second wave of slices), at most
 //           K / kMinSliceK (and max_fill_split(K) for a 128 or 64 tile chosen by its split, and in the
-//           cooperative tile's choice), normalised so that no slice is empty (split_count). Shorter K is not worth the second dispatch (it costs as much as
-//           a 128-deep K loop). Gemv never splits.
+//           cooperative tile's choice), normalised so that no slice is empty (split_count). Shorter K is not
+//           worth the second dispatch (it costs as much as a 128-deep K loop). Gemv never splits.
 // Why the 16 tile comes last: its workgroup does a sixteenth of a 64 tile's multiply-adds per K step, and a K
 // step costs a global-load latency either way; at M = 128 the 16 tile's K loop (K / 16 dependent steps) was
 // the step's largest family on the H200 (docs/performance.md, issue 29). So a 32x128x784 layer on 132 SMs
@@ -262,8 +262,8 @@ constexpr uint64_t kMinStagedLoadMacs = uint64_t(1) << 27;
 constexpr uint32_t kMinStagedRows = 64;
 // The copy's pass: A's `na` values rounded to f16 (ties to even, as Mixed16 rounds on load) into halves
 // [0, na) of binding 2, B's `nb` into [b_offset, b_offset + nb) (b_offset a multiple of 8, at least na); A
-// is binding 0 (f32), B binding 1 (f32, or `load_b`'s storage). No push constants. Throws ShapeError for a bad
-// offset.
+// is binding 0 (f32), B binding 1 (f32, or `load_b`'s storage). No push constants. Throws ShapeError for a
+// bad offset.
 MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t nb, uint64_t b_offset,
                          MatmulLoad load_b = MatmulLoad::Plain);
 

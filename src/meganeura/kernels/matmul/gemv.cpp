@@ -37,9 +37,11 @@ std::string product_buffers(const MatmulEpilogue& ep) {
 // The layout gemv.comp and gemv_multi share (GEMV_COLS columns x 256 / GEMV_COLS K slices, up to 8 rows) and
 // gemv_reduce.glsl with `slots` sets of partial sums.
 std::string gemv_layout(size_t slots) {
-  return "#ifndef GEMV_COLS\n#define GEMV_COLS 8u\n#endif\nconst uint GEMV_NT = GEMV_COLS, GEMV_KS = 256u / GEMV_NT, "
+  return "#ifndef GEMV_COLS\n#define GEMV_COLS 8u\n#endif\nconst uint GEMV_NT = GEMV_COLS, GEMV_KS = 256u / "
+         "GEMV_NT, "
          "MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
-         std::to_string(slots) + "u;\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" + shaders::gemv_reduce_glsl;
+         std::to_string(slots) + "u;\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" +
+         shaders::gemv_reduce_glsl;
 }
 
 // main() of gemv_multi: gemv.comp's layout (TRANS_B) with one accumulator set per product. With GEMV_SG every
@@ -51,10 +53,10 @@ std::string gemv_multi_main(const MatmulEpilogue& ep) {
   auto J = [](size_t j) { return std::to_string(j); };
   // A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and
   // mn_norm_w): A's rows are the norm's input. The K loop that reads x for the products also sums its squares
-  // (a column's lanes cover all of K), reduced with the products (slot P + 1) into rnv = 1 / rms by the thread
-  // that sums the column; products read x·w and each sum is scaled by rnv. A first pass over x with its own
-  // reduction and two barriers held every weight load behind them (H200: the fused QKV and gate/up GEMVs took
-  // 16–18 µs a token each against 6.7 for the same products alone).
+  // (a column's lanes cover all of K), reduced with the products (slot P + 1) into rnv = 1 / rms by the
+  // thread that sums the column; products read x·w and each sum is scaled by rnv. A first pass over x with
+  // its own reduction and two barriers held every weight load behind them (H200: the fused QKV and gate/up
+  // GEMVs took 16–18 µs a token each against 6.7 for the same products alone).
   std::string s = R"(
 #ifndef A_RMSNORM
 #define A_RMSNORM 0
@@ -76,7 +78,8 @@ void main() {
          "[i] = 0.0;\n";
   s += "#if B_LOAD >= 3 || defined(GEMV_VEC8)\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    "
        "float bv[8];\n#if A_RMSNORM\n    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n"
-       "      [[unroll]] for (uint q = 0u; q < 8u; ++q) { const float a = A_at(abase, i, g + q); sq[i] += a * a; }\n"
+       "      [[unroll]] for (uint q = 0u; q < 8u; ++q) { const float a = A_at(abase, i, g + q); sq[i] += a "
+       "* a; }\n"
        "    }\n#endif\n";
   s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
@@ -91,7 +94,8 @@ void main() {
          J(j) + "[i] += t;\n      }\n    }\n";
   s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
        "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? X_at(abase, i, k) : 0.0;\n"
-       "#if A_RMSNORM\n    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float a = A_at(abase, i, "
+       "#if A_RMSNORM\n    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float a = "
+       "A_at(abase, i, "
        "k); sq[i] += a * a; }\n#endif\n"
        "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
@@ -103,20 +107,22 @@ void main() {
   // What the summing thread of (row, gn) does with product j's total s.
   auto use = [&](size_t j) {
     const std::string n = std::to_string(ep.products[j].n) + "u";
-    return "if (gn < " + n + ") {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(j) + "u : 0u, row, col);\n" +
-           "#if A_RMSNORM\n      s *= rnv;\n#endif\n      " +
+    return "if (gn < " + n + ") {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(j) +
+           "u : 0u, row, col);\n" + "#if A_RMSNORM\n      s *= rnv;\n#endif\n      " +
            (ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
                                   : "mm_extra" + J(j) + " = s;") +
            "\n    }\n";
   };
   const std::string head =
       "  if (gl_LocalInvocationIndex < GEMV_NT * MMAX) {\n    const uint col = gl_LocalInvocationIndex % "
-      "GEMV_NT, row = gl_LocalInvocationIndex / GEMV_NT;\n    const uint gn = gl_WorkGroupID.x * GEMV_NT + col;\n"
+      "GEMV_NT, row = gl_LocalInvocationIndex / GEMV_NT;\n    const uint gn = gl_WorkGroupID.x * GEMV_NT + "
+      "col;\n"
       "    if (row < p.M) ";
   // The squares first: without subgroup sums the one slot is reused, so rnv is read before the products.
   s += "  float rnv = 1.0;\n#if A_RMSNORM\n  gemv_put(GEMV_SG != 0 ? " + J(P + 1) +
        "u : 0u, sq, tid);\n#if !GEMV_SG\n  barrier();\n" + head +
-       "rnv = inversesqrt(gemv_total(0u, row, col) / float(p.K) + A_RMS_EPS);\n  }\n  barrier();\n#endif\n#endif\n";
+       "rnv = inversesqrt(gemv_total(0u, row, col) / float(p.K) + A_RMS_EPS);\n  }\n  "
+       "barrier();\n#endif\n#endif\n";
   for (size_t j = 0; j < P; ++j) {
     s += "  gemv_put(GEMV_SG != 0 ? " + J(j) + "u : 0u, acc" + J(j) + ", tid);\n";
     s += "#if !GEMV_SG\n  barrier();\n" + head + use(j) + "  }\n  barrier();\n#endif\n";
@@ -194,8 +200,8 @@ bool gemv_vec8(const MatmulShape& s) {
 }
 }  // namespace
 
-void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass,
-               std::string& label) {
+void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe,
+               MatmulPass& pass, std::string& label) {
   const bool vec8 = gemv_vec8(s);
   std::string blocks = block_code(s);
   // gemv_reduce.glsl's subgroup sums: x·Wᵀ (a column's slices adjacent), subgroups of 4 .. 32 lanes whatever
