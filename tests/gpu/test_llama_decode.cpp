@@ -72,7 +72,8 @@ void expect_close(const std::vector<float>& got, const double* want, size_t n, d
 
 // Sequences of different lengths in one batch: a bucketed prefill (each prompt padded to `bucket`), then
 // `steps` decode steps of one token each, every logit row against the reference of that sequence so far.
-void run_batch(const LlamaConfig& c, const std::vector<int>& lengths, int64_t bucket, int steps, double tol) {
+void run_batch(const LlamaConfig& c, const std::vector<int>& lengths, int64_t bucket, int steps, double tol,
+               const runtime::DeviceCaps* caps = nullptr) {
   const int64_t B = int64_t(lengths.size());
   const auto w = models::llama_random_weights(c, 5);
   std::mt19937 rng(9);
@@ -81,8 +82,9 @@ void run_batch(const LlamaConfig& c, const std::vector<int>& lengths, int64_t bu
     for (int i = 0; i < 16; ++i) s.push_back(int32_t(rng() % uint32_t(c.vocab)));
 
   std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
-  Session prefill = build(models::build_llama(c, B, bucket).graph, inference(), dev);
-  Session decode = build(models::build_llama(c, B, 1).graph, inference(), prefill);
+  Session prefill = build_with(models::build_llama(c, B, bucket).graph, inference(), dev, {.caps = caps});
+  Session decode =
+      build_with(models::build_llama(c, B, 1).graph, inference(), dev, {.share = &prefill, .caps = caps});
   for (const auto& [name, v] : w) prefill.set_parameter(name, v);
 
   std::vector<int32_t> tokens(size_t(B * bucket), 0), start(size_t(B), 0), last(static_cast<size_t>(B));
@@ -126,6 +128,25 @@ void run_batch(const LlamaConfig& c, const std::vector<int>& lengths, int64_t bu
 
 TEST_F(LlamaDecode, CachedDecodeEqualsFullRecomputationAtEveryPosition) {
   run_batch(tiny(), {5}, 8, 10, 1e-4);  // positions 5..14 of a 16-position cache
+}
+
+// The same on kernels compiled as for a device without subgroup arithmetic (AMD's 64-wide subgroups, or
+// none): the GEMV sums every K-slice partial (and a fused RMSNorm's squares) through one shared slot, the
+// decode attention reduces by a shared-memory tree. lavapipe has 8-wide subgroups with arithmetic, so only
+// these capabilities make it run those paths.
+TEST_F(LlamaDecode, KernelsWithoutSubgroupArithmeticMatchTheReference) {
+  runtime::DeviceCaps caps = test::gpu_device().caps();
+  caps.subgroup_arithmetic = false;
+  const CompiledStep st = compile_step(models::build_llama(tiny(), 1, 1).graph, inference(), caps);
+  size_t gemv = 0;
+  for (const GeneratedKernel& k : st.code) {
+    if (k.variant.find("gemv") == std::string::npos) continue;
+    ++gemv;
+    EXPECT_EQ(k.variant.find(".sg"), std::string::npos) << k.variant;
+  }
+  EXPECT_GE(gemv, 4u) << plan_text(st);
+  run_batch(tiny(), {5}, 8, 4, 1e-4, &caps);
+  run_batch(tiny(), {3, 6}, 8, 3, 1e-4, &caps);
 }
 
 TEST_F(LlamaDecode, BatchedDecodeOfDifferentLengthsEqualsSingleSequences) {

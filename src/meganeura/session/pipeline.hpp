@@ -51,6 +51,10 @@ struct CompileOptions {
   // Parameters and states of the same name bind this session's buffers (meganeura::build(g, config,
   // share_with)).
   const Session* share = nullptr;
+  // build_with compiles for these capabilities instead of the device's: a subset of what the device has
+  // (never more), so that a path the test device would not take runs on it (kernels without subgroup
+  // arithmetic, as on devices whose subgroups are 64 wide).
+  const runtime::DeviceCaps* caps = nullptr;
 };
 
 // Runs every pass that needs no device. Throws GraphError for a malformed graph (no outputs, an output

@@ -413,7 +413,7 @@ Session build_with(const Graph& g, const SessionConfig& config, std::shared_ptr<
   CompileOptions co = options;
   co.trace = impl->trace;
   if (!co.matmul_best) co.matmul_best = matmul_best(*impl);
-  impl->step = compile_step(g, impl->config, impl->device->caps(), co);
+  impl->step = compile_step(g, impl->config, options.caps ? *options.caps : impl->device->caps(), co);
   {
     Trace::Scope t(impl->trace, "allocate", "build");
     allocate(*impl, options.share ? options.share->impl_.get() : nullptr);
