@@ -11,9 +11,9 @@
 #   run(command: "source .gl/prelude.sh && bash scripts/device/matmul-shapes.sh",
 #       carry: [".gl", "build/bin/bench_matmul"])
 # BIN overrides the binaries' folder; QUICK=1 runs the M = 128 rows of step 1 only (a smoke test here on lavapipe:
-# QUICK=1 BIN=build/bin bash scripts/device/matmul-shapes.sh). CANDIDATES=all skips step 1 and runs step 2 on
-# every shape with M >= 128 (45: the rule's pick is marked in each, so the rule is checked everywhere). Raw JSON
-# lines go to $OUT, and all of them in one archive, $OUT/raw.tar.xz (a device call returns few files).
+# QUICK=1 BIN=build/bin bash scripts/device/matmul-shapes.sh). Raw JSON lines go to $OUT, and all of them in one
+# archive, $OUT/raw.tar.xz (a device call returns few files). Step 2 over every M >= 128 shape in both dtypes ran
+# past one call's 600 s: split such runs over calls (bench_matmul --shapes a,b,... --candidates).
 set -uo pipefail
 out=${OUT:-/tmp/matmul-shapes-out}
 mkdir -p "$out"
@@ -29,28 +29,13 @@ if [ -n "${QUICK:-}" ]; then
   "$bin/bench_matmul" --shapes 128x576x576:nn --candidates --iters 2 --warmup 1 --no-probe | tee "$out/cand_f32.jsonl"
   exit 0
 fi
-steps="auto_f32 auto_mixed16 cand_f32 cand_mixed16"
-if [ "${CANDIDATES:-}" != all ]; then
-  "$bin/bench_matmul" --shapes smollm2 --tiers auto --iters "$iters" --warmup "$warmup" 2> "$out/auto_f32.log" | tee "$out/auto_f32.jsonl"
-  "$bin/bench_matmul" --shapes smollm2 --tiers auto --mixed16 --iters "$iters" --warmup "$warmup" 2> "$out/auto_mixed16.log" |
-    tee "$out/auto_mixed16.jsonl"
-fi
+"$bin/bench_matmul" --shapes smollm2 --tiers auto --iters "$iters" --warmup "$warmup" 2> "$out/auto_f32.log" | tee "$out/auto_f32.jsonl"
+"$bin/bench_matmul" --shapes smollm2 --tiers auto --mixed16 --iters "$iters" --warmup "$warmup" 2> "$out/auto_mixed16.log" |
+  tee "$out/auto_mixed16.jsonl"
 m128="128x576x576:nn,128x192x576:nn,128x1536x576:nn,128x576x1536:nn,128x576x576:nt,128x576x1536:nt"
 m128="$m128,576x576x128:tn,576x1536x128:tn,1536x576x128:tn,128x49152x576:nt,128x576x49152:nn,49152x576x128:tn"
 # Batch 16 prefill's products (M = 2048): the gate/up product at 2048x1536x576 ran 2.17 ms on the 128 tile.
 m128="$m128,2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt"
-if [ "${CANDIDATES:-}" = all ]; then  # bench_matmul.cpp's smollm2_shapes() for M = 128, 512, 2048
-  m128=""
-  for m in 128 512 2048; do
-    for nk in 576x576 192x576 1536x576 576x1536; do
-      n=${nk%x*} k=${nk#*x}
-      m128="$m128,${m}x${n}x${k}:nn,${m}x${k}x${n}:nt,${k}x${n}x${m}:tn"
-    done
-    m128="$m128,${m}x49152x576:nt,${m}x576x49152:nn,49152x576x${m}:tn"
-  done
-  m128=${m128#,}
-  steps="cand_f32 cand_mixed16"
-fi
 "$bin/bench_matmul" --shapes "$m128" --candidates --iters "$iters" --warmup "$warmup" --no-probe 2> "$out/cand_f32.log" |
   tee "$out/cand_f32.jsonl"
 "$bin/bench_matmul" --shapes "$m128" --candidates --mixed16 --iters "$iters" --warmup "$warmup" 2> "$out/cand_mixed16.log" |
@@ -61,7 +46,7 @@ else
   echo "no CUDA torch: PyTorch side skipped" | tee "$out/torch.log"
   : > "$out/torch.jsonl"
 fi
-for f in $steps; do
+for f in auto_f32 auto_mixed16 cand_f32 cand_mixed16; do
   echo "## $f"
   python3 "$here/matmul_table.py" "$out/$f.jsonl" "$out/torch.jsonl" | tee "$out/$f.md"
 done
