@@ -18,6 +18,9 @@
 //             keys an iteration. The tiled forward walks the keys one tile at a time in a handful of
 //             workgroups there (one query row of a 16-row tile busy): 0.19 ms a layer for SmolLM2 at 512 keys
 //             on the H200.
+// A decode step's cache writes join its forward kernel, rows or tiled (schedule.cpp fold_cache_writes): the
+// new K/V rows are read from the writes' values (the keys rotated in the kernel) and the first workgroup of
+// each KV head stores them into the cache; no dispatch and no barrier between the QKV product and attention.
 // The three tiled kernels are register-tiled: four threads share a tile row, each holding a quarter of the
 // row's scores and output columns in registers, with Q/K/V/dO rows staged as padded vec4 rows in shared
 // memory (the padding keeps the four threads' reads on different banks). One thread per row with every
@@ -39,6 +42,7 @@ namespace {
 
 struct AttnKernel {
   NodeId out, lse, dq, dk, dv;  // the values this kernel writes (invalid when absent)
+  NodeId kw, vw;                // folded cache writes (WriteSlice siblings): the K and V operands themselves
 };
 
 AttnKernel attention_outputs(const Emitter& e) {
@@ -52,6 +56,7 @@ AttnKernel attention_outputs(const Emitter& e) {
       case Op::AttentionGradQ: a.dq = n; break;
       case Op::AttentionGradK: a.dk = n; break;
       case Op::AttentionGradV: a.dv = n; break;
+      case Op::WriteSlice: (n == e.g.node(e.k.core).inputs[1] ? a.kw : a.vw) = n; break;
       default:
         throw GraphError("[codegen] expected an attention op in an attention kernel, got " +
                          std::string(op_name(e.g.node(n).op)) + " at node '" + node_label(e.g, n) + "'");
@@ -73,6 +78,49 @@ std::string query_load(Emitter& e, NodeId q, const std::string& off) {
 }
 
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
+
+// `float <name>(uint o)`: element o of attention operand K or V ([B, KV heads, T, W]). Where the operand is a
+// cache write the kernel takes in (schedule.cpp fold_cache_writes), rows start .. start + rows - 1 of a
+// sequence come from the write's value (rotated here when its RoPE is fused) and the others from the state:
+// the kernel's own stores of the new rows (cache_stores) are never read back in the same dispatch.
+std::string cache_operand_fn(Emitter& e, const std::string& name, NodeId operand, bool folded) {
+  const Graph& g = e.g;
+  const Node& od = g.node(operand);
+  if (!folded)
+    return "float " + name + "(uint o) { return " +
+           (od.op == Op::Fill ? float_lit(od.attrs.reals.at(0)) : e.load(operand, "o")) + "; }\n";
+  const NodeId value = od.inputs[1], start = od.inputs[2];
+  const int64_t HKV = od.shape[1], T = od.shape[2], W = od.shape[3], rows = g.node(value).shape[2];
+  std::string f;
+  if (e.k.fused(value)) {
+    f += rope_function(e, value, name + "_new");
+  } else {
+    f += "float " + name + "_new(uint ix) { return " + e.load(value, "ix") + "; }\n";
+  }
+  f += "int " + name + "_start(uint bk) { return int(" +
+       e.load(start, g.node(start).shape.empty() ? "0u" : "bk / " + uint_lit(HKV)) + "); }\n";
+  f += "float " + name + "(uint o) {\n  uint bk = o / " + uint_lit(T * W) + ", t = o / " + uint_lit(W) +
+       " % " + uint_lit(T) + ";\n  int r = int(t) - " + name + "_start(bk);\n  if (r >= 0 && r < " +
+       ilit(rows) + ") return " + name + "_new((bk * " + uint_lit(rows) + " + uint(r)) * " + uint_lit(W) +
+       " + o % " + uint_lit(W) + ");\n  return " + e.load(operand, "o") + ";\n}\n";
+  return f;
+}
+
+// Statements storing a folded cache write's new rows of batch·KV head `bk` into its state, spread over the
+// workgroup's threads (`tid`, AT_WG); only the workgroups `who` (one per bk) run them. Rows past the state's
+// end are dropped, as WriteSlice's own kernel drops them.
+std::string cache_stores(Emitter& e, NodeId write, const std::string& name, const std::string& who,
+                         const std::string& bk) {
+  const Node& wn = e.g.node(write);
+  const int64_t T = wn.shape[2], W = wn.shape[3], rows = e.g.node(wn.inputs[1]).shape[2];
+  return "  if (" + who + ") {\n    int st = " + name + "_start(" + bk + ");\n    for (uint x = tid; x < " +
+         uint_lit(rows * W) + "; x += AT_WG) {\n      int at = int(x / " + uint_lit(W) +
+         ") + st;\n      if (at >= 0 && at < " + ilit(T) + ") " +
+         e.store(write,
+                 "(" + bk + " * " + uint_lit(T) + " + uint(at)) * " + uint_lit(W) + " + x % " + uint_lit(W),
+                 name + "_new(" + bk + " * " + uint_lit(rows * W) + " + x)") +
+         "\n    }\n  }\n";
+}
 
 // Invocations of a tiled attention workgroup for square tiles of `t`: four threads a row of the tile.
 uint32_t attention_workgroup(int64_t t) { return uint32_t(4 * t); }
@@ -214,8 +262,8 @@ bool emit_attention_rows(Emitter& e) {
        "\n#define AT_PARTS " + uint_lit(parts) + "\n#define AT_VW " + uint_lit(vw) + "\n#define AT_KC " +
        uint_lit(kc) + "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
        "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
-  d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
-  d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
+  d += cache_operand_fn(e, "ldK", k, out.kw.valid());
+  d += cache_operand_fn(e, "ldV", v, out.vw.valid());
   std::string mask_term = "0.0";
   if (mask.valid()) {
     const Shape& ms = g.node(mask).shape;
@@ -255,6 +303,9 @@ bool emit_attention_rows(Emitter& e) {
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
        "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
        "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
+  // The new cache rows, by the first query row's workgroup of each KV head's first query head.
+  if (out.kw.valid()) m += cache_stores(e, out.kw, "ldK", "i == 0u && h % AT_G == 0u", "bkh");
+  if (out.vw.valid()) m += cache_stores(e, out.vw, "ldV", "i == 0u && h % AT_G == 0u", "bkh");
   m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " +
        query_load(e, q, "(bh * AT_S + i) * AT_D + x") + ";\n  barrier();\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask).
@@ -341,8 +392,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   d += "bool visible(uint i, uint j) { return j < AT_T" +
        (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
   d += "float ldQ(uint o) { return " + query_load(e, q, "o") + "; }\n";
-  d += "float ldK(uint o) { return " + ld(k, "o") + "; }\n";
-  d += "float ldV(uint o) { return " + ld(v, "o") + "; }\n";
+  d += cache_operand_fn(e, "ldK", k, out.kw.valid());
+  d += cache_operand_fn(e, "ldV", v, out.vw.valid());
   // The additive mask broadcast from [B, HQ, S, T].
   std::string mask_term = "0.0";
   if (mask.valid()) {
@@ -464,6 +515,10 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          "AT_HQ;\n";
     m += "  uint qbase = bh * AT_S * AT_D, kbase = (b * AT_HKV + h / AT_G) * AT_T * AT_D;\n";
     m += "  uint vbase = (b * AT_HKV + h / AT_G) * AT_T * AT_DV, obase = bh * AT_S * AT_DV;\n";
+    // The new cache rows, by the first query tile's workgroup of each KV head's first query head.
+    const std::string first = "gl_WorkGroupID.x == 0u && h % AT_G == 0u", bk = "(b * AT_HKV + h / AT_G)";
+    if (out.kw.valid()) m += cache_stores(e, out.kw, "ldK", first, bk);
+    if (out.vw.valid()) m += cache_stores(e, out.vw, "ldV", first, bk);
     m += "  uint sr = tid / AT_TPR, i = q0 + sr;\n";
     m += load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", "  ");
     m += key_range;

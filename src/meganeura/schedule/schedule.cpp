@@ -380,6 +380,39 @@ struct Builder {
     }
   }
 
+  // A forward attention of at most kFoldedWriteMaxQueries query rows (a decode step) whose K or V operand is
+  // a cache write (WriteSlice on the key axis of a [B, KV heads, T, D] state) that only it reads takes the
+  // write in as a sibling: the kernel reads the new rows from the write's value (the keys' RoPE computed in
+  // it, fuse_rope_operand) and one workgroup per batch·KV head stores them into the state (codegen:
+  // attention.cpp). A decode step then has no copy dispatch, and no barrier, between its QKV product and its
+  // attention. Longer query blocks keep the copy kernel: each reader would rotate the new keys itself, once
+  // per query tile of a prefill.
+  void fold_cache_writes(int k) {
+    if (!opt.fuse || opt.keep_intermediates) return;
+    const NodeId core = kg.kernels[size_t(k)].core;
+    const Node& cn = g.node(core);
+    if (g.node(cn.inputs[0]).shape.at(2) > kFoldedWriteMaxQueries) return;
+    for (size_t i : {size_t(1), size_t(2)}) {
+      const NodeId w = cn.inputs[i];
+      const Node& wn = g.node(w);
+      if (wn.op != Op::WriteSlice || owner[w.v] >= 0 || (i == 2 && w == cn.inputs[1])) continue;
+      const Shape &ss = wn.shape, &vs = g.node(wn.inputs[1]).shape, &st = g.node(wn.inputs[2]).shape;
+      if (ss.size() != 4 || (wn.attrs.axes.at(0) + 4) % 4 != 2 || vs.size() != 4 || vs[0] != ss[0] ||
+          vs[1] != ss[1] || vs[3] != ss[3] || !(st.empty() || st == Shape{ss[0]}))
+        continue;
+      bool only_reader = true;
+      for (NodeId c : consumers[w.v]) only_reader = only_reader && c == core;
+      if (!only_reader || (i == 2 && g.node(cn.inputs[1]).op == Op::WriteSlice &&
+                           g.node(cn.inputs[1]).inputs[0] == wn.inputs[0]))
+        continue;  // one state written twice: the two writes would race
+      check_supported(w);
+      owner[w.v] = k;
+      region[w.v] = Epi;
+      kg.kernels[size_t(k)].siblings.push_back(w);
+      fuse_rope_operand(k, wn.inputs[1]);
+    }
+  }
+
   static Archetype archetype_of(OpClass c) {
     switch (c) {
       case OpClass::Reduce: return Archetype::RowReduce;
@@ -461,8 +494,10 @@ struct Builder {
         const Op forward = g.node(k.root).op;
         const NodeId query = g.node(k.root).inputs[0];
         kg.kernels.push_back(std::move(k));
-        if (forward == Op::Attention || forward == Op::AttentionLse)
+        if (forward == Op::Attention || forward == Op::AttentionLse) {
           fuse_rope_operand(int(kg.kernels.size()) - 1, query);
+          fold_cache_writes(int(kg.kernels.size()) - 1);
+        }
         continue;
       }
       kg.kernels.push_back(std::move(k));

@@ -72,6 +72,9 @@ struct KernelGraph {
   std::string to_text(const Graph& g) const;
 };
 
+// Query rows up to which a forward attention takes in its cache writes (Builder::fold_cache_writes).
+constexpr int64_t kFoldedWriteMaxQueries = 8;
+
 struct ScheduleOptions {
   bool fuse = true;                 // off: every non-leaf node is its own kernel (parity tests)
   bool keep_intermediates = false;  // debug: every node materialised and readable
