@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The open measurements of issues 22 (item 9), 24 (item 7) and 29 in one device call, most wanted first: machines
+# are scarce, and a call that starts should not be spent on one figure. Each step runs under its own timeout and
+# the results are re-packed into $OUT/batch.tar.xz after each one (a call returns few files, and one cut at its
+# limit keeps only what is under $OUT).
+#   here:   scripts/device/batch.sh stage       strips build/bin's bench_matmul, bench_attention and bench_llm into
+#                                               .mm/bin.tar.xz (git-ignored); decode_ab.sh's .bench/bin.tar.xz
+#                                               (sides A, B, ...) and stage-llamacpp.sh's .llama as those say
+#   there:  run(command: "bash scripts/device/batch.sh run", carry: [".gl", ".llama", ".bench", ".mm"])
+# STEPS (default "ab llm attention auto torch cand mixed16") picks and orders the steps:
+#   ab        decode_ab.sh: bench_decode --profile and bench_gguf for SIDES (default "A B"), llama.cpp Vulkan
+#   llm       bench_llm Adam step F32, batch 1, sequence 128, with its per-family profile (issue 29)
+#   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
+#   auto      bench_matmul over SmolLM2's products as sessions pick them, F32 (issue 22 item 9)
+#   torch     matmul_torch.py on the same products (cuBLAS, f32 and f16)
+#   cand      every candidate at M = 512 and 2048 for the products with K or N = 1536, F32
+#   mixed16   the picks under Mixed16
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+stage() {
+  mkdir -p .mm
+  grep -qx "/.mm/" .git/info/exclude 2>/dev/null || echo "/.mm/" >> .git/info/exclude
+  local t=/tmp/batch-stage
+  rm -rf "$t" && mkdir -p "$t"
+  for b in bench_matmul bench_attention bench_llm; do strip -o "$t/$b" "build/bin/$b"; done
+  tar -C "$t" -cJf .mm/bin.tar.xz bench_matmul bench_attention bench_llm
+  du -sh .mm
+}
+
+run() {
+  # shellcheck disable=SC1091
+  source .gl/prelude.sh > /dev/null 2>&1
+  local r=/tmp/batch b=/tmp/batch-bin/bench_matmul here=scripts/device
+  rm -rf "$r" /tmp/batch-bin && mkdir -p "$r" /tmp/batch-bin
+  tar -C /tmp/batch-bin -xJf .mm/bin.tar.xz
+  export MEGANEURA_CACHE_DIR=off PYTHONUNBUFFERED=1
+  local m1536="2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt,512x1536x576:nt,512x576x1536:nt"
+  for step in ${STEPS:-ab llm attention auto torch cand mixed16}; do
+    case "$step" in
+      ab) SIDES="${SIDES:-A B}" DTYPES="${DTYPES:-q4_1}" TYPES="${TYPES:-original}" ROUNDS="${ROUNDS:-1}" OUT=$r/ab \
+        timeout "${AB_S:-240}" bash "$here/decode_ab.sh" > /dev/null 2>&1 ;;
+      llm) timeout 80 /tmp/batch-bin/bench_llm --batches 1 --seqs 128 --precisions f32 --modes train --steps 20 \
+        --warmup 5 > "$r/llm.jsonl" 2>&1 ;;
+      attention) timeout 30 /tmp/batch-bin/bench_attention --seqs 128,512 --dims 64 > "$r/attention.jsonl" 2>&1 ;;
+      auto) timeout 80 "$b" --shapes smollm2 --tiers auto --iters 50 --warmup 300 > "$r/auto_f32.jsonl" \
+        2> "$r/auto_f32.log" ;;
+      torch) timeout 60 python3 "$here/matmul_torch.py" --shapes smollm2 --iters 50 --warmup 50 > "$r/torch.jsonl" \
+        2> "$r/torch.log" ;;
+      cand) timeout 80 "$b" --shapes "$m1536" --candidates --iters 50 --warmup 300 --no-probe > "$r/cand_f32.jsonl" \
+        2> "$r/cand_f32.log" ;;
+      mixed16) timeout 80 "$b" --shapes smollm2 --tiers auto --mixed16 --iters 50 --warmup 300 \
+        > "$r/auto_mixed16.jsonl" 2> "$r/auto_mixed16.log" ;;
+      *) echo "batch.sh: unknown step $step" >&2 ;;
+    esac
+    echo "$step rc $? at $SECONDS s" | tee -a "$r/steps.txt"
+    tar -C /tmp -cJf "$OUT/batch.tar.xz" batch
+  done
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) run ;;
+  *) echo "usage: scripts/device/batch.sh stage|run" >&2; exit 2 ;;
+esac
