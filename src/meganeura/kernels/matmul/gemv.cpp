@@ -52,16 +52,14 @@ std::string gemv_multi_main(const MatmulEpilogue& ep) {
   const size_t P = ep.products.size();
   auto J = [](size_t j) { return std::to_string(j); };
   // A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and
-  // mn_norm_w): A's rows are the norm's input. The K loop that reads x for the products also sums its squares
-  // (a column's lanes cover all of K), reduced with the products (slot P + 1) into rnv = 1 / rms by the
-  // thread that sums the column; products read x·w and each sum is scaled by rnv. A first pass over x with
-  // its own reduction and two barriers held every weight load behind them (H200: the fused QKV and gate/up
-  // GEMVs took 16–18 µs a token each against 6.7 for the same products alone).
+  // mn_norm_w): A's rows are the norm's input; a first pass sums each row's squares into rn (1 / rms),
+  // products read x·w and each sum is scaled by its row's rn.
   std::string s = R"(
 #ifndef A_RMSNORM
 #define A_RMSNORM 0
 #endif
 #if A_RMSNORM
+shared float rn[MMAX];
 float X_at(uint base, uint m, uint k) { return A_at(base, m, k) * mn_norm_w(k); }
 #else
 float X_at(uint base, uint m, uint k) { return A_at(base, m, k); }
@@ -70,17 +68,26 @@ void main() {
   const uint tid = gemv_lane(), nl = tid / GEMV_KS, ks = tid % GEMV_KS;
   const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
   const uint abase = a_base(batch), bbase = b_base(batch);
-  float acc[MMAX], sq[MMAX];
-  [[unroll]] for (uint i = 0u; i < MMAX; ++i) { acc[i] = 0.0; sq[i] = 0.0; }
+#if A_RMSNORM
+  {
+    float sq[MMAX];
+    [[unroll]] for (uint i = 0u; i < MMAX; ++i) sq[i] = 0.0;
+    for (uint k = tid; k < p.K; k += 256u) {
+      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float x = A_at(abase, i, k); sq[i] += x * x; }
+    }
+    const float t = gemv_row_sums(sq);
+    if (gl_LocalInvocationIndex < p.M) rn[gl_LocalInvocationIndex] = inversesqrt(t / float(p.K) + A_RMS_EPS);
+    barrier();
+  }
+#endif
+  float acc[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
 )";
   for (size_t j = 0; j < P; ++j)
     s += "  float acc" + J(j) + "[MMAX];\n  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
          "[i] = 0.0;\n";
   s += "#if B_LOAD >= 3 || defined(GEMV_VEC8)\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    "
-       "float bv[8];\n#if A_RMSNORM\n    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n"
-       "      [[unroll]] for (uint q = 0u; q < 8u; ++q) { const float a = A_at(abase, i, g + q); sq[i] += a "
-       "* a; }\n"
-       "    }\n#endif\n";
+       "float bv[8];\n";
   s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
        "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
@@ -94,9 +101,6 @@ void main() {
          J(j) + "[i] += t;\n      }\n    }\n";
   s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
        "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? X_at(abase, i, k) : 0.0;\n"
-       "#if A_RMSNORM\n    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float a = "
-       "A_at(abase, i, "
-       "k); sq[i] += a * a; }\n#endif\n"
        "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
   for (size_t j = 0; j < P; ++j)
@@ -108,7 +112,7 @@ void main() {
   auto use = [&](size_t j) {
     const std::string n = std::to_string(ep.products[j].n) + "u";
     return "if (gn < " + n + ") {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(j) +
-           "u : 0u, row, col);\n" + "#if A_RMSNORM\n      s *= rnv;\n#endif\n      " +
+           "u : 0u, row, col);\n" + "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
            (ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
                                   : "mm_extra" + J(j) + " = s;") +
            "\n    }\n";
@@ -118,21 +122,15 @@ void main() {
       "GEMV_NT, row = gl_LocalInvocationIndex / GEMV_NT;\n    const uint gn = gl_WorkGroupID.x * GEMV_NT + "
       "col;\n"
       "    if (row < p.M) ";
-  // The squares first: without subgroup sums the one slot is reused, so rnv is read before the products.
-  s += "  float rnv = 1.0;\n#if A_RMSNORM\n  gemv_put(GEMV_SG != 0 ? " + J(P + 1) +
-       "u : 0u, sq, tid);\n#if !GEMV_SG\n  barrier();\n" + head +
-       "rnv = inversesqrt(gemv_total(0u, row, col) / float(p.K) + A_RMS_EPS);\n  }\n  "
-       "barrier();\n#endif\n#endif\n";
   for (size_t j = 0; j < P; ++j) {
     s += "  gemv_put(GEMV_SG != 0 ? " + J(j) + "u : 0u, acc" + J(j) + ", tid);\n";
     s += "#if !GEMV_SG\n  barrier();\n" + head + use(j) + "  }\n  barrier();\n#endif\n";
   }
   s += "  gemv_put(GEMV_SG != 0 ? " + J(P) + "u : 0u, acc, tid);\n  barrier();\n" + head + "{\n";
-  s += "#if GEMV_SG\n#if A_RMSNORM\n    rnv = inversesqrt(gemv_total(" + J(P + 1) +
-       "u, row, col) / float(p.K) + A_RMS_EPS);\n#endif\n";
+  s += "#if GEMV_SG\n";
   for (size_t j = 0; j < P; ++j) s += "    " + use(j);
   s += "#endif\n    if (gn < p.N) {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(P) +
-       "u : 0u, row, col);\n#if A_RMSNORM\n      s *= rnv;\n#endif\n"
+       "u : 0u, row, col);\n#if A_RMSNORM\n      s *= rn[row];\n#endif\n"
        "      STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));\n    }\n  }\n  }\n";
   return s + "}\n";
 }
@@ -178,7 +176,7 @@ std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
 
 std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + shaders::inputs_glsl + product_buffers(epilogue) + blocks +
-         shaders::access_glsl + gemv_layout(epilogue.products.size() + 2) + gemv_multi_main(epilogue);
+         shaders::access_glsl + gemv_layout(epilogue.products.size() + 1) + gemv_multi_main(epilogue);
 }
 }  // namespace glsl
 
