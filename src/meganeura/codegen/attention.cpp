@@ -86,11 +86,18 @@ std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std
 std::string cache_operand_fn(Emitter& e, const std::string& name, NodeId operand, bool folded) {
   const Graph& g = e.g;
   const Node& od = g.node(operand);
-  if (!folded)
-    return "float " + name + "(uint o) { return " +
-           (od.op == Op::Fill ? float_lit(od.attrs.reals.at(0)) : e.load(operand, "o")) + "; }\n";
+  const int64_t T = od.shape[2], W = od.shape[3];
+  // <name>_row(bk, st, t, x): element x of row t of batch·KV head bk, st the new rows' first (the rows kernel
+  // loads it once: a per-element division and start load cost that kernel 50 % on the H100).
+  const std::string row_off = "(bk * " + uint_lit(T) + " + t) * " + uint_lit(W) + " + x";
+  if (!folded) {
+    const std::string at = od.op == Op::Fill ? float_lit(od.attrs.reals.at(0)) : e.load(operand, "o");
+    const std::string at_row = od.op == Op::Fill ? at : e.load(operand, row_off);
+    return "float " + name + "(uint o) { return " + at + "; }\nfloat " + name +
+           "_row(uint bk, int st, uint t, uint x) { return " + at_row + "; }\n";
+  }
   const NodeId value = od.inputs[1], start = od.inputs[2];
-  const int64_t HKV = od.shape[1], T = od.shape[2], W = od.shape[3], rows = g.node(value).shape[2];
+  const int64_t HKV = od.shape[1], rows = g.node(value).shape[2];
   std::string f;
   if (e.k.fused(value)) {
     f += rope_function(e, value, name + "_new");
@@ -99,10 +106,13 @@ std::string cache_operand_fn(Emitter& e, const std::string& name, NodeId operand
   }
   f += "int " + name + "_start(uint bk) { return int(" +
        e.load(start, g.node(start).shape.empty() ? "0u" : "bk / " + uint_lit(HKV)) + "); }\n";
-  f += "float " + name + "(uint o) {\n  uint bk = o / " + uint_lit(T * W) + ", t = o / " + uint_lit(W) +
-       " % " + uint_lit(T) + ";\n  int r = int(t) - " + name + "_start(bk);\n  if (r >= 0 && r < " +
-       ilit(rows) + ") return " + name + "_new((bk * " + uint_lit(rows) + " + uint(r)) * " + uint_lit(W) +
-       " + o % " + uint_lit(W) + ");\n  return " + e.load(operand, "o") + ";\n}\n";
+  f += "float " + name +
+       "_row(uint bk, int st, uint t, uint x) {\n  int r = int(t) - st;\n  if (r >= 0 && r < " + ilit(rows) +
+       ") return " + name + "_new((bk * " + uint_lit(rows) + " + uint(r)) * " + uint_lit(W) +
+       " + x);\n  return " + e.load(operand, row_off) + ";\n}\n";
+  f += "float " + name + "(uint o) {\n  uint bk = o / " + uint_lit(T * W) + ";\n  return " + name +
+       "_row(bk, " + name + "_start(bk), o / " + uint_lit(W) + " % " + uint_lit(T) + ", o % " + uint_lit(W) +
+       ");\n}\n";
   return f;
 }
 
@@ -284,6 +294,13 @@ bool emit_attention_rows(Emitter& e) {
   const bool sg = e.caps.subgroup_arithmetic && e.caps.min_subgroup_size >= 4;
   e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
   if (sg) e.extensions += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
+  // Threads a key in the scores (8 where D allows: a 32-byte sector of f32 K values a key and load).
+  const int64_t lk = D % 8 == 0 ? 8 : 1;
+  const bool shuffle = lk > 1 && e.caps.subgroup_shuffle && e.caps.min_subgroup_size >= uint32_t(lk);
+  if (shuffle) e.extensions += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+  // Keys a thread takes a pass: its loads of them issued together, up to 32 values.
+  const int64_t kp = lk > 1 ? std::clamp<int64_t>(32 / (D / lk), 1, 4) : 1;
+  d += "#define AT_LK " + uint_lit(lk) + "\n#define AT_KP " + uint_lit(kp) + "\n";
   auto reduce = [&](const std::string& name, const std::string& sub, const std::string& op) {
     if (sg)
       return "float " + name + "(float v) {\n  v = " + sub +
@@ -303,6 +320,8 @@ bool emit_attention_rows(Emitter& e) {
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
        "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
        "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
+  m += "  int kst = " + std::string(out.kw.valid() ? "ldK_start(bkh)" : "0") +
+       ", vst = " + (out.vw.valid() ? "ldV_start(bkh)" : "0") + ";\n";
   // The new cache rows, by the first query row's workgroup of each KV head's first query head.
   if (out.kw.valid()) m += cache_stores(e, out.kw, "ldK", "i == 0u && h % AT_G == 0u", "bkh");
   if (out.vw.valid()) m += cache_stores(e, out.vw, "ldV", "i == 0u && h % AT_G == 0u", "bkh");
@@ -314,12 +333,52 @@ bool emit_attention_rows(Emitter& e) {
   // A key the mask hides (-inf: cache rows past a sequence's length in decode) is skipped before its K row is
   // read; P·V reads V rows only below the last key with a nonzero weight (kvis), so a step reads only the
   // valid part of the cache.
-  m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float mk = " + mask_term +
-       ";\n    if (mk == AT_NEG_INF) { p_s[j] = AT_NEG_INF; continue; }\n    float s = 0.0;\n"
-       "    for (uint x0 = 0u; x0 < AT_D; x0 += AT_KC) {\n      float kv[AT_KC];\n"
-       "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) kv[x] = ldK(kbase + j * AT_D + x0 + x);\n"
-       "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) s += q_s[x0 + x] * kv[x];\n    }\n"
-       "    s = s * AT_SCALE + mk;\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
+  if (lk > 1) {
+    // AT_LK adjacent threads a key, lane l reading values l, l + AT_LK, ...: one warp load instruction covers
+    // AT_LK consecutive values of each of its keys (a thread a key read one value of 32 rows, 32 sectors an
+    // instruction: 23.5 us a layer on the H100, against 14.6 this way). A thread takes AT_KP keys a pass,
+    // AT_WG / AT_LK apart, their loads issued together (one key a pass ran 0.43 ms at ~190 keys but lost 4 %
+    // of generation at ~600). The lanes' partial dots are summed by shuffles (a key's lanes share a
+    // subgroup), else in `red`; every thread runs the same number of passes, so both stay in uniform control
+    // flow.
+    m +=
+        "  float mx = AT_NEG_INF;\n  uint lane = tid % AT_LK;\n"
+        "  for (uint j0 = 0u; j0 < kend; j0 += AT_WG / AT_LK * AT_KP) {\n"
+        "    float mk[AT_KP], s[AT_KP], kv[AT_KP * (AT_D / AT_LK)];\n"
+        "    [[unroll]] for (uint u = 0u; u < AT_KP; ++u) {\n      uint j = j0 + tid / AT_LK + u * (AT_WG / "
+        "AT_LK);\n"
+        "      mk[u] = j < kend ? " +
+        mask_term +
+        " : AT_NEG_INF;\n      s[u] = 0.0;\n"
+        "      [[unroll]] for (uint c = 0u; c < AT_D / AT_LK; ++c)\n"
+        "        kv[u * (AT_D / AT_LK) + c] = mk[u] != AT_NEG_INF ? ldK_row(bkh, kst, j, c * AT_LK + lane) : "
+        "0.0;\n    }\n"
+        "    [[unroll]] for (uint u = 0u; u < AT_KP; ++u)\n"
+        "      [[unroll]] for (uint c = 0u; c < AT_D / AT_LK; ++c) s[u] += q_s[c * AT_LK + lane] * kv[u * "
+        "(AT_D / "
+        "AT_LK) + c];\n";
+    if (shuffle)
+      m += "    [[unroll]] for (uint u = 0u; u < AT_KP; ++u)\n"
+           "      [[unroll]] for (uint o = 1u; o < AT_LK; o <<= 1u) s[u] += subgroupShuffleXor(s[u], o);\n";
+    else
+      m += "    [[unroll]] for (uint u = 0u; u < AT_KP; ++u) {\n      red[tid] = s[u];\n      barrier();\n"
+           "      s[u] = 0.0;\n      [[unroll]] for (uint o = 0u; o < AT_LK; ++o) s[u] += red[tid - lane + "
+           "o];\n"
+           "      barrier();\n    }\n";
+    m += "    [[unroll]] for (uint u = 0u; u < AT_KP; ++u) {\n      uint j = j0 + tid / AT_LK + u * (AT_WG / "
+         "AT_LK);\n"
+         "      if (j < kend && lane == 0u) {\n"
+         "        float v = mk[u] == AT_NEG_INF ? AT_NEG_INF : s[u] * AT_SCALE + mk[u];\n"
+         "        p_s[j] = v;\n        mx = max(mx, v);\n      }\n    }\n  }\n";
+  } else {
+    m += "  float mx = AT_NEG_INF;\n  for (uint j = tid; j < kend; j += AT_WG) {\n    float mk = " +
+         mask_term +
+         ";\n    if (mk == AT_NEG_INF) { p_s[j] = AT_NEG_INF; continue; }\n    float s = 0.0;\n"
+         "    for (uint x0 = 0u; x0 < AT_D; x0 += AT_KC) {\n      float kv[AT_KC];\n"
+         "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) kv[x] = ldK_row(bkh, kst, j, x0 + x);\n"
+         "      [[unroll]] for (uint x = 0u; x < AT_KC; ++x) s += q_s[x0 + x] * kv[x];\n    }\n"
+         "    s = s * AT_SCALE + mk;\n    p_s[j] = s;\n    mx = max(mx, s);\n  }\n";
+  }
   m += "  mx = reduce_max(mx);\n";
   m += "  float sum = 0.0, last = 0.0;\n  for (uint j = tid; j < kend; j += AT_WG) {\n"
        "    float p = mx == AT_NEG_INF ? 0.0 : exp(p_s[j] - mx);\n    p_s[j] = p;\n    sum += p;\n"
@@ -336,9 +395,9 @@ bool emit_attention_rows(Emitter& e) {
          "    for (uint j0 = part; j0 < kvis; j0 += 8u * AT_PARTS) {\n      float w[8], x[8 * AT_VW];\n"
          "      [[unroll]] for (uint u = 0u; u < 8u; ++u) {\n        uint j = j0 + u * AT_PARTS;\n"
          "        w[u] = j < kvis ? p_s[j] : 0.0;\n"
-         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) x[u * AT_VW + c] = ldV(vbase + min(j, kvis - "
-         "1u) * "
-         "AT_DV + d0 + c);\n      }\n"
+         "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) x[u * AT_VW + c] = ldV_row(bkh, vst, min(j, "
+         "kvis - 1u), d0 + "
+         "c);\n      }\n"
          "      [[unroll]] for (uint u = 0u; u < 8u; ++u) if (w[u] != 0.0) {\n"
          "        [[unroll]] for (uint c = 0u; c < AT_VW; ++c) a[c] += w[u] * x[u * AT_VW + c];\n      }\n   "
          " }\n"
