@@ -319,8 +319,7 @@ bool emit_attention_rows(Emitter& e) {
   d += reduce("reduce_sum", "subgroupAdd", sg ? "r + red[q]" : "r + q");
   std::string m;
   m += "  uint tid = gl_LocalInvocationID.x, i = gl_WorkGroupID.x, bh = gl_WorkGroupID.y;\n"
-       "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n"
-       "  uint kbase = bkh * AT_T * AT_D, vbase = bkh * AT_T * AT_DV;\n";
+       "  uint b = bh / AT_HQ, h = bh % AT_HQ, bkh = b * AT_HKV + h / AT_G;\n";
   m += "  int kst = " + std::string(out.kw.valid() ? "ldK_start(bkh)" : "0") +
        ", vst = " + (out.vw.valid() ? "ldV_start(bkh)" : "0") + ";\n";
   // The new cache rows, by the first query row's workgroup of each KV head's first query head.

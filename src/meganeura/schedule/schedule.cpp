@@ -395,13 +395,13 @@ struct Builder {
     for (size_t i : {size_t(1), size_t(2)}) {
       const NodeId w = cn.inputs[i];
       const Node& wn = g.node(w);
-      if (wn.op != Op::WriteSlice || owner[w.v] >= 0 || (i == 2 && w == cn.inputs[1])) continue;
+      if (wn.op != Op::WriteSlice || owner[w.v] >= 0) continue;
       const Shape &ss = wn.shape, &vs = g.node(wn.inputs[1]).shape, &st = g.node(wn.inputs[2]).shape;
       if (ss.size() != 4 || (wn.attrs.axes.at(0) + 4) % 4 != 2 || vs.size() != 4 || vs[0] != ss[0] ||
           vs[1] != ss[1] || vs[3] != ss[3] || !(st.empty() || st == Shape{ss[0]}))
         continue;
-      bool only_reader = true;
-      for (NodeId c : consumers[w.v]) only_reader = only_reader && c == core;
+      const bool only_reader =
+          std::all_of(consumers[w.v].begin(), consumers[w.v].end(), [&](NodeId c) { return c == core; });
       if (!only_reader || (i == 2 && g.node(cn.inputs[1]).op == Op::WriteSlice &&
                            g.node(cn.inputs[1]).inputs[0] == wn.inputs[0]))
         continue;  // one state written twice: the two writes would race
