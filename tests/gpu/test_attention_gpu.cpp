@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gpu_opcheck.hpp"
@@ -100,7 +101,8 @@ TEST_F(AttentionGpu, ExplicitMasks) {
 }
 
 // The fused step (forward with its log-sum-exp in one kernel, dK with dV in one kernel) against one kernel
-// per node, on the same device.
+// per node, on the same device; and the fused step for a device of one compute unit, whose tiles take four
+// threads a row where lavapipe's (64 units assumed) take sixteen (codegen/attention.cpp attention_tpr).
 TEST_F(AttentionGpu, FusedMatchesUnfused) {
   Graph g;
   // several tiles of queries and keys, none full
@@ -128,21 +130,42 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   EXPECT_EQ(fs.kernels.count(Archetype::Attention), 3u)
       << fs.kernels.to_text(fs.graph);  // fwd+lse, dQ, dK+dV
   EXPECT_EQ(us.kernels.count(Archetype::Attention), 5u) << us.kernels.to_text(us.graph);
+  runtime::DeviceCaps one = device().caps();
+  one.compute_units = 1;
+  CompileOptions narrow;
+  narrow.caps = &one;
+  auto threads_a_row = [&](const CompiledStep& st) {
+    std::set<std::string> n;
+    for (const GeneratedKernel& k : st.code) {
+      const size_t at = k.glsl.find("#define AT_TPR ");
+      if (k.variant.rfind("attention", 0) == 0 && at != std::string::npos)
+        n.insert(k.glsl.substr(at + 15, k.glsl.find('\n', at) - at - 15));
+    }
+    return n;
+  };
+  EXPECT_EQ(threads_a_row(fs), std::set<std::string>{"16u"});
+  EXPECT_EQ(threads_a_row(compile_step(g, cfg, one, fused)), std::set<std::string>{"4u"});
 
   Session a = build_with(g, cfg, shared_device(), fused);
   Session b = build_with(g, cfg, shared_device(), unfused);
+  Session c = build_with(g, cfg, shared_device(), narrow);
   feed_all(a, g, feeds);
   feed_all(b, g, feeds);
+  feed_all(c, g, feeds);
   a.run();
   b.run();
+  c.run();
   auto same = [](const std::vector<float>& p, const std::vector<float>& q2, const std::string& what) {
     ASSERT_EQ(p.size(), q2.size()) << what;
     for (size_t i = 0; i < p.size(); ++i)
       ASSERT_NEAR(p[i], q2[i], 1e-5 + 1e-5 * std::fabs(q2[i])) << what << "[" << i << "]";
   };
   same(a.read_output(1), b.read_output(1), "y");
-  for (const char* w : {"wq", "wk", "wv"})
+  same(c.read_output(1), b.read_output(1), "y, four threads a row");
+  for (const char* w : {"wq", "wk", "wv"}) {
     same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
+    same(c.read_gradient(w), b.read_gradient(w), std::string("grad ") + w + ", four threads a row");
+  }
   // and both against the reference
   std::vector<NodeId> params = g.parameters();
   Graph dg = differentiate(g, loss, params);

@@ -21,9 +21,10 @@
 // A decode step's cache writes join its forward kernel, rows or tiled (schedule.cpp fold_cache_writes): the
 // new K/V rows are read from the writes' values (the keys rotated in the kernel) and the first workgroup of
 // each KV head stores them into the cache; no dispatch and no barrier between the QKV product and attention.
-// The three tiled kernels are register-tiled: four threads share a tile row, each holding a quarter of the
-// row's scores and output columns in registers, with Q/K/V/dO rows staged as padded vec4 rows in shared
-// memory (the padding keeps the four threads' reads on different banks). One thread per row with every
+// The three tiled kernels are register-tiled: 4 to 16 threads share a tile row (16 where the grid is short of
+// the device: a short sequence's few workgroups), each holding its share of the row's scores and output
+// columns in registers, with Q/K/V/dO rows staged as padded vec4 rows in shared memory (the padding puts
+// the rows a row's threads read on different banks). One thread per row with every
 // operand in shared memory ran the H200's S = 2048, D = 128 forward in 5.59 ms; this form 3.24 ms.
 // Keys past a causal tile's last visible one are skipped; with a mask, the forward and dQ first find the
 // tile's visible key range, so K/V tiles the mask hides (padding, a block-diagonal batch) are never loaded.
@@ -133,15 +134,13 @@ std::string cache_stores(Emitter& e, NodeId write, const std::string& name, cons
          "\n    }\n  }\n";
 }
 
-// Invocations of a tiled attention workgroup for square tiles of `t`: four threads a row of the tile.
-uint32_t attention_workgroup(int64_t t) { return uint32_t(4 * t); }
-
-// Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for square tiles of `t`: Q, K, V
-// (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows padded by one word; the
-// exchange of the four threads of a row (a workgroup's floats); lse; the visible key range.
-int64_t shared_floats(int which, int64_t t, int64_t d, int64_t dv) {
+// Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for square tiles of `t` with `tpr`
+// threads a row: Q, K, V (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows
+// padded by one word; the exchange of the threads of a row (a workgroup's floats); lse; the visible key
+// range.
+int64_t shared_floats(int which, int64_t t, int64_t tpr, int64_t d, int64_t dv) {
   const int64_t qk = 4 * ((d + 3) / 4 + 1), vo = 4 * ((dv + 3) / 4 + 1), p = t * (t + 1);
-  const int64_t common = attention_workgroup(t) + 2;
+  const int64_t common = tpr * t + 2;
   switch (which) {
     case 0: return t * (2 * qk + vo) + p + common;
     case 1: return t * (2 * qk + 2 * vo) + p + t + common;
@@ -168,14 +167,29 @@ int64_t attention_tile(const Emitter& e, int which) {
   const int64_t units = kernels::target_workgroups(e.caps);
   const int64_t rows = which == 2 ? T : S;
   int64_t tile = 32;
-  while (tile > 4 && (shared_floats(which, tile, D, DV) > budget || tile / 2 >= std::max(S, T) ||
+  while (tile > 4 && (shared_floats(which, tile, 4, D, DV) > budget || tile / 2 >= std::max(S, T) ||
                       (tile > 16 && (rows + tile - 1) / tile * B * HQ < units)))
     tile /= 2;
-  if (shared_floats(which, tile, D, DV) > budget)
+  if (shared_floats(which, tile, 4, D, DV) > budget)
     throw GraphError("[codegen] expected attention head sizes whose tiles fit in " +
                      std::to_string(budget * 4) + " bytes of shared memory, got D = " + std::to_string(D) +
                      ", Dv = " + std::to_string(DV) + " at node '" + node_label(e.g, e.k.core) + "'");
   return tile;
+}
+
+// Threads a tile row: four, doubled (up to 16, and to the tile's side) while the grid holds fewer than 1024
+// threads a compute unit. SmolLM2's S = 128 step has 72 workgroups of a 16-row tile: with four threads a row,
+// 64 threads an SM, each a serial chain of 64 four-wide dots a key tile (the H100: dQ 51 µs a layer).
+int64_t attention_tpr(const Emitter& e, int which, int64_t tile, int64_t grid, int64_t d, int64_t dv) {
+  const int64_t budget =
+      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t max_wg = std::max<int64_t>(e.caps.max_workgroup_invocations, 128);
+  const int64_t threads = int64_t(kernels::target_workgroups(e.caps)) * 1024;
+  int64_t tpr = 4;
+  while (tpr < 16 && 2 * tpr <= tile && 2 * tpr * tile <= max_wg && grid * tile * tpr < threads &&
+         shared_floats(which, tile, 2 * tpr, d, dv) <= budget)
+    tpr *= 2;
+  return tpr;
 }
 
 }  // namespace
@@ -430,7 +444,10 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   const bool causal = core.attrs.flag_a;
 
   const int64_t tile = attention_tile(e, which);
-  const uint32_t wg = attention_workgroup(tile);
+  const int64_t tpr = attention_tpr(
+      e, which, tile, ((which == 2 ? T : S) + tile - 1) / tile * B * HQ * (which == 2 ? query_chunks : 1), D,
+      DV);
+  const uint32_t wg = uint32_t(tpr * tile);
 
   // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
   auto ld = [&](NodeId n, const std::string& off) {
@@ -475,17 +492,17 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   // loop indexes them at run time, which puts them in local memory (the H100's pipeline statistics said 64
   // bytes a thread).
   e.extensions += "#extension GL_EXT_control_flow_attributes : require\n";
-  // Register tiles: AT_TPR = 4 threads share a row of the tile (a query row; a key row in dK/dV). A thread
-  // keeps the scores of its row against the other side's rows sub, sub + 4, ... (AT_KPT of them) and output
-  // columns 4·(sub + 4·o) .. + 3 (vec4 accumulators) in registers. Q, K, V and dO rows are vec4s in shared
-  // memory, zero-padded to a multiple of four and padded by one vec4 (rows 17 vec4s apart start 4 banks
-  // apart). The scalar kernels before them read two shared floats a product: 0.56 ms a layer for SmolLM2's
-  // batch-16 prefill on the H200.
+  // Register tiles: AT_TPR threads (4 to 16, attention_tpr) share a row of the tile (a query row; a key row
+  // in dK/dV). A thread keeps the scores of its row against the other side's rows sub, sub + AT_TPR, ...
+  // (AT_KPT of them) and output columns 4·(sub + AT_TPR·o) .. + 3 (vec4 accumulators) in registers. Q, K, V
+  // and dO rows are vec4s in shared memory, zero-padded to a multiple of four and padded by one vec4 (rows 17
+  // vec4s apart start 4 banks apart). The scalar kernels before them read two shared floats a product: 0.56
+  // ms a layer for SmolLM2's batch-16 prefill on the H200.
   const int64_t d4 = (D + 3) / 4, dv4 = (DV + 3) / 4;
   d += "#define AT_D4 " + uint_lit(d4) + "\n#define AT_DV4 " + uint_lit(dv4) + "\n#define AT_DP4 " +
-       uint_lit(d4 + 1) + "\n#define AT_DVP4 " + uint_lit(dv4 + 1) + "\n#define AT_TPR 4u\n#define AT_KPT " +
-       uint_lit(tile / 4) + "\n#define AT_OQ " + uint_lit((d4 + 3) / 4) + "\n#define AT_OV " +
-       uint_lit((dv4 + 3) / 4) + "\n";
+       uint_lit(d4 + 1) + "\n#define AT_DVP4 " + uint_lit(dv4 + 1) + "\n#define AT_TPR " + uint_lit(tpr) +
+       "\n#define AT_KPT " + uint_lit(tile / tpr) + "\n#define AT_OQ " + uint_lit((d4 + tpr - 1) / tpr) +
+       "\n#define AT_OV " + uint_lit((dv4 + tpr - 1) / tpr) + "\n";
   // `count` rows of a vec4 tile from rows row0.. of n floats each at `base` (zeros past a row's end and for
   // rows at or past `rows`).
   auto load4 = [&](const std::string& arr, const std::string& fn, const std::string& base,
@@ -629,7 +646,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          "shared float red_s[AT_WG];\n" +
          masked;
     // The query tile q0.., head bh: Q, dO and lse, then each thread's part of delta = rowsum(dO ∘ O) for row
-    // tid / 4 into red_s (delta(r) = Σ_t red_s[4r + t], after the caller's barrier).
+    // tid / AT_TPR into red_s (delta_of(r) sums the row's AT_TPR parts, after the caller's barrier).
     const std::string ind = which == 1 ? "  " : "    ";
     const std::string load_rows =
         load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", ind) +
@@ -642,16 +659,15 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         "        if (x * 4u + y < AT_DV) ov[y] = ldO(obase + i * AT_DV + x * 4u + y);\n" + ind +
         "      dl += dot(dOs[r * AT_DVP4 + x], ov);\n" + ind + "    }\n" + ind + "  red_s[tid] = dl;\n" +
         ind + "}\n";
-    const std::string delta =
-        "(red_s[4u * (R)] + red_s[4u * (R) + 1u] + red_s[4u * (R) + 2u] + red_s[4u * (R) + 3u])";
-    d += "#define AT_DELTA(R) " + delta + "\n";
+    d += "float delta_of(uint r) {\n  float s = 0.0;\n  [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) s += "
+         "red_s[r * AT_TPR + t];\n  return s;\n}\n";
     // P = exp(s - lse) and dS = P (dP - delta) of query row `qr` (query i) against key row `kr` (key j); P =
     // 0 where the key is hidden or the row sees no key at all.
     d += "void probs(float s, float dp, uint qr, uint b, uint h, uint i, uint j, out float p, out float ds) "
          "{\n"
          "  p = 0.0;\n  ds = 0.0;\n  float sc = masked(s, b, h, i, j);\n"
          "  if (sc == AT_NEG_INF || lse_s[qr] == AT_NEG_INF) return;\n"
-         "  p = exp(sc - lse_s[qr]);\n  ds = p * (dp - AT_DELTA(qr));\n}\n";
+         "  p = exp(sc - lse_s[qr]);\n  ds = p * (dp - delta_of(qr));\n}\n";
     if (which == 1) {
       m += "  uint q0 = gl_WorkGroupID.x * AT_BR, bh = gl_WorkGroupID.y;\n  uint b = bh / AT_HQ, h = bh % "
            "AT_HQ;\n";
@@ -677,7 +693,8 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
            "  }\n";
       e.out.grid = {uint32_t((S + tile - 1) / tile), uint32_t(B * HQ), 1};
     } else {
-      // A thread a quarter of key row kr = tid / 4 against queries sub, sub + 4, ... of each query tile.
+      // A thread a share of key row kr = tid / AT_TPR against queries sub, sub + AT_TPR, ... of each query
+      // tile.
       d += "shared float Ps[AT_BC * AT_BCP];\n";
       const bool want_k = out.dk.valid(), want_v = out.dv.valid();
       const int64_t per = ((S + tile - 1) / tile + query_chunks - 1) / query_chunks;  // query tiles per chunk
