@@ -11,6 +11,9 @@
 #   ab        decode_ab.sh: bench_decode --profile and bench_gguf for SIDES (default "A B"), llama.cpp Vulkan
 #   llm       bench_llm Adam step F32, batch 1, sequence 128, with its per-family profile (issue 29)
 #   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
+# With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
+# .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
+# (llm_base.jsonl, attention_base.jsonl).
 #   auto      bench_matmul over SmolLM2's products as sessions pick them, F32 (issue 22 item 9)
 #   torch     matmul_torch.py on the same products (cuBLAS, f32 and f16)
 #   cand      every candidate at M = 512 and 2048 for the products with K or N = 1536, F32
@@ -20,6 +23,7 @@ cd "$(dirname "$0")/../.."
 
 stage() {
   mkdir -p .mm
+  [ "${1:-}" = base ] && cp .mm/bin.tar.xz .mm/base.tar.xz
   grep -qx "/.mm/" .git/info/exclude 2>/dev/null || echo "/.mm/" >> .git/info/exclude
   local t=/tmp/batch-stage
   rm -rf "$t" && mkdir -p "$t"
@@ -28,21 +32,32 @@ stage() {
   du -sh .mm
 }
 
+sfx() { if [ "$1" = base ]; then echo _base; fi; }
+
 run() {
   # shellcheck disable=SC1091
   source .gl/prelude.sh > /dev/null 2>&1
   local r=/tmp/batch b=/tmp/batch-bin/bench_matmul here=scripts/device
   rm -rf "$r" /tmp/batch-bin && mkdir -p "$r" /tmp/batch-bin
   tar -C /tmp/batch-bin -xJf .mm/bin.tar.xz
+  local bases=""
+  if [ -f .mm/base.tar.xz ]; then
+    rm -rf /tmp/batch-base && mkdir -p /tmp/batch-base && tar -C /tmp/batch-base -xJf .mm/base.tar.xz
+    bases="base"
+  fi
   export MEGANEURA_CACHE_DIR=off PYTHONUNBUFFERED=1
   local m1536="2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt,512x1536x576:nt,512x576x1536:nt"
   for step in ${STEPS:-ab llm attention auto torch cand mixed16}; do
     case "$step" in
       ab) SIDES="${SIDES:-A B}" DTYPES="${DTYPES:-q4_1}" TYPES="${TYPES:-original}" ROUNDS="${ROUNDS:-1}" OUT=$r/ab \
         timeout "${AB_S:-240}" bash "$here/decode_ab.sh" > /dev/null 2>&1 ;;
-      llm) timeout 80 /tmp/batch-bin/bench_llm --batches 1 --seqs 128 --precisions f32 --modes train --steps 20 \
-        --warmup 5 > "$r/llm.jsonl" 2>&1 ;;
-      attention) timeout 30 /tmp/batch-bin/bench_attention --seqs 128,512 --dims 64 > "$r/attention.jsonl" 2>&1 ;;
+      llm) for side in $bases bin; do
+          timeout 80 "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions f32 --modes train --steps 20 \
+            --warmup 5 > "$r/llm$(sfx "$side").jsonl" 2>&1
+        done ;;
+      attention) for side in $bases bin; do
+          timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1
+        done ;;
       auto) timeout 80 "$b" --shapes smollm2 --tiers auto --iters 50 --warmup 300 > "$r/auto_f32.jsonl" \
         2> "$r/auto_f32.log" ;;
       torch) timeout 60 python3 "$here/matmul_torch.py" --shapes smollm2 --iters 50 --warmup 50 > "$r/torch.jsonl" \
@@ -59,7 +74,7 @@ run() {
 }
 
 case "${1:-}" in
-  stage) stage ;;
+  stage) stage "${2:-}" ;;
   run) run ;;
   *) echo "usage: scripts/device/batch.sh stage|run" >&2; exit 2 ;;
 esac
