@@ -143,6 +143,38 @@ TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
   }
 }
 
+// A device with less than 32 KiB of shared memory gets scalar tiles that stage one vec4 of each operand a
+// thread per K tile (BK 8 / 16; scalar.cpp's LPT), here on lavapipe's device: split and not, every layout.
+TEST_F(MatmulSplit, SmallSharedMemoryTilesMatchCpu) {
+  runtime::DeviceCaps small = device().caps();
+  small.max_shared_memory = 16384;
+  uint32_t seed = 80;
+  for (int layout = 0; layout < 3; ++layout) {
+    for (const char* v : {"scalar.64", "scalar.128.k3"}) {
+      const MatmulShape s = shape(132, 68, 300, layout, 2);
+      const kernels::MatmulPass big =
+          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
+      const kernels::MatmulPass one =
+          kernels::select_matmul(small, s, MatmulVariant::parse(v)).passes.front();
+      auto lpt = [](const kernels::MatmulPass& p) {
+        for (const auto& [k, val] : p.source.defines)
+          if (k == "LPT") return val;
+        return std::string("none");
+      };
+      EXPECT_EQ(lpt(big), "2u");
+      EXPECT_EQ(lpt(one), "1u");
+      kernels::MatmulCheckOptions opt = bias_relu(68, seed++);
+      opt.caps = &small;
+      expect_matches(s, MatmulVariant::parse(v), opt);
+      expect_matches(shape(70, 45, 83, layout), MatmulVariant::parse(v), [&] {
+        kernels::MatmulCheckOptions o = bias_relu(45, seed++);
+        o.caps = &small;
+        return o;
+      }());
+    }
+  }
+}
+
 // An f16 weight against f32 activations (16-bit parameters in an F32 session: f16 prefill) takes 8-byte loads
 // of four halves where its rows start on 4-element boundaries (K x N with N = 45: element loads), in each
 // layout of B.

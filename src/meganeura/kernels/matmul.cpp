@@ -350,7 +350,7 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
     case MatmulTier::Gemv: tiers::gemv_pass(caps, s, pe, pass, label); break;
-    case MatmulTier::Scalar: tiers::scalar_pass(s, variant.tile, pe, pass, label); break;
+    case MatmulTier::Scalar: tiers::scalar_pass(caps, s, variant.tile, pe, pass, label); break;
     case MatmulTier::CoopMatNV:
     case MatmulTier::CoopMatKHR:
       tiers::coopmat_pass(caps, tier, s, ps, pe, variant.coop, split, pass, label);

@@ -68,7 +68,8 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
                          const MatmulCheckOptions& check) {
   MatmulCheck result;
   try {
-    const MatmulKernel kernel = select_matmul(device.caps(), shape, variant, check.epilogue);
+    const MatmulKernel kernel =
+        select_matmul(check.caps ? *check.caps : device.caps(), shape, variant, check.epilogue);
     result.variant = kernel.variant;
     // An operand is stored as f16 with f16 inputs or an F16 load, as bf16 with a BF16 load (a 16-bit weight
     // against f32 values).

@@ -28,6 +28,8 @@ struct MatmulCheckOptions {
   // The operands' stored values instead of random ones (elements_a / elements_b of them; f32, rounded to f16
   // for f16 inputs as uploaded).
   std::vector<float> a_values, b_values;
+  // Kernels selected for these capabilities instead of the device's (a smaller device's kernels run here).
+  const runtime::DeviceCaps* caps = nullptr;
 };
 
 // Builds, runs and compares; never throws for a kernel that compiles badly or computes wrongly (that is a

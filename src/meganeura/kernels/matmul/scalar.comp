@@ -1,14 +1,18 @@
 
-// 16 x 16 threads, each a TT x TT patch of a BT x BT tile (BT = 128: 8 x 8, BK 8; BT = 64: 4 x 4, BK 16): rows
+// 16 x 16 threads, each a TT x TT patch of a BT x BT tile (BT = 128: 8 x 8, BK 16; BT = 64: 4 x 4, BK 32): rows
 // q*64 + ty*4 + {0..3} for q < BT/64 (likewise columns), so that a warp's shared reads are broadcasts or
-// contiguous vec4s. Either way each thread stages 4 elements of each operand per K tile.
-const uint BM = BT, BN = BT, BK = 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
+// contiguous vec4s. Either way each thread stages LPT x 4 elements of each operand per K tile, their loads
+// issued together. LPT (scalar.cpp) is 2 where the device has 32 KiB of shared memory (the two double-buffered
+// tiles' size), else 1 (BK 8 / 16): SmolLM2's training step is made of short K loops (weight gradients over
+// 128 tokens, split-K slices of 96), where each K tile waits one global load latency, and with four elements a
+// tile the H100 ran them at 7-15 TFLOP/s (docs/performance.md).
+const uint BM = BT, BN = BT, BK = LPT * 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];
 #if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
 // 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs, B f32 or f16, whose row starts are all on 4-element
 // boundaries; an f16 B takes 8-byte loads of four halves): the
-// A and B tiles are 256 vec4 each, one per thread, along the stored matrix's contiguous dimension. A vec4 is
+// A and B tiles are 256 LPT vec4s each, LPT a thread, along the stored matrix's contiguous dimension. A vec4 is
 // either wholly inside the matrix or wholly outside, so the first element's bounds decide. Fewer load and index
 // instructions per K tile (docs/performance.md).
 layout(std430, set = 0, binding = 0) readonly buffer BufAV { vec4 a_v4[]; };
@@ -24,17 +28,17 @@ vec4 b_vec(uint i) {
 layout(std430, set = 0, binding = 1) readonly buffer BufBV { vec4 b_v4[]; };
 vec4 b_vec(uint i) { return b_v4[i]; }
 #endif
-vec4 va, vb;
-void vec_a(out uint mm, out uint kk) {
-  const uint i = gl_LocalInvocationIndex;
+vec4 va[LPT], vb[LPT];
+void vec_a(uint l, out uint mm, out uint kk) {
+  const uint i = gl_LocalInvocationIndex + 256u * l;
 #if TRANS_A
   mm = (i % (BM / 4u)) * 4u; kk = i / (BM / 4u);
 #else
   kk = (i % (BK / 4u)) * 4u; mm = i / (BK / 4u);
 #endif
 }
-void vec_b(out uint kk, out uint nn) {
-  const uint i = gl_LocalInvocationIndex;
+void vec_b(uint l, out uint kk, out uint nn) {
+  const uint i = gl_LocalInvocationIndex + 256u * l;
 #if TRANS_B
   kk = (i % (BK / 4u)) * 4u; nn = i / (BK / 4u);
 #else
@@ -42,39 +46,43 @@ void vec_b(out uint kk, out uint nn) {
 #endif
 }
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
-  uint mm, kk, nn, kb;
-  vec_a(mm, kk);
+  [[unroll]] for (uint l = 0u; l < LPT; ++l) {
+    uint mm, kk, nn, kb;
+    vec_a(l, mm, kk);
 #if TRANS_A
-  const uint ai = abase + (k0 + kk) * p.lda + m0 + mm;
+    const uint ai = abase + (k0 + kk) * p.lda + m0 + mm;
 #else
-  const uint ai = abase + (m0 + mm) * p.lda + k0 + kk;
+    const uint ai = abase + (m0 + mm) * p.lda + k0 + kk;
 #endif
-  va = (m0 + mm < p.M && k0 + kk < k_end) ? a_v4[ai / 4u] : vec4(0.0);
-  vec_b(kb, nn);
+    va[l] = (m0 + mm < p.M && k0 + kk < k_end) ? a_v4[ai / 4u] : vec4(0.0);
+    vec_b(l, kb, nn);
 #if TRANS_B
-  const uint bi = bbase + (n0 + nn) * p.ldb + k0 + kb;
+    const uint bi = bbase + (n0 + nn) * p.ldb + k0 + kb;
 #else
-  const uint bi = bbase + (k0 + kb) * p.ldb + n0 + nn;
+    const uint bi = bbase + (k0 + kb) * p.ldb + n0 + nn;
 #endif
-  vb = (k0 + kb < k_end && n0 + nn < p.N) ? b_vec(bi / 4u) : vec4(0.0);
+    vb[l] = (k0 + kb < k_end && n0 + nn < p.N) ? b_vec(bi / 4u) : vec4(0.0);
+  }
 }
 void stash(uint buf) {
-  uint mm, kk, nn, kb;
-  vec_a(mm, kk);
+  [[unroll]] for (uint l = 0u; l < LPT; ++l) {
+    uint mm, kk, nn, kb;
+    vec_a(l, mm, kk);
 #if TRANS_A
-  As[buf][kk][mm >> 2u] = va;
+    As[buf][kk][mm >> 2u] = va[l];
 #else
-  [[unroll]] for (uint q = 0u; q < 4u; ++q) As[buf][kk + q][mm >> 2u][mm & 3u] = va[q];
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) As[buf][kk + q][mm >> 2u][mm & 3u] = va[l][q];
 #endif
-  vec_b(kb, nn);
+    vec_b(l, kb, nn);
 #if TRANS_B
-  [[unroll]] for (uint q = 0u; q < 4u; ++q) Bs[buf][kb + q][nn >> 2u][nn & 3u] = vb[q];
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) Bs[buf][kb + q][nn >> 2u][nn & 3u] = vb[l][q];
 #else
-  Bs[buf][kb][nn >> 2u] = vb;
+    Bs[buf][kb][nn >> 2u] = vb[l];
 #endif
+  }
 }
 #else
-float ra[4], rb[4];
+float ra[4u * LPT], rb[4u * LPT];
 
 // Staging indices: the contiguous dimension of each stored matrix runs across adjacent threads.
 void tile_a(uint i, out uint mm, out uint kk) {
@@ -94,7 +102,7 @@ void tile_b(uint i, out uint kk, out uint nn) {
 #endif
 }
 void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+  [[unroll]] for (uint i = 0u; i < 4u * LPT; ++i) {
     uint mm, kk, nn, kb;
     tile_a(i, mm, kk);
     ra[i] = (m0 + mm < p.M && k0 + kk < k_end) ? A_at(abase, m0 + mm, k0 + kk) : 0.0;
@@ -103,7 +111,7 @@ void fetch(uint abase, uint bbase, uint m0, uint n0, uint k0) {
   }
 }
 void stash(uint buf) {
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+  [[unroll]] for (uint i = 0u; i < 4u * LPT; ++i) {
     uint mm, kk, nn, kb;
     tile_a(i, mm, kk);
     As[buf][kk][mm >> 2u][mm & 3u] = ra[i];

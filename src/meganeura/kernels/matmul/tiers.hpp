@@ -63,19 +63,19 @@ quant::Type block_type(MatmulLoad l);  // Q4_0 .. Q6_K
 // The dequantizing loads of block-quantized operands: mnq_a(i) / mnq_b(i) over the word arrays a / b.
 std::string block_code(const MatmulShape& s);
 bool cooperative(MatmulTier t);
-// matmul.cpp: the rule's split of `v` capped at max_fill_split(K), and the workgroups `v`'s tile gives with it
-// (choose_variant's and default_coopmat_tile's test of whether a tile fills the device).
+// matmul.cpp: the rule's split of `v` capped at max_fill_split(K), and the workgroups `v`'s tile gives with
+// it (choose_variant's and default_coopmat_tile's test of whether a tile fills the device).
 uint32_t fill_split(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
 uint64_t fill_workgroups(const runtime::DeviceCaps& caps, const MatmulShape& shape, const MatmulVariant& v);
 
 // gemv.cpp: the GEMV pass's shader and grid.
 std::string gemv_unavailable(const MatmulShape& shape);
 // appends to `label` (".x<P>" for a GEMV of several weights)
-void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe, MatmulPass& pass,
-               std::string& label);
+void gemv_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, const MatmulEpilogue& pe,
+               MatmulPass& pass, std::string& label);
 // scalar.cpp: the `tile` x `tile` pass (128, 64 or 16): shader, defines, grid; appends to `label`.
-void scalar_pass(const MatmulShape& s, uint32_t tile, const MatmulEpilogue& pe, MatmulPass& pass,
-                 std::string& label);
+void scalar_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, uint32_t tile,
+                 const MatmulEpilogue& pe, MatmulPass& pass, std::string& label);
 // coopmat.cpp
 std::string coopmat_unavailable(const runtime::DeviceCaps& caps, const MatmulShape& shape, MatmulTier tier);
 // The cooperative pass of `tile` (throws ConfigError for a tile that does not fit); `ps` is the product
