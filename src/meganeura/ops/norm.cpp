@@ -197,13 +197,24 @@ HostTensor rms_norm_ref(const Node& node, const std::vector<const HostTensor*>& 
   return y;
 }
 
+// With r = rstd of each row and D its length:
+//   dx = r · dy·w - x · r³ · mean(dy·w·x),   dw = Σ_rows dy·x·r
+// Each product is its own node, written in its own order, so that every pointwise producer has one
+// consumer and joins its kernel (schedule.cpp computes nothing twice): r (one row reduction with its
+// squares and rsqrt), the row dot with r³/D as its epilogue, dx (with the residual's sum), dw (with the
+// update). The compact form through xhat = x·r stored xhat and dy·w: 6 dispatches a norm in SmolLM2's step,
+// these 4.
 std::vector<NodeId> rms_norm_vjp(VjpCtx& c) {
   Graph& g = c.g;
   const Shape x = c.in_shape(0);
-  NormBackward nb = norm_stats(g, c.in(0), {-1}, eps_of(c.fwd), false);
+  const NodeId r = g.rsqrt(g.add(g.mean(g.square(c.in(0)), {-1}, true), g.scalar(eps_of(c.fwd))));
   NodeId dx, dw;
-  if (c.needs(0)) dx = norm_dx(g, nb, g.mul(c.grad, c.in(1)), {-1}, false);
-  if (c.needs(1)) dw = sum_except(g, g.mul(c.grad, nb.xhat_v), x.size(), x.size() - 1);
+  if (c.needs(0)) {
+    const NodeId dot = g.mean(g.mul(g.mul(c.in(0), c.in(1)), c.grad), {-1}, true);
+    const NodeId k = g.mul(g.mul(g.mul(r, r), r), dot);
+    dx = g.sub(g.mul(g.mul(c.grad, c.in(1)), r), g.mul(c.in(0), k));
+  }
+  if (c.needs(1)) dw = sum_except(g, g.mul(g.mul(c.grad, r), c.in(0)), x.size(), x.size() - 1);
   return {dx, dw};
 }
 
