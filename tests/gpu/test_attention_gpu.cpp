@@ -102,7 +102,8 @@ TEST_F(AttentionGpu, ExplicitMasks) {
 
 // The fused step (forward with its log-sum-exp in one kernel, dK with dV in one kernel) against one kernel
 // per node, on the same device; and the fused step for a device of one compute unit, whose tiles take four
-// threads a row where lavapipe's (64 units assumed) take sixteen (codegen/attention.cpp attention_tpr).
+// threads a row and square K/V tiles, where lavapipe's (64 units assumed) take sixteen and 64 keys a tile
+// (codegen/attention.cpp attention_tpr, attention_key_tile).
 TEST_F(AttentionGpu, FusedMatchesUnfused) {
   Graph g;
   // several tiles of queries and keys, none full
@@ -134,17 +135,29 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   one.compute_units = 1;
   CompileOptions narrow;
   narrow.caps = &one;
-  auto threads_a_row = [&](const CompiledStep& st) {
+  // The values a define takes in the step's attention kernels (the forward and dQ, or dK/dV's parts).
+  auto defined = [&](const CompiledStep& st, const std::string& name, bool dkdv) {
     std::set<std::string> n;
     for (const GeneratedKernel& k : st.code) {
-      const size_t at = k.glsl.find("#define AT_TPR ");
-      if (k.variant.rfind("attention", 0) == 0 && at != std::string::npos)
-        n.insert(k.glsl.substr(at + 15, k.glsl.find('\n', at) - at - 15));
+      const size_t at = k.glsl.find("#define " + name + " ");
+      if (k.variant.rfind("attention", 0) == 0 && (k.variant == "attention.dkdv-parts") == dkdv &&
+          at != std::string::npos) {
+        const size_t from = at + name.size() + 9;
+        n.insert(k.glsl.substr(from, k.glsl.find('\n', at) - from));
+      }
     }
     return n;
   };
-  EXPECT_EQ(threads_a_row(fs), std::set<std::string>{"16u"});
-  EXPECT_EQ(threads_a_row(compile_step(g, cfg, one, fused)), std::set<std::string>{"4u"});
+  const CompiledStep ns = compile_step(g, cfg, one, fused);
+  EXPECT_EQ(defined(fs, "AT_TPR", false), std::set<std::string>{"16u"});
+  EXPECT_EQ(defined(fs, "AT_TPR", true), std::set<std::string>{"16u"});
+  EXPECT_EQ(defined(ns, "AT_TPR", false), std::set<std::string>{"4u"});
+  // Key tiles of 64 against query tiles of 16 where a row has 16 threads (attention_key_tile); square ones
+  // with four threads a row, and in dK/dV.
+  EXPECT_EQ(defined(fs, "AT_BR", false), std::set<std::string>{"16u"});
+  EXPECT_EQ(defined(fs, "AT_BC", false), std::set<std::string>{"64u"});
+  EXPECT_EQ(defined(fs, "AT_BC", true), std::set<std::string>{"16u"});
+  EXPECT_EQ(defined(ns, "AT_BC", false), defined(ns, "AT_BR", false));
 
   Session a = build_with(g, cfg, shared_device(), fused);
   Session b = build_with(g, cfg, shared_device(), unfused);

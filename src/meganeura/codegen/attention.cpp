@@ -28,9 +28,10 @@
 // operand in shared memory ran the H200's S = 2048, D = 128 forward in 5.59 ms; this form 3.24 ms.
 // Keys past a causal tile's last visible one are skipped; with a mask, the forward and dQ first find the
 // tile's visible key range, so K/V tiles the mask hides (padding, a block-diagonal batch) are never loaded.
-// Tiles are square, the largest that fits shared memory (≤ 32), halved (to 16) while the grid has fewer
-// workgroups than the device has compute units. Shapes, scale, causal offset and the mask's broadcast strides
-// are baked in as literals.
+// Query tiles are the largest that fits shared memory (≤ 32), halved (to 16) while the grid has fewer
+// workgroups than the device has compute units; K/V tiles are as long, or up to 64 keys where a row has 8 or
+// 16 threads (the forward and dQ of a short sequence). Shapes, scale, causal offset and the mask's broadcast
+// strides are baked in as literals.
 #include <algorithm>
 #include <functional>
 
@@ -134,16 +135,16 @@ std::string cache_stores(Emitter& e, NodeId write, const std::string& name, cons
          "\n    }\n  }\n";
 }
 
-// Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for square tiles of `t` with `tpr`
-// threads a row: Q, K, V (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows
-// padded by one word; the exchange of the threads of a row (a workgroup's floats); lse; the visible key
-// range.
-int64_t shared_floats(int which, int64_t t, int64_t tpr, int64_t d, int64_t dv) {
-  const int64_t qk = 4 * ((d + 3) / 4 + 1), vo = 4 * ((dv + 3) / 4 + 1), p = t * (t + 1);
+// Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for tiles of `t` rows (queries;
+// keys in dK/dV) against `bc` keys (forward and dQ; dK/dV's tiles are square) with `tpr` threads a row: Q, K,
+// V (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows padded by one word;
+// the exchange of the threads of a row (a workgroup's floats); lse; the visible key range.
+int64_t shared_floats(int which, int64_t t, int64_t bc, int64_t tpr, int64_t d, int64_t dv) {
+  const int64_t qk = 4 * ((d + 3) / 4 + 1), vo = 4 * ((dv + 3) / 4 + 1), p = t * (bc + 1);
   const int64_t common = tpr * t + 2;
   switch (which) {
-    case 0: return t * (2 * qk + vo) + p + common;
-    case 1: return t * (2 * qk + 2 * vo) + p + t + common;
+    case 0: return t * qk + bc * (qk + vo) + p + common;
+    case 1: return t * (qk + vo) + bc * (qk + vo) + p + t + common;
     default: return t * (2 * qk + 2 * vo) + 2 * p + t + common;
   }
 }
@@ -167,10 +168,10 @@ int64_t attention_tile(const Emitter& e, int which) {
   const int64_t units = kernels::target_workgroups(e.caps);
   const int64_t rows = which == 2 ? T : S;
   int64_t tile = 32;
-  while (tile > 4 && (shared_floats(which, tile, 4, D, DV) > budget || tile / 2 >= std::max(S, T) ||
+  while (tile > 4 && (shared_floats(which, tile, tile, 4, D, DV) > budget || tile / 2 >= std::max(S, T) ||
                       (tile > 16 && (rows + tile - 1) / tile * B * HQ < units)))
     tile /= 2;
-  if (shared_floats(which, tile, 4, D, DV) > budget)
+  if (shared_floats(which, tile, tile, 4, D, DV) > budget)
     throw GraphError("[codegen] expected attention head sizes whose tiles fit in " +
                      std::to_string(budget * 4) + " bytes of shared memory, got D = " + std::to_string(D) +
                      ", Dv = " + std::to_string(DV) + " at node '" + node_label(e.g, e.k.core) + "'");
@@ -187,9 +188,22 @@ int64_t attention_tpr(const Emitter& e, int which, int64_t tile, int64_t grid, i
   const int64_t threads = int64_t(kernels::target_workgroups(e.caps)) * 1024;
   int64_t tpr = 4;
   while (tpr < 16 && 2 * tpr <= tile && 2 * tpr * tile <= max_wg && grid * tile * tpr < threads &&
-         shared_floats(which, tile, 2 * tpr, d, dv) <= budget)
+         shared_floats(which, tile, tile, 2 * tpr, d, dv) <= budget)
     tpr *= 2;
   return tpr;
+}
+
+// Keys a K/V tile of the forward and dQ: the query tile's side, doubled up to 64 (and past the keys no
+// further) where a row has 8 or 16 threads and shared memory allows, so that a short sequence's key loop is
+// a few iterations of many loads in flight rather than T / 16 iterations of one load latency each.
+int64_t attention_key_tile(const Emitter& e, int which, int64_t tile, int64_t tpr, int64_t t, int64_t d,
+                           int64_t dv) {
+  const int64_t budget =
+      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  int64_t bc = tile;
+  if (which == 2 || tpr < 8) return bc;
+  while (bc < 64 && bc < t && shared_floats(which, tile, 2 * bc, tpr, d, dv) <= budget) bc *= 2;
+  return bc;
 }
 
 }  // namespace
@@ -448,6 +462,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       e, which, tile, ((which == 2 ? T : S) + tile - 1) / tile * B * HQ * (which == 2 ? query_chunks : 1), D,
       DV);
   const uint32_t wg = uint32_t(tpr * tile);
+  const int64_t bc = attention_key_tile(e, which, tile, tpr, T, D, DV);
 
   // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
   auto ld = [&](NodeId n, const std::string& off) {
@@ -458,12 +473,12 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   d += "#define AT_HQ " + uint_lit(HQ) + "\n#define AT_HKV " + uint_lit(HKV) + "\n#define AT_G " +
        uint_lit(HQ / HKV) + "\n#define AT_S " + uint_lit(S) + "\n#define AT_T " + uint_lit(T) +
        "\n#define AT_D " + uint_lit(D) + "\n#define AT_DV " + uint_lit(DV) + "\n#define AT_BR " +
-       uint_lit(tile) + "\n#define AT_BC " + uint_lit(tile) + "\n#define AT_WG " + uint_lit(wg) +
+       uint_lit(tile) + "\n#define AT_BC " + uint_lit(bc) + "\n#define AT_WG " + uint_lit(wg) +
        "\n#define AT_SCALE " + float_lit(core.attrs.reals.at(0)) +
        // Shared rows padded by one word: a warp reads one column of 32 K rows (the score) or of 32 P rows
        // (the softmax); at a stride that is a multiple of 32 words all of them hit one bank.
        "\n#define AT_DP " + uint_lit(D + 1) + "\n#define AT_DVP " + uint_lit(DV + 1) + "\n#define AT_BCP " +
-       uint_lit(tile + 1) + "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
+       uint_lit(bc + 1) + "\n#define AT_NEG_INF uintBitsToFloat(0xFF800000u)\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
   d += "bool visible(uint i, uint j) { return j < AT_T" +
        (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
@@ -501,7 +516,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   const int64_t d4 = (D + 3) / 4, dv4 = (DV + 3) / 4;
   d += "#define AT_D4 " + uint_lit(d4) + "\n#define AT_DV4 " + uint_lit(dv4) + "\n#define AT_DP4 " +
        uint_lit(d4 + 1) + "\n#define AT_DVP4 " + uint_lit(dv4 + 1) + "\n#define AT_TPR " + uint_lit(tpr) +
-       "\n#define AT_KPT " + uint_lit(tile / tpr) + "\n#define AT_OQ " + uint_lit((d4 + tpr - 1) / tpr) +
+       "\n#define AT_KPT " + uint_lit(bc / tpr) + "\n#define AT_OQ " + uint_lit((d4 + tpr - 1) / tpr) +
        "\n#define AT_OV " + uint_lit((dv4 + tpr - 1) / tpr) + "\n";
   // `count` rows of a vec4 tile from rows row0.. of n floats each at `base` (zeros past a row's end and for
   // rows at or past `rows`).
