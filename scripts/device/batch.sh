@@ -16,7 +16,8 @@
 # (llm_base.jsonl, attention_base.jsonl).
 #   auto      bench_matmul over SmolLM2's products as sessions pick them, F32 (issue 22 item 9)
 #   torch     matmul_torch.py on the same products (cuBLAS, f32 and f16)
-#   cand      every candidate at M = 512 and 2048 for the products with K or N = 1536, F32
+#   cand      every candidate at M = 512 and 2048 for the products with K or N = 1536, and the head's input
+#             gradient 128x576x49152, F32
 #   mixed16   the picks under Mixed16
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +47,7 @@ run() {
     bases="base"
   fi
   export MEGANEURA_CACHE_DIR=off PYTHONUNBUFFERED=1
-  local m1536="2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt,512x1536x576:nt,512x576x1536:nt"
+  local m1536="2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt,512x1536x576:nt,512x576x1536:nt,128x576x49152:nn"
   for step in ${STEPS:-ab llm attention auto torch cand mixed16}; do
     case "$step" in
       ab) SIDES="${SIDES:-A B}" DTYPES="${DTYPES:-q4_1}" TYPES="${TYPES:-original}" ROUNDS="${ROUNDS:-1}" OUT=$r/ab \
