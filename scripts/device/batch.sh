@@ -29,7 +29,7 @@ stage() {
   local t=/tmp/batch-stage
   rm -rf "$t" && mkdir -p "$t"
   for b in bench_matmul bench_attention bench_llm; do strip -o "$t/$b" "build/bin/$b"; done
-  tar -C "$t" -cJf .mm/bin.tar.xz bench_matmul bench_attention bench_llm
+  tar -C "$t" -cf - bench_matmul bench_attention bench_llm | xz -9e -T2 > .mm/bin.tar.xz  # see test-gpu.sh
   du -sh .mm
 }
 

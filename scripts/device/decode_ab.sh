@@ -3,7 +3,7 @@
 # step) and `bench_gguf run` (the real SmolLM2 file's shapes and types, random weights) for two sets of
 # stripped binaries A/ and B/ (each bench_decode and bench_gguf) packed in .bench/bin.tar.xz, alternated
 # A B A B so that clock drift hits both; llama.cpp's Vulkan build on the same files once a round.
-#   here:  strip both sides' binaries into A/ and B/, tar -C .bench -cJf .bench/bin.tar.xz A B;
+#   here:  strip both sides' binaries into A/ and B/, tar -C .bench -cf - A B | xz -9e -T2 > .bench/bin.tar.xz;
 #          scripts/device/stage-llamacpp.sh (.llama)
 #   there: run(command: "source .gl/prelude.sh && bash scripts/device/decode_ab.sh", carry: [".gl", ".llama", ".bench"])
 # SIDES (default "A B"), DTYPES (bench_decode), TYPES (bench_gguf: original = the real file's Q4_1/Q8_0 mix, Q8_0, F16), ROUNDS.

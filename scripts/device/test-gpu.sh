@@ -47,7 +47,9 @@ PRE
   # The matmul GLSL lint (cpu tier) runs glslangValidator, a build tool the device lacks: Debian's needs only
   # libc and libstdc++, which Ubuntu 24.04 has.
   strip -o .stage/bin/glslangValidator "$(command -v glslangValidator)"
-  tar -C .stage -cJf .stage/bin.tar.xz bin && rm -rf .stage/bin
+  # xz -9e: its 64 MiB window spans the binaries, which share most of their code (25 MB at the default
+  # level, 10 MB here), so a call has room for more than the suite.
+  tar -C .stage -cf - bin | xz -9e -T2 > .stage/bin.tar.xz && rm -rf .stage/bin
   # The light oracles (scripts/requirements-oracle.txt) as wheels for the device's Python 3.12, but those it has
   # (numpy, tokenizers) or whose tests stay with CI (huggingface_hub; onnx, 9 MB, for the conformance driver
   # and, with ml_dtypes, the number formats' oracle; onnxruntime, 17 MB, for the real ONNX models, whose files
