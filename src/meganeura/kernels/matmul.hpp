@@ -4,7 +4,7 @@
 // Tiers (MatmulTier), each in kernels/matmul/<tier>.cpp with its shader files (*.comp, *.glsl beside it):
 //   Gemv        (gemv.cpp) M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in
 //               shared memory (bandwidth-bound; the inference and small-batch case).
-//   Scalar      (scalar.cpp) f32 FMA in three tiles: 128x128 (8x8 per thread, BK 16) and 64x64 (4x4 per
+//   Scalar      (scalar.cpp) f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per
 //               thread, BK 32), both double-buffered shared memory with register prefetch, and 16x16 (one output per
 //               thread, for outputs too small to spread over the GPU otherwise). Runs everywhere; the
 //               lavapipe path.

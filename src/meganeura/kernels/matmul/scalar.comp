@@ -1,11 +1,11 @@
 
-// 16 x 16 threads, each a TT x TT patch of a BT x BT tile (BT = 128: 8 x 8, BK 16; BT = 64: 4 x 4, BK 32): rows
+// 16 x 16 threads, each a TT x TT patch of a BT x BT tile (BT = 128: 8 x 8, BK 8; BT = 64: 4 x 4, BK 32): rows
 // q*64 + ty*4 + {0..3} for q < BT/64 (likewise columns), so that a warp's shared reads are broadcasts or
 // contiguous vec4s. Either way each thread stages LPT x 4 elements of each operand per K tile, their loads
-// issued together. LPT (scalar.cpp) is 2 where the device has 32 KiB of shared memory (the two double-buffered
-// tiles' size), else 1 (BK 8 / 16): SmolLM2's training step is made of short K loops (weight gradients over
-// 128 tokens, split-K slices of 96), where each K tile waits one global load latency, and with four elements a
-// tile the H100 ran them at 7-15 TFLOP/s (docs/performance.md).
+// issued together. LPT (scalar.cpp) is 2 for the 64 tile where the device has 32 KiB of shared memory (the two
+// double-buffered tiles' size), else 1 (BK 8 / 16): SmolLM2's training step is made of short K loops (weight
+// gradients over 128 tokens, split-K slices of 96), where each K tile waits one global load latency, and with
+// four elements a tile the H100 ran them at 7-15 TFLOP/s (docs/performance.md).
 const uint BM = BT, BN = BT, BK = LPT * 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];

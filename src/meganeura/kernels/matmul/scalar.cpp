@@ -1,4 +1,4 @@
-// The scalar tier: f32 FMA in three tiles, 128x128 (8x8 per thread, BK 16) and 64x64 (4x4 per thread, BK 32),
+// The scalar tier: f32 FMA in three tiles, 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per thread, BK 32),
 // both double-buffered shared memory with register prefetch (scalar.comp, BT the edge), and 16x16 (one output
 // per thread, scalar_small.comp) for outputs too small to spread over the GPU otherwise. Runs everywhere; the
 // lavapipe path.
@@ -48,9 +48,12 @@ void scalar_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, uint32_t
   } else {
     pass.source.glsl = glsl::scalar(pe, block_code(s));
     pass.source.defines.push_back({"BT", std::to_string(t) + "u"});
-    // Vec4s of each operand a thread stages per K tile (scalar.comp): two where both double-buffered tiles
-    // (16 · BK · BT bytes) fit the device's shared memory at BK = 2048 / BT.
-    pass.source.defines.push_back({"LPT", caps.max_shared_memory >= 32768 ? "2u" : "1u"});
+    // Vec4s of each operand a thread stages per K tile (scalar.comp): two for the 64 tile where both
+    // double-buffered tiles (16 · BK · BT bytes) fit the device's shared memory at BK = 32. The 128 tile
+    // keeps one: it ran at 128 registers a thread on the H100 (two workgroups an SM), and eight more
+    // registers of staged loads would halve that. Neither is timed yet (docs/performance.md, 2026-12-07
+    // fifth).
+    pass.source.defines.push_back({"LPT", t == 64 && caps.max_shared_memory >= 32768 ? "2u" : "1u"});
     // 4-element loads of f32 operands, and of an f16 weight B (8 bytes; element loads made the f16 prefill 3x
     // slower than f32's on the H100): every row start of A and B on a 4-element boundary.
     const bool vec = s.input == MatmulInput::F32 && s.load_a == MatmulLoad::Plain &&
