@@ -135,6 +135,11 @@ std::string cache_stores(Emitter& e, NodeId write, const std::string& name, cons
          "\n    }\n  }\n";
 }
 
+// Floats of shared memory a workgroup may take (the spec's 16 KiB where the device says nothing).
+int64_t shared_budget(const Emitter& e) {
+  return std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+}
+
 // Floats of shared memory kernel `which` (0 forward, 1 dQ, 2 dK/dV) needs for tiles of `t` rows (queries;
 // keys in dK/dV) against `bc` keys (forward and dQ; dK/dV's tiles are square) with `tpr` threads a row: Q, K,
 // V (and dO) as vec4 rows padded by one vec4; P (forward, dK/dV) and dS (backward) rows padded by one word;
@@ -163,8 +168,7 @@ int64_t attention_tile(const Emitter& e, int which) {
   const Shape &qs = e.g.node(core.inputs[0]).shape, &ks = e.g.node(core.inputs[1]).shape;
   const int64_t B = qs[0], HQ = qs[1], S = qs[2], D = qs[3], T = ks[2],
                 DV = e.g.node(core.inputs[2]).shape[3];
-  const int64_t budget =
-      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t budget = shared_budget(e);
   const int64_t units = kernels::target_workgroups(e.caps);
   const int64_t rows = which == 2 ? T : S;
   int64_t tile = 32;
@@ -182,8 +186,7 @@ int64_t attention_tile(const Emitter& e, int which) {
 // threads a compute unit. SmolLM2's S = 128 step has 72 workgroups of a 16-row tile: with four threads a row,
 // 64 threads an SM, each a serial chain of 64 four-wide dots a key tile (the H100: dQ 51 µs a layer).
 int64_t attention_tpr(const Emitter& e, int which, int64_t tile, int64_t grid, int64_t d, int64_t dv) {
-  const int64_t budget =
-      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t budget = shared_budget(e);
   const int64_t max_wg = std::max<int64_t>(e.caps.max_workgroup_invocations, 128);
   const int64_t threads = int64_t(kernels::target_workgroups(e.caps)) * 1024;
   int64_t tpr = 4;
@@ -198,8 +201,7 @@ int64_t attention_tpr(const Emitter& e, int which, int64_t tile, int64_t grid, i
 // a few iterations of many loads in flight rather than T / 16 iterations of one load latency each.
 int64_t attention_key_tile(const Emitter& e, int which, int64_t tile, int64_t tpr, int64_t t, int64_t d,
                            int64_t dv) {
-  const int64_t budget =
-      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t budget = shared_budget(e);
   int64_t bc = tile;
   if (which == 2 || tpr < 8) return bc;
   while (bc < 64 && bc < t && shared_floats(which, tile, 2 * bc, tpr, d, dv) <= budget) bc *= 2;
@@ -286,8 +288,7 @@ bool emit_attention_rows(Emitter& e) {
       kc = c;
       break;
     }
-  const int64_t budget =
-      std::max<int64_t>(e.caps.max_shared_memory ? e.caps.max_shared_memory : 16384, 1024) / 4;
+  const int64_t budget = shared_budget(e);
   if (S > kRowsMaxQueries || D + T + wg + parts * DV > budget) return false;
   const bool causal = core.attrs.flag_a;
   auto ld = [&](NodeId n, const std::string& off) {

@@ -108,23 +108,22 @@ HostTensor normalise(const Node& node, const Groups& g, const HostTensor& x, con
 // Backward of y = xhat * w + b with xhat = (x - mean) * rstd over the reduction axes `axes` of a view `xv`
 // of x (x itself, or x reshaped for group norm): the classic compact form
 //   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),   gw = dy * w
-// `centre` is false for rms_norm, which has no mean term.
+// (rms_norm has its own, rms_norm_vjp.)
 struct NormBackward {
   NodeId xhat_v;  // xhat in the view
   NodeId rstd;    // keepdim, in the view
 };
 
-NormBackward norm_stats(Graph& g, NodeId xv, const std::vector<int64_t>& axes, double eps, bool centre) {
-  NodeId xc = xv;
-  if (centre) xc = g.sub(xv, g.mean(xv, axes, true));
+NormBackward norm_stats(Graph& g, NodeId xv, const std::vector<int64_t>& axes, double eps) {
+  const NodeId xc = g.sub(xv, g.mean(xv, axes, true));
   NodeId var = g.mean(g.square(xc), axes, true);
   NodeId rstd = g.rsqrt(g.add(var, g.scalar(eps)));
   return {g.mul(xc, rstd), rstd};
 }
 
-NodeId norm_dx(Graph& g, const NormBackward& nb, NodeId gw_v, const std::vector<int64_t>& axes, bool centre) {
+NodeId norm_dx(Graph& g, const NormBackward& nb, NodeId gw_v, const std::vector<int64_t>& axes) {
   NodeId inner = g.sub(gw_v, g.mul(nb.xhat_v, g.mean(g.mul(gw_v, nb.xhat_v), axes, true)));
-  if (centre) inner = g.sub(inner, g.mean(gw_v, axes, true));
+  inner = g.sub(inner, g.mean(gw_v, axes, true));
   return g.mul(nb.rstd, inner);
 }
 
@@ -171,9 +170,9 @@ std::vector<NodeId> layer_norm_vjp(VjpCtx& c) {
   Graph& g = c.g;
   const Shape x = c.in_shape(0);
   const size_t r = x.size();
-  NormBackward nb = norm_stats(g, c.in(0), {-1}, eps_of(c.fwd), true);
+  NormBackward nb = norm_stats(g, c.in(0), {-1}, eps_of(c.fwd));
   NodeId dx, dw, db;
-  if (c.needs(0)) dx = norm_dx(g, nb, g.mul(c.grad, c.in(1)), {-1}, true);
+  if (c.needs(0)) dx = norm_dx(g, nb, g.mul(c.grad, c.in(1)), {-1});
   if (c.needs(1)) dw = sum_except(g, g.mul(c.grad, nb.xhat_v), r, r - 1);
   if (c.needs(2)) db = sum_except(g, c.grad, r, r - 1);
   return {dx, dw, db};
@@ -251,8 +250,8 @@ std::vector<NodeId> batch_norm_vjp(VjpCtx& c) {
   NodeId w = per_channel(g, c.in(1), ch, r);
   NodeId dx, dw, db, dm, dv;
   if (c.fwd.attrs.flag_a) {
-    NormBackward nb = norm_stats(g, c.in(0), axes, eps, true);
-    if (c.needs(0)) dx = norm_dx(g, nb, g.mul(c.grad, w), axes, true);
+    NormBackward nb = norm_stats(g, c.in(0), axes, eps);
+    if (c.needs(0)) dx = norm_dx(g, nb, g.mul(c.grad, w), axes);
     if (c.needs(1)) dw = sum_except(g, g.mul(c.grad, nb.xhat_v), r, 1);
   } else {
     // evaluation: an affine map per channel with constant statistics
@@ -297,10 +296,10 @@ std::vector<NodeId> group_norm_vjp(VjpCtx& c) {
   const size_t r = x.size();
   const int64_t groups = c.fwd.attrs.ints[0];
   const Shape view{x[0], groups, numel(x) / (x[0] * groups)};
-  NormBackward nb = norm_stats(g, g.reshape(c.in(0), view), {-1}, eps_of(c.fwd), true);
+  NormBackward nb = norm_stats(g, g.reshape(c.in(0), view), {-1}, eps_of(c.fwd));
   NodeId w = per_channel(g, c.in(1), x[1], r);
   NodeId dx, dw, db;
-  if (c.needs(0)) dx = g.reshape(norm_dx(g, nb, g.reshape(g.mul(c.grad, w), view), {-1}, true), x);
+  if (c.needs(0)) dx = g.reshape(norm_dx(g, nb, g.reshape(g.mul(c.grad, w), view), {-1}), x);
   if (c.needs(1)) dw = sum_except(g, g.mul(c.grad, g.reshape(nb.xhat_v, x)), r, 1);
   if (c.needs(2)) db = sum_except(g, c.grad, r, 1);
   return {dx, dw, db};
