@@ -192,6 +192,16 @@ std::string escape(const std::string& s) {
 }
 
 // Cheap deterministic values in [-1, 1): filling 8192^2 operands with mt19937 would dominate the run.
+// The split-K buffers of `kern` (none unsplit), owned by `bufs`: partial products, and tickets zeroed once.
+kernels::SplitBuffers split_buffers(runtime::Device& dev, const kernels::MatmulKernel& kern,
+                                    std::vector<runtime::Buffer>& bufs) {
+  if (kern.scratch_bytes == 0) return {};
+  bufs.push_back(dev.alloc(kern.scratch_bytes));
+  bufs.push_back(dev.alloc(kern.ticket_bytes));
+  dev.fill_zero(bufs.back());
+  return {bufs[bufs.size() - 2], bufs.back()};
+}
+
 float value(uint64_t i, uint32_t salt) {
   uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(salt) << 32);
   x ^= x >> 29;
@@ -259,19 +269,16 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
                        : kernels::MatmulVariant::parse(forced);
     head += ",\"variant\":\"" + variant.to_string() + "\"";
     const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, variant);
-    const auto& defs = kern.passes.front().source.defines;
+    const auto& defs = kern.pass.source.defines;
     const bool rte = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
       return d.name == "RTE_F16" && d.value == "1";
     });
     head += std::string(",\"rte_f16\":") + (rte ? "true" : "false");
-    std::vector<runtime::KernelId> ids;
-    for (const kernels::MatmulPass& pass : kern.passes) {
-      runtime::KernelDesc desc = kernels::build_matmul_kernel(pass, copt);
-      desc.capture = runtime::PipelineCapture::Statistics;  // registers etc., where the driver reports them
-      ids.push_back(dev.create_kernel(desc));
-    }
-    std::string stats;  // the product pass's driver statistics, as "name":value
-    for (const runtime::PipelineExecutable& ex : dev.pipeline_executables(ids.front())) {
+    runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.pass, copt);
+    desc.capture = runtime::PipelineCapture::Statistics;  // registers etc., where the driver reports them
+    const runtime::KernelId id = dev.create_kernel(desc);
+    std::string stats;  // the driver's statistics of the pass, as "name":value
+    for (const runtime::PipelineExecutable& ex : dev.pipeline_executables(id)) {
       for (const runtime::PipelineStatistic& st : ex.statistics) {
         stats +=
             (stats.empty() ? "\"" : ",\"") + escape(st.name) + "\":" + runtime::statistic_value(st).dump();
@@ -300,13 +307,12 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     }
     const uint64_t elems = uint64_t(m) * n;
     bufs.push_back(dev.alloc(elems * 4));
-    if (kern.scratch_bytes > 0) bufs.push_back(dev.alloc(kern.scratch_bytes));  // split-K partials
-    const runtime::Buffer scratch = kern.scratch_bytes > 0 ? bufs.back() : runtime::Buffer{};
+    const kernels::SplitBuffers split = split_buffers(dev, kern, bufs);
     const uint32_t total = args.warmup + args.iters;
     auto list = dev.record(2 * total);
     for (uint32_t i = 0; i < total; ++i) {
       list->timestamp(2 * i);
-      kernels::record_matmul(*list, ids, kern, bufs[0], bufs[1], bufs[2], {}, scratch);
+      kernels::record_matmul(*list, id, kern, bufs[0], bufs[1], bufs[2], {}, split);
       list->timestamp(2 * i + 1);
       list->barrier();
     }
@@ -336,14 +342,12 @@ void run(runtime::Device& dev, const shader::CompileOptions& copt, std::string t
     }
     std::printf(
         "%s,\"iters\":%u,\"median_ms\":%.4f,\"best_ms\":%.4f,\"tflops_median\":%.2f,\"tflops_best\":%.2f,"
-        "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s,\"dispatches\":%zu,"
+        "\"max_rel_err\":%.3g,\"correct\":%s,\"kernel\":\"%s\",\"spirv_opt\":%s,"
         "\"workgroups\":%llu}\n",
         head.c_str(), args.iters, median, best, flop / (median * 1e9), flop / (best * 1e9), worst,
-        worst < 1e-4 ? "true" : "false",
-        (kern.passes.front().source.label + (round ? " f32-in" : "")).c_str(),
-        args.optimize ? "true" : "false", kern.passes.size(),
-        (unsigned long long)(uint64_t(kern.passes.front().grid[0]) * kern.passes.front().grid[1] *
-                             kern.passes.front().grid[2]));
+        worst < 1e-4 ? "true" : "false", (kern.pass.source.label + (round ? " f32-in" : "")).c_str(),
+        args.optimize ? "true" : "false",
+        (unsigned long long)(uint64_t(kern.pass.grid[0]) * kern.pass.grid[1] * kern.pass.grid[2]));
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }
@@ -369,9 +373,7 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
     const kernels::MatmulKernel kern =
         kernels::select_matmul(dev.caps(), s, kernels::choose_tier(dev.caps(), s, MatmulTier::Scalar));
     head += ",\"variant\":\"" + kern.variant.to_string() + "\"";
-    std::vector<runtime::KernelId> ids;
-    for (const kernels::MatmulPass& pass : kern.passes)
-      ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(pass, copt)));
+    const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(kern.pass, copt));
     std::vector<float> a(uint64_t(m) * k), w(uint64_t(n) * k);
     for (uint64_t i = 0; i < a.size(); ++i) a[i] = value(i, 1);
     for (uint64_t i = 0; i < w.size(); ++i) w[i] = value(i, 2);
@@ -382,13 +384,12 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
     bufs.push_back(dev.alloc((blocks.size() + 3) / 4 * 4));
     dev.upload(bufs.back(), blocks.data(), blocks.size());
     bufs.push_back(dev.alloc(uint64_t(m) * n * 4));
-    if (kern.scratch_bytes > 0) bufs.push_back(dev.alloc(kern.scratch_bytes));
-    const runtime::Buffer scratch = kern.scratch_bytes > 0 ? bufs.back() : runtime::Buffer{};
+    const kernels::SplitBuffers split = split_buffers(dev, kern, bufs);
     const uint32_t total = args.warmup + args.iters;
     auto list = dev.record(2 * total);
     for (uint32_t i = 0; i < total; ++i) {
       list->timestamp(2 * i);
-      kernels::record_matmul(*list, ids, kern, bufs[0], bufs[1], bufs[2], {}, scratch);
+      kernels::record_matmul(*list, id, kern, bufs[0], bufs[1], bufs[2], {}, split);
       list->timestamp(2 * i + 1);
       list->barrier();
     }
@@ -418,7 +419,7 @@ void run_quant(runtime::Device& dev, const shader::CompileOptions& copt, DType d
         "s\"}\n",
         head.c_str(), args.iters, median, best, 2.0 * m * n * k / (median * 1e9), blocks.size(),
         double(blocks.size()) / (median * 1e6), worst, worst < 1e-4 ? "true" : "false",
-        kern.passes.front().source.label.c_str());
+        kern.pass.source.label.c_str());
   } catch (const Error& e) {
     std::printf("%s,\"error\":\"%s\"}\n", head.c_str(), escape(e.what()).substr(0, 2000).c_str());
   }

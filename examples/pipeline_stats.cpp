@@ -162,12 +162,10 @@ std::vector<Pipeline> matmul_pipelines(runtime::Device& dev, const SessionConfig
       const kernels::MatmulKernel kern = kernels::select_matmul(
           dev.caps(), s, tier, {},
           a.tile.empty() ? kernels::CoopMatTile{} : kernels::CoopMatTile::parse(a.tile));
-      // The product pass (the only one unless the rule splits K; a split's summing pass is a plain
-      // reduction).
-      runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.passes.front(), copt);
+      runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.pass, copt);
       desc.capture = a.ir ? runtime::PipelineCapture::Representations : runtime::PipelineCapture::Statistics;
       Pipeline p;
-      p.label = kern.passes.front().source.label + " " + size + " " + a.layout;
+      p.label = kern.pass.source.label + " " + size + " " + a.layout;
       p.variant = std::string("matmul.") + tier_name;
       try {
         p.spirv_text = shader::disassemble(desc.spirv);

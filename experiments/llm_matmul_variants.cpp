@@ -1,7 +1,7 @@
 // The matmul variants a SmolLM2-135M step gets from the selection rule (kernels::choose_variant),
 // device-free: compile_step on a device description with a given number of compute units (132: the H200's
 // SMs; 0: unknown, 64 assumed, as on lavapipe), then one line per matmul dispatch family: variant,
-// dispatches, workgroups of the product pass and the shapes. Counts, not timings:
+// dispatches, workgroups and the shapes. Counts, not timings:
 // scripts/device/matmul-shapes.sh times the variants.
 //   llm_matmul_variants [--units 132] [--mode train|forward|token] [--batch 1] [--seq 128] [--layers 30]
 //                       [--mixed16 (with --best coopmat-khr: the tier the H200's self-test passes)]

@@ -108,7 +108,7 @@ TEST(MatmulGlslLint, ABrokenShaderIsReported) {
   kernels::MatmulPass pass =
       kernels::select_matmul(all_tiers_caps(), shape(64, 64, 64, false, false, MatmulInput::F32),
                              kernels::MatmulVariant::parse("scalar.16"))
-          .passes.at(0);
+          .pass;
   Lint lint;
   EXPECT_EQ(lint.check(pass), "");
   pass.source.glsl += "\nvoid broken() { undeclared_name += 1.0; }\n";
@@ -123,7 +123,7 @@ TEST(MatmulGlslLint, EveryTierVariantCompiles) {
                  const kernels::MatmulEpilogue& e) {
     const kernels::MatmulKernel k =
         kernels::select_matmul(caps, s, kernels::MatmulVariant::parse(variant), e);
-    for (const kernels::MatmulPass& p : k.passes) failures += lint.check(p);
+    failures += lint.check(k.pass);
   };
   const kernels::MatmulEpilogue none, epi = bias_relu();
   for (bool ta : {false, true}) {
@@ -155,6 +155,7 @@ TEST(MatmulGlslLint, EveryTierVariantCompiles) {
       }
       // The workgroup-scope tile (KHR tier; no epilogue, M and N multiples of the tile).
       run(shape(256, 256, 256, ta, tb, MatmulInput::F16), "coopmat-khr.128x128x32/2x2/s1/w", none);
+      run(shape(256, 256, 256, ta, tb, MatmulInput::F16), "coopmat-khr.128x128x32/2x2/s1/w.k2", none);
     }
   }
   failures += lint.check(kernels::f16_copy_pass(caps, 1001, 77, 1008));
@@ -184,10 +185,8 @@ TEST(MatmulGlslLint, SeveralProductGemvWithAFusedNormCompilesWithAndWithoutSubgr
       const kernels::MatmulKernel k =
           kernels::select_matmul(caps, shape(1, 576, 768, false, true, MatmulInput::F32, l),
                                  kernels::MatmulVariant::parse("gemv"), e);
-      for (const kernels::MatmulPass& p : k.passes) {
-        EXPECT_EQ(p.source.label.find(".sg") != std::string::npos, sg) << p.source.label;
-        failures += lint.check(p);
-      }
+      EXPECT_EQ(k.pass.source.label.find(".sg") != std::string::npos, sg) << k.pass.source.label;
+      failures += lint.check(k.pass);
     }
   }
   EXPECT_EQ(lint.count, 8);
@@ -204,7 +203,7 @@ TEST(MatmulGlslLint, ScalarTilesStoreEachOutputByAStatementOfItsOwn) {
     const kernels::MatmulPass pass =
         kernels::select_matmul(all_tiers_caps(), shape(256, 256, 256, false, false, MatmulInput::F32),
                                kernels::MatmulVariant::parse(v), epi)
-            .passes.at(0);
+            .pass;
     const uint32_t tt = std::string(v) == "scalar.128" ? 8 : 4;
     std::string tile;
     for (const shader::Define& d : pass.source.defines)

@@ -1,5 +1,6 @@
-// Split-K matmuls (kernels/matmul.hpp: a product pass of K slices into scratch, a summing pass in slice order
-// that applies the epilogue) and every scalar tile, against the float64 CPU reference and against the
+// Split-K matmuls (kernels/matmul.hpp: K slices store partial products into scratch, the last slice of each
+// tile sums them in slice order and applies the epilogue; check_matmul also asserts that the tickets end at
+// zero) and every scalar tile, against the float64 CPU reference and against the
 // one-pass kernel: ragged sizes (7x13x1000, 33x65x777), the MLP's 32x128x784, every layout, a bias + relu
 // epilogue, a batch, Mixed16 rounding, bit-equal reruns, and gradients through split matmuls in a compiled
 // session.
@@ -74,18 +75,18 @@ std::vector<float> run_variant(runtime::Device& dev, const MatmulShape& s, const
   dev.upload(mem[0], a.data(), a.size() * 4);
   dev.upload(mem[1], b.data(), b.size() * 4);
   dev.upload(mem[3], opt.extra[0].data(), s.n * 4);
-  runtime::Buffer scratch;
+  kernels::SplitBuffers split;
   if (k.scratch_bytes) {
-    mem.push_back(scratch = dev.alloc(k.scratch_bytes));
+    mem.push_back(split.partials = dev.alloc(k.scratch_bytes));
     const std::vector<float> nan(k.scratch_bytes / 4, NAN);
-    dev.upload(scratch, nan.data(), k.scratch_bytes);
+    dev.upload(split.partials, nan.data(), k.scratch_bytes);
+    mem.push_back(split.tickets = dev.alloc(k.ticket_bytes));
+    dev.fill_zero(split.tickets);
   }
-  std::vector<runtime::KernelId> ids;
-  for (const kernels::MatmulPass& p : k.passes)
-    ids.push_back(dev.create_kernel(kernels::build_matmul_kernel(p, compile_options())));
+  const runtime::KernelId id = dev.create_kernel(kernels::build_matmul_kernel(k.pass, compile_options()));
   auto list = dev.record();
   const runtime::Buffer extra[] = {mem[3]};
-  kernels::record_matmul(*list, ids, k, mem[0], mem[1], mem[2], extra, scratch);
+  kernels::record_matmul(*list, id, k, mem[0], mem[1], mem[2], extra, split);
   list->finish();
   dev.submit(*list);
   dev.wait();
@@ -135,7 +136,7 @@ TEST_F(MatmulSplit, VectorLoadsAtRaggedMultiplesOfFourMatchCpu) {
     for (const char* v : {"scalar.64", "scalar.128", "scalar.64.k2", "scalar.128.k3"}) {
       const MatmulShape s = shape(132, 68, 300, layout, 2);
       const kernels::MatmulPass pass =
-          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
+          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).pass;
       EXPECT_NE(pass.source.label.find("_v_"), std::string::npos)
           << name(s, MatmulVariant::parse(v)) << ": " << pass.source.label;
       expect_matches(s, MatmulVariant::parse(v), bias_relu(68, seed++));
@@ -154,9 +155,8 @@ TEST_F(MatmulSplit, SmallSharedMemoryTilesMatchCpu) {
     for (const char* v : {"scalar.64", "scalar.128.k3"}) {
       const MatmulShape s = shape(132, 68, 300, layout, 2);
       const kernels::MatmulPass big =
-          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).passes.front();
-      const kernels::MatmulPass one =
-          kernels::select_matmul(small, s, MatmulVariant::parse(v)).passes.front();
+          kernels::select_matmul(device().caps(), s, MatmulVariant::parse(v)).pass;
+      const kernels::MatmulPass one = kernels::select_matmul(small, s, MatmulVariant::parse(v)).pass;
       auto lpt = [](const kernels::MatmulPass& p) {
         for (const auto& [k, val] : p.source.defines)
           if (k == "LPT") return val;
@@ -187,7 +187,7 @@ TEST_F(MatmulSplit, SixteenBitWeightVectorLoadsMatchCpu) {
         MatmulShape s = shape(132, n, 300, layout, 2);
         s.load_b = kernels::MatmulLoad::F16;
         const MatmulVariant var = MatmulVariant::parse(v);
-        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).passes.front();
+        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).pass;
         const bool aligned = layout == 2 || n % 4 == 0;  // B's rows run along K (300) when transposed
         EXPECT_EQ(pass.source.label.find("_v_") != std::string::npos, aligned)
             << name(s, var) << ": " << pass.source.label;
@@ -208,7 +208,7 @@ TEST_F(MatmulSplit, GemvEightValueLoadsMatchCpu) {
         MatmulShape s = shape(m, 13, k, 2, 2);
         s.load_b = load;
         const MatmulVariant var = MatmulVariant::parse("gemv");
-        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).passes.front();
+        const kernels::MatmulPass pass = kernels::select_matmul(device().caps(), s, var).pass;
         EXPECT_EQ(pass.source.label.find(".v8") != std::string::npos, k % 8 == 0)
             << name(s, var) << ": " << pass.source.label;
         expect_matches(s, var, bias_relu(13, seed++));
@@ -278,7 +278,8 @@ TEST_F(MatmulSplit, GradientsThroughSplitMatmuls) {
     placed.g.set_outputs({placed.loss, placed.y});
     const CompiledStep step = compile_step(placed.g, test::session_config(true), device().caps());
     size_t splits = 0;
-    for (const GeneratedKernel& k : step.code) splits += k.variant.find(".partials") != std::string::npos;
+    for (const GeneratedKernel& k : step.code)
+      splits += k.variant.rfind("matmul.", 0) == 0 && k.variant.find(".k") != std::string::npos;
     EXPECT_GE(splits, l.splits) << label << "\n" << plan_text(step);
     // Sums of 300 products of operands near 1: 1e-4 absolute on values of ~10.
     test::GpuTolerance tol;
@@ -287,9 +288,9 @@ TEST_F(MatmulSplit, GradientsThroughSplitMatmuls) {
   }
 }
 
-// The cooperative tiers split the same way; without such a device, both passes must at least compile,
+// The cooperative tiers split the same way; without such a device, the split pass must at least compile,
 // validate and rewrite to KHR (the start-up self-test runs a split problem on devices that have them).
-TEST(MatmulSplitCoop, BothPassesCompileAndRewriteToKhr) {
+TEST(MatmulSplitCoop, SplitPassCompilesAndRewritesToKhr) {
   runtime::DeviceCaps caps = test::gpu_device().caps();
   caps.coopmat_nv = caps.coopmat_khr = caps.storage_16bit = caps.fp16_arithmetic = true;
   caps.subgroup_size = 32;
@@ -300,11 +301,10 @@ TEST(MatmulSplitCoop, BothPassesCompileAndRewriteToKhr) {
       const MatmulShape s = shape(200, 136, k, layout, 2, kernels::MatmulInput::F32RoundF16);
       const kernels::MatmulKernel kern =
           kernels::select_matmul(caps, s, kernels::MatmulTier::CoopMatKHR, bias_relu(136, 1).epilogue);
-      ASSERT_EQ(kern.passes.size(), 2u) << kern.variant.to_string();
       EXPECT_GT(kern.variant.split_k, 1u);
-      EXPECT_EQ(kern.passes[0].grid[2], 2 * kern.variant.split_k);
-      for (const kernels::MatmulPass& p : kern.passes)
-        EXPECT_NO_THROW(kernels::build_matmul_kernel(p, compile_options()));
+      EXPECT_EQ(kern.pass.grid[2], 2 * kern.variant.split_k);
+      EXPECT_EQ(kern.pass.num_buffers, 3u + 1u + 2u) << "A, B, C, the bias, partials, tickets";
+      EXPECT_NO_THROW(kernels::build_matmul_kernel(kern.pass, compile_options()));
     }
   }
 }

@@ -446,12 +446,12 @@ TEST(CoopMatRewrite, Mixed16RoundsByConversionWhereTheDeviceLetsIt) {
     for (uint32_t k : {256u, 45u}) {
       const MatmulShape s = shape(512, 512, k, false, true, 1, MatmulInput::F32RoundF16);
       const kernels::MatmulKernel kern = kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR);
-      const auto& defs = kern.passes[0].source.defines;
+      const auto& defs = kern.pass.source.defines;
       const bool set = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
         return d.name == "RTE_F16" && d.value == "1";
       });
       EXPECT_EQ(set, rte && k == 256) << "rte " << rte << " K " << k;
-      const runtime::KernelDesc d = kernels::build_matmul_kernel(kern.passes[0], compile_options());
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(kern.pass, compile_options());
       const std::map<uint32_t, uint32_t> modes = execution_modes(d.spirv);
       EXPECT_EQ(modes.count(4462) && modes.at(4462) == 16, set) << "RoundingModeRTE 16, K " << k;
       EXPECT_EQ(modes.count(4459) && modes.at(4459) == 16, set) << "DenormPreserve 16, K " << k;
@@ -469,21 +469,20 @@ TEST(CoopMatRewrite, EveryCooperativeVariantValidatesAsNvAndRewritesToKhr) {
             shape(128, 128, k, t & 1, t & 2, 1, variant == 2 ? MatmulInput::F32RoundF16 : MatmulInput::F16);
         const kernels::MatmulKernel kern =
             kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, doubled(epilogue));
-        ASSERT_TRUE(kern.passes[0].rewrite_to_khr);
+        ASSERT_TRUE(kern.pass.rewrite_to_khr);
         // compile_glsl validates the NV module; an invalid one throws here.
-        const std::vector<uint32_t> nv = shader::compile_glsl(kern.passes[0].source, compile_options()).spirv;
+        const std::vector<uint32_t> nv = shader::compile_glsl(kern.pass.source, compile_options()).spirv;
         auto before = opcode_counts(nv);
-        EXPECT_EQ(before[shader::spv::kOpTypeCoopMatNV], 3) << kern.passes[0].source.label;
+        EXPECT_EQ(before[shader::spv::kOpTypeCoopMatNV], 3) << kern.pass.source.label;
         EXPECT_GT(before[shader::spv::kOpMulAddNV], 0);
         EXPECT_TRUE(has_capability(nv, shader::spv::kCapCoopMatNV));
 
         shader::CoopMatRewriteStats st;
-        const std::vector<uint32_t> khr =
-            shader::rewrite_coopmat_nv_to_khr(nv, kern.passes[0].source.label, &st);
+        const std::vector<uint32_t> khr = shader::rewrite_coopmat_nv_to_khr(nv, kern.pass.source.label, &st);
         auto after = opcode_counts(khr);
         for (uint32_t op : {shader::spv::kOpTypeCoopMatNV, shader::spv::kOpLoadNV, shader::spv::kOpStoreNV,
                             shader::spv::kOpMulAddNV, shader::spv::kOpLengthNV}) {
-          EXPECT_EQ(after.count(op), 0u) << "NV opcode " << op << " left in " << kern.passes[0].source.label;
+          EXPECT_EQ(after.count(op), 0u) << "NV opcode " << op << " left in " << kern.pass.source.label;
         }
         EXPECT_EQ(after[shader::spv::kOpTypeCoopMatKHR], 3);
         EXPECT_EQ(after[shader::spv::kOpLoadKHR], before[shader::spv::kOpLoadNV]);
@@ -513,8 +512,8 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
       const MatmulShape s = shape(1024, 1024, 1024, t == 1, t == 2, 1, MatmulInput::F16);
       const kernels::MatmulKernel k =
           kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
-      EXPECT_EQ(k.passes[0].grid[0] * kernels::CoopMatTile::parse(tile).bn, 1024u);
-      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes[0], compile_options());
+      EXPECT_EQ(k.pass.grid[0] * kernels::CoopMatTile::parse(tile).bn, 1024u);
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.pass, compile_options());
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
     }
   }
@@ -563,7 +562,7 @@ TEST(CoopMatRewrite, EveryTileCompilesAndOversizedTilesAreRejected) {
       const kernels::MatmulKernel k =
           kernels::select_matmul(caps, shape(1000, 1000, 200, t == 1, t == 2, 1, MatmulInput::F16),
                                  MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
-      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes.at(0), compile_options());
+      const runtime::KernelDesc d = kernels::build_matmul_kernel(k.pass, compile_options());
       EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
     }
   }
@@ -584,13 +583,13 @@ TEST(CoopMatRewrite, WorkgroupScopeTilesCompileWithWorkgroupScopeAndRefuseWhatTh
         const MatmulShape s = shape(1024, 1024, kdim, t & 1, t & 2, 2, in);
         const kernels::MatmulKernel k =
             kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, {}, kernels::CoopMatTile::parse(tile));
-        EXPECT_EQ(k.passes[0].source.label.back(), 'w') << k.passes[0].source.label;
-        const auto& defs = k.passes[0].source.defines;
+        EXPECT_EQ(k.pass.source.label.back(), 'w') << k.pass.source.label;
+        const auto& defs = k.pass.source.defines;
         const bool full = std::any_of(defs.begin(), defs.end(), [](const shader::Define& d) {
           return d.name == "FULL_TILES" && d.value == "1";
         });
         EXPECT_EQ(full, kdim == 256) << tile << " K " << kdim;
-        const runtime::KernelDesc d = kernels::build_matmul_kernel(k.passes[0], compile_options());
+        const runtime::KernelDesc d = kernels::build_matmul_kernel(k.pass, compile_options());
         EXPECT_EQ(opcode_counts(d.spirv).count(shader::spv::kOpTypeCoopMatNV), 0u) << tile;
         EXPECT_EQ(coopmat_khr_scopes(d.spirv), (std::vector<uint32_t>{2, 2, 2})) << tile << " " << d.label;
       }
@@ -647,8 +646,7 @@ TEST(CoopMatRewrite, EpilogueBuffersNamedLikeCodegenCompile) {
       for (const char* tile : {"128x128x32/2x4", "128x256x32/4x4/g4/s1", "128x128x32/2x4/d2"}) {
         const kernels::MatmulKernel k =
             kernels::select_matmul(caps, s, MatmulTier::CoopMatKHR, ep, kernels::CoopMatTile::parse(tile));
-        EXPECT_NO_THROW(kernels::build_matmul_kernel(k.passes.at(0), compile_options()))
-            << tile << " " << name(s);
+        EXPECT_NO_THROW(kernels::build_matmul_kernel(k.pass, compile_options())) << tile << " " << name(s);
       }
     }
   }

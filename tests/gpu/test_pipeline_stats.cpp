@@ -86,7 +86,7 @@ TEST_F(PipelineStats, DeviceCapturesOnlyWhatAKernelAsksForAndOnlyWhereSupported)
   const kernels::MatmulKernel kern = kernels::select_matmul(dev.caps(), s, kernels::MatmulTier::Scalar);
   shader::CompileOptions copt;
   copt.device_key = dev.caps().fingerprint();
-  runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.passes.front(), copt);
+  runtime::KernelDesc desc = kernels::build_matmul_kernel(kern.pass, copt);
   const runtime::KernelId plain = dev.create_kernel(desc);
   desc.capture = runtime::PipelineCapture::Statistics;
   const runtime::KernelId stats = dev.create_kernel(desc);
@@ -156,7 +156,7 @@ TEST_F(PipelineStats, PipelineCacheDataHasTheDevicesHeader) {
   const kernels::MatmulKernel k = kernels::select_matmul(dev->caps(), s, kernels::MatmulTier::Scalar);
   shader::CompileOptions o;
   o.device_key = dev->caps().fingerprint();
-  dev->create_kernel(kernels::build_matmul_kernel(k.passes.at(0), o));
+  dev->create_kernel(kernels::build_matmul_kernel(k.pass, o));
   const std::vector<std::byte> blob = dev->pipeline_cache_data();
   ASSERT_GE(blob.size(), 32u);
   uint32_t header[4];

@@ -51,7 +51,7 @@ std::vector<GeneratedKernel> generate_kernel(const Graph& g, const KernelGraph& 
     case Archetype::GradNorm: codegen::emit_grad_norm(e); break;
     case Archetype::ClipScale: codegen::emit_clip_scale(e); break;
   }
-  for (GeneratedKernel& b : e.before) {  // split-K's product pass
+  for (GeneratedKernel& b : e.before) {  // Mixed16's f16 copy, a scatter's clear, attention's dK/dV parts
     b.kernel = ki;
     out.push_back(std::move(b));
   }

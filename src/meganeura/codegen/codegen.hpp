@@ -18,10 +18,12 @@ namespace meganeura {
 
 // What a shader binding refers to; the session maps it to a buffer of the memory plan.
 struct Binding {
-  // Scratch: bytes only this kernel's dispatches use (split-K's partial products), planned in the activation
-  // arena for the kernel's level (MemoryPlan::scratch).
-  enum Kind : uint8_t { Value, Moment, Accumulator, Hyper, Scratch } kind = Value;
-  NodeId node;  // Value: the storage node; Moment, Accumulator: the parameter; Scratch: the kernel's root
+  // Scratch: bytes only this kernel's dispatches use (split-K's partial products, Mixed16's f16 copy),
+  // planned in the activation arena for the kernel's level (MemoryPlan::scratch). Tickets: split-K's
+  // counters, one a tile, persistent and zeroed once (MemoryPlan::tickets); the kernel leaves them zero.
+  enum Kind : uint8_t { Value, Moment, Accumulator, Hyper, Scratch, Tickets } kind = Value;
+  NodeId node;  // Value: the storage node; Moment, Accumulator: the parameter; Scratch, Tickets: the kernel's
+                // root
   uint32_t moment = 0;
   bool write = false;
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
@@ -33,7 +35,7 @@ struct GeneratedKernel {
   std::string label;
   Archetype arch = Archetype::Pointwise;
   size_t kernel = 0;  // the KernelGraph kernel this dispatch computes (a scatter's clear shares its
-                      // scatter's, so does a split matmul's product pass); dispatch and kernel indices differ
+                      // scatter's, so does a Mixed16 matmul's f16 copy); dispatch and kernel indices differ
                       // once a kernel needs two dispatches
   std::string glsl;
   std::vector<uint32_t> spec_constants;

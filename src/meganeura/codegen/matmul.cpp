@@ -4,11 +4,11 @@
 // index and the accumulator, with its own bindings from 3 on), the broadcast batch offsets of each operand,
 // and the element type of the stored root. Shapes travel as push constants; the epilogue bakes them like
 // every other kernel. The variant is kernels::choose_variant's, with the knobs the tuner's KernelVariant
-// sets; a split one is two dispatches: the product pass (Emitter::before) writes a Scratch binding the plan
-// allocates, the summing pass (Emitter::out) applies the epilogue and stores the root. A large Mixed16
-// product (kernels::kMinF16CopyMacs) first copies both operands to f16 into the scratch (one more dispatch in
-// Emitter::before), then multiplies f16 buffers reading A and B from it (b_base adds B's offset); when it is
-// split too, the partial products follow the copy in the same scratch.
+// sets; a split one is still one dispatch, which binds a Scratch for the partial products (planned in the
+// arena) and Tickets (persistent counters; the last slice of each tile sums the partials and applies the
+// epilogue). A large Mixed16 product (kernels::kMinF16CopyMacs) first copies both operands to f16 into the
+// scratch (a dispatch in Emitter::before), then multiplies f16 buffers reading A and B from it (b_base adds
+// B's offset); when it is split too, the partial products follow the copy in the same scratch.
 #include <algorithm>
 #include <cstring>
 
@@ -242,9 +242,9 @@ void emit_matmul(Emitter& e) {
     // A 16-bit or block-quantized weight (B) takes the copy from kMinStagedLoadMacs on: converted to f16,
     // both operands suit the cooperative tiers, which take no loads (choose_tier gave the scalar tier).
     const uint64_t macs = uint64_t(s.m) * s.n * s.k * s.batch;
-    const bool staged_load = loads[0] == kernels::MatmulLoad::Plain && loads[1] != kernels::MatmulLoad::Plain &&
-                             s.m >= kernels::kMinStagedRows && macs >= kernels::kMinStagedLoadMacs &&
-                             !e.variant.tier && e.variant.tile.empty();
+    const bool staged_load = loads[0] == kernels::MatmulLoad::Plain &&
+                             loads[1] != kernels::MatmulLoad::Plain && s.m >= kernels::kMinStagedRows &&
+                             macs >= kernels::kMinStagedLoadMacs && !e.variant.tier && e.variant.tile.empty();
     if (s.input == kernels::MatmulInput::F32RoundF16 && !a_fill && !b_fill &&
         (plain ? macs >= kernels::kMinF16CopyMacs : staged_load) && e.caps.storage_16bit &&
         tier != kernels::MatmulTier::Gemv && b_offset + nb < (uint64_t(1) << 32)) {  // 32-bit copy indices
@@ -301,29 +301,25 @@ void emit_matmul(Emitter& e) {
     e.before.push_back(std::move(conv));
     a_in = b_in = scratch;
   }
-  if (k.passes.size() == 1) {
-    e.out.bindings[0] = a_in;
-    e.out.bindings[1] = b_in;
-    fill(e.out, k.passes[0]);
-    return;
-  }
-  // Split-K: the product pass reads A and B and writes the partial products; the summing pass reads them
-  // (binding 1 is unused: the scratch again) and writes the root through the epilogue.
-  Binding scratch;
-  scratch.kind = Binding::Scratch;
-  scratch.node = e.kg.storage_of(e.k.root);
-  scratch.bytes = k.scratch_bytes;
-  scratch.offset = partials_at;
-  GeneratedKernel product;
-  product.label = "split-K " + e.out.label;
-  product.arch = e.out.arch;
-  product.bindings = {a_in, b_in, scratch};
-  product.bindings[2].write = true;
-  fill(product, k.passes[0]);
-  product.variant = variant + ".partials";
-  e.before.push_back(std::move(product));
-  e.out.bindings[0] = e.out.bindings[1] = scratch;
-  fill(e.out, k.passes[1]);
+  e.out.bindings[0] = a_in;
+  e.out.bindings[1] = b_in;
+  fill(e.out, k.pass);
+  if (k.scratch_bytes == 0) return;
+  // Split-K: after C and the epilogue's buffers, the partial products (in the scratch, after Mixed16's copy)
+  // and the tickets (select_matmul's SPLIT_PART and SPLIT_TICKET). Appended as they are, not through bind():
+  // the copy's scratch binding differs only in its offset.
+  Binding partials;
+  partials.kind = Binding::Scratch;
+  partials.node = e.kg.storage_of(e.k.root);
+  partials.bytes = k.scratch_bytes;
+  partials.offset = partials_at;
+  partials.write = true;
+  Binding tickets = partials;
+  tickets.kind = Binding::Tickets;
+  tickets.bytes = k.ticket_bytes;
+  tickets.offset = 0;
+  e.out.bindings.push_back(partials);
+  e.out.bindings.push_back(tickets);
 }
 
 }  // namespace meganeura::codegen

@@ -41,13 +41,14 @@ bool tunable(Archetype a);
 // The search space of one kernel (the one place it is defined; docs/debugging.md "Tuning" lists it):
 //   pointwise             workgroup {64, 128, 256, 512} x elements per thread {1, 2, 4, 8}
 //   row-reduce            workgroup {32, 64, 128, 256, 512} (a power of two: the shared-memory tree halves
-//   it) copy, gather, optimizer, accumulate workgroup {64, 128, 256, 512} matmul                every tier
-//   that can run the shape (GEMV for M <= 8, scalar with each tile of {128, 64,
-//                         16}, and the cooperative tier the device's self-test passed, for Mixed16), the
-//                         cooperative tier with each tile of
-//                         {128x128x32/2x4, 64x128x32/2x4, 128x64x32/4x2, 64x64x32/2x4, 128x256x32/2x4}, all
-//                         one pass (split=1): the tuner times one dispatch, so a split-K kernel (two
-//                         dispatches, kernels/matmul.hpp) is not timed yet and keeps the rule's variant
+//   it) copy, gather, optimizer, accumulate
+//                         workgroup {64, 128, 256, 512}
+//   matmul                every tier that can run the shape (GEMV for M <= 8, scalar with each tile of {128,
+//                         64, 16}, and the cooperative tier the device's self-test passed, for Mixed16), the
+//                         cooperative tier with each tile of {128x128x32/2x4, 64x128x32/2x4, 128x64x32/4x2,
+//                         64x64x32/2x4, 128x256x32/2x4}, all unsplit (split=1): a split needs partial
+//                         products and tickets that the memory plan, built before the search, holds only for
+//                         the kernels the rule split
 // Candidates above the device's workgroup limits are left out; those that fail to generate (a tile that does
 // not fit shared memory, a tier unavailable for the shape) are skipped by the tuner. The first candidate is
 // always the default; the heuristic's own choice may appear again in explicit form.

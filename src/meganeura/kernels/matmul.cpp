@@ -323,21 +323,16 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
   k.variant.split_k = split;
   if (split > 1) k.scratch_bytes = 4ull * split * s.batch * s.m * s.n;
 
-  // The product pass. Split, it stores raw partial products packed [slice][batch][M][N] in the scratch.
+  // One pass. Split, each slice stores its raw partial products packed [slice][batch][M][N] in the scratch
+  // and the last slice to finish a tile sums them into C through the epilogue (split.glsl).
   MatmulShape ps = s;
   if (split > 1) {
     ps.ldc = s.n;
     ps.stride_c = s.m * s.n;
   }
-  MatmulEpilogue pe;
-  if (split > 1) {
-    pe.operand_decls = epilogue.operand_decls;
-  } else {
-    pe = epilogue;
-  }
   MatmulPass pass;
-  pass.num_buffers = 3 + pe.extra_buffers;
-  pass.push = {ps.m, ps.n, ps.k, ps.lda, ps.ldb, ps.ldc, ps.stride_a, ps.stride_b, ps.stride_c};
+  pass.num_buffers = 3 + epilogue.extra_buffers + (split > 1 ? 2 : 0);
+  pass.push = {s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.stride_a, s.stride_b, s.stride_c};
   auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
   pass.source.defines = {{"TRANS_A", flag(s.trans_a)},
                          {"TRANS_B", flag(s.trans_b)},
@@ -345,45 +340,31 @@ MatmulKernel select_matmul(const runtime::DeviceCaps& caps, const MatmulShape& r
                          {"INPUT_ROUND_F16", flag(s.input == MatmulInput::F32RoundF16)},
                          {"A_LOAD", std::to_string(int(s.load_a))},
                          {"B_LOAD", std::to_string(int(s.load_b))},
-                         {"HAS_EPILOGUE", flag(!pe.expr.empty())},
+                         {"HAS_EPILOGUE", flag(!epilogue.expr.empty())},
                          {"SPLIT_K", std::to_string(split)}};
+  if (split > 1) {
+    pass.source.defines.push_back({"SPLIT_PART", std::to_string(3 + epilogue.extra_buffers)});
+    pass.source.defines.push_back({"SPLIT_TICKET", std::to_string(4 + epilogue.extra_buffers)});
+  }
   std::string label = std::string(s.trans_a ? "t" : "n") + (s.trans_b ? "t" : "n");
   switch (tier) {
-    case MatmulTier::Gemv: tiers::gemv_pass(caps, s, pe, pass, label); break;
-    case MatmulTier::Scalar: tiers::scalar_pass(caps, s, variant.tile, pe, pass, label); break;
+    case MatmulTier::Gemv: tiers::gemv_pass(caps, s, epilogue, pass, label); break;
+    case MatmulTier::Scalar: tiers::scalar_pass(caps, s, variant.tile, epilogue, pass, label); break;
     case MatmulTier::CoopMatNV:
     case MatmulTier::CoopMatKHR:
-      tiers::coopmat_pass(caps, tier, s, ps, pe, variant.coop, split, pass, label);
+      tiers::coopmat_pass(caps, tier, s, ps, epilogue, variant.coop, split, pass, label);
       break;
   }
+  if (split > 1) k.ticket_bytes = 4ull * pass.grid[0] * pass.grid[1] * s.batch;
   pass.grid[2] = s.batch * split;
   if (split > 1) label += "_k" + std::to_string(split);
   pass.source.label = std::string("matmul_") + tier_name(tier) + "_" + label;
-  k.passes.push_back(std::move(pass));
-
-  if (split > 1) {  // the summing pass: binding 0 the partials, 2 C, 3.. the epilogue's
-    MatmulEpilogue se = epilogue;
-    se.operand_decls.clear();
-    MatmulPass sum;
-    sum.num_buffers = 3 + se.extra_buffers;
-    sum.push = {s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.stride_a, s.stride_b, s.stride_c};
-    sum.source.defines = {{"INPUT_F16", "0"},
-                          {"INPUT_ROUND_F16", "0"},
-                          {"HAS_EPILOGUE", flag(!se.expr.empty())},
-                          {"SPLIT_K", std::to_string(split)}};
-    sum.source.glsl = glsl::split_sum(se);
-    flat_grid(caps, ceil_div(s.m * s.n, 256), sum.grid);
-    sum.grid[2] = s.batch;
-    sum.source.label = std::string("matmul_") + tier_name(tier) + "_" + label + "_sum";
-    k.passes.push_back(std::move(sum));
+  if (pass.grid[0] > caps.max_workgroup_count[0] || pass.grid[1] > caps.max_workgroup_count[1] ||
+      pass.grid[2] > caps.max_workgroup_count[2]) {
+    throw ShapeError("[kernels::select_matmul] expected a grid within the device's workgroup counts, got " +
+                     dims(raw) + " as " + k.variant.to_string());
   }
-  for (const MatmulPass& p : k.passes) {
-    if (p.grid[0] > caps.max_workgroup_count[0] || p.grid[1] > caps.max_workgroup_count[1] ||
-        p.grid[2] > caps.max_workgroup_count[2]) {
-      throw ShapeError("[kernels::select_matmul] expected a grid within the device's workgroup counts, got " +
-                       dims(raw) + " as " + k.variant.to_string());
-    }
-  }
+  k.pass = std::move(pass);
   return k;
 }
 
@@ -414,37 +395,31 @@ runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::Co
   return d;
 }
 
-void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids,
-                   const MatmulKernel& kernel, const runtime::Buffer& a, const runtime::Buffer& b,
-                   const runtime::Buffer& c, std::span<const runtime::Buffer> extra,
-                   const runtime::Buffer& scratch) {
-  const std::string name = kernel.passes.empty() ? "?" : kernel.passes.back().source.label;
-  if (ids.size() != kernel.passes.size() || kernel.passes.empty()) {
-    throw DeviceError("[kernels::record_matmul] expected " + std::to_string(kernel.passes.size()) +
-                      " kernel ids for '" + name + "', got " + std::to_string(ids.size()));
-  }
-  if (extra.size() + 3 != kernel.passes.back().num_buffers) {
+void record_matmul(runtime::CommandList& list, runtime::KernelId id, const MatmulKernel& kernel,
+                   const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
+                   std::span<const runtime::Buffer> extra, const SplitBuffers& split) {
+  const MatmulPass& p = kernel.pass;
+  const std::string& name = p.source.label;
+  const uint32_t split_bindings = kernel.scratch_bytes > 0 ? 2 : 0;
+  if (extra.size() + 3 + split_bindings != p.num_buffers) {
     throw DeviceError("[kernels::record_matmul] expected " +
-                      std::to_string(kernel.passes.back().num_buffers - 3) + " epilogue buffers for '" +
-                      name + "', got " + std::to_string(extra.size()));
+                      std::to_string(p.num_buffers - 3 - split_bindings) + " epilogue buffers for '" + name +
+                      "', got " + std::to_string(extra.size()));
   }
-  if (kernel.passes.size() > 1 && (!scratch.valid() || scratch.size < kernel.scratch_bytes)) {
-    throw DeviceError("[kernels::record_matmul] expected a scratch buffer of " +
-                      std::to_string(kernel.scratch_bytes) + " bytes for split-K '" + name + "', got " +
-                      std::to_string(scratch.size));
+  if (split_bindings && (!split.partials.valid() || split.partials.size < kernel.scratch_bytes ||
+                         !split.tickets.valid() || split.tickets.size < kernel.ticket_bytes)) {
+    throw DeviceError("[kernels::record_matmul] expected split-K buffers of " +
+                      std::to_string(kernel.scratch_bytes) + " and " + std::to_string(kernel.ticket_bytes) +
+                      " bytes (partials, zeroed tickets) for '" + name + "', got " +
+                      std::to_string(split.partials.size) + " and " + std::to_string(split.tickets.size));
   }
-  auto dispatch = [&](size_t i, std::vector<runtime::Buffer> bufs) {
-    const MatmulPass& p = kernel.passes[i];
-    list.dispatch(ids[i], bufs, std::as_bytes(std::span(&p.push, 1)), p.grid[0], p.grid[1], p.grid[2]);
-  };
-  std::vector<runtime::Buffer> last = {kernel.passes.size() > 1 ? scratch : a, b, c};
-  if (kernel.passes.size() > 1) {
-    dispatch(0, {a, b, scratch});
-    list.barrier();
-    last[1] = scratch;  // unused by the summing pass
+  std::vector<runtime::Buffer> bufs = {a, b, c};
+  bufs.insert(bufs.end(), extra.begin(), extra.end());
+  if (split_bindings) {
+    bufs.push_back(split.partials);
+    bufs.push_back(split.tickets);
   }
-  last.insert(last.end(), extra.begin(), extra.end());
-  dispatch(kernel.passes.size() - 1, last);
+  list.dispatch(id, bufs, std::as_bytes(std::span(&p.push, 1)), p.grid[0], p.grid[1], p.grid[2]);
 }
 
 void matmul_reference(const MatmulShape& raw, const float* a, const float* b, float* c) {

@@ -5,9 +5,9 @@
 //   Gemv        (gemv.cpp) M <= 8: one pass over B, K split across a 256-thread workgroup and reduced in
 //               shared memory (bandwidth-bound; the inference and small-batch case).
 //   Scalar      (scalar.cpp) f32 FMA in three tiles: 128x128 (8x8 per thread, BK 8) and 64x64 (4x4 per
-//               thread, BK 32), both double-buffered shared memory with register prefetch, and 16x16 (one output per
-//               thread, for outputs too small to spread over the GPU otherwise). Runs everywhere; the
-//               lavapipe path.
+//               thread, BK 32), both double-buffered shared memory with register prefetch, and 16x16 (one
+//               output per thread, for outputs too small to spread over the GPU otherwise). Runs everywhere;
+//               the lavapipe path.
 //   CoopMatNV   (coopmat.cpp) GL_NV_cooperative_matrix, f16 inputs, f32 accumulation: 256 threads (8
 //   subgroups
 //               of 32, each a 64x32 patch of 16x8 accumulators), 128x128 block tile, BK 32, 16-byte global
@@ -18,20 +18,23 @@
 // Every tier handles A·B, Aᵀ·B, A·Bᵀ (and Aᵀ·Bᵀ) by choosing the staging layout, any M, N, K (ragged edges
 // are zero-filled on load and masked on store), leading dimensions, and a batch over gl_WorkGroupID.z.
 //
-// Split-K (MatmulVariant::split_k = S > 1, scalar and cooperative tiers): the product pass runs S times as
-// many workgroups, slice s multiplying K range [s·kc, (s+1)·kc) (kc = split_chunk) and storing its raw
-// partial product into an f32 scratch buffer [S][batch][M][N]; a summing pass adds the S slices of each
-// output in slice order (deterministic) and applies the epilogue. choose_variant states when that pays.
+// Split-K (MatmulVariant::split_k = S > 1, scalar and cooperative tiers): the pass runs S times as many
+// workgroups, slice s multiplying K range [s·kc, (s+1)·kc) (kc = split_chunk) and storing its raw partial
+// product into an f32 scratch buffer [S][batch][M][N]; then each workgroup takes a ticket of its tile (an
+// atomic counter in a buffer of zeros), and the one that takes the last sums the tile's S slices of each
+// output in slice order (deterministic) and applies the epilogue, putting the counter back to zero
+// (split.glsl). One dispatch, no barrier: the summing pass this replaced cost a dispatch and a barrier per
+// split product (~300 a SmolLM2 training step). choose_variant states when splitting pays.
 //
 // Use from codegen: select_matmul() returns everything needed to build and dispatch the kernel without
-// touching a device; build_matmul_kernel() compiles each pass (the KHR rewrite included); record_matmul()
-// records the passes. The epilogue hook is a GLSL expression applied to each output before it is stored.
+// touching a device; build_matmul_kernel() compiles the pass (the KHR rewrite included); record_matmul()
+// records it. The epilogue hook is a GLSL expression applied to each output before it is stored.
 //
 // Buffers (set 0) of a one-pass kernel: binding 0 = A, 1 = B (element type MatmulShape::input: f32, or f16
 // where the device has 16-bit storage; the cooperative tiers need f16), 2 = C (f32, row-major M x N with
-// leading dimension ldc), 3.. = the epilogue's extra f32 buffers e0, e1, ... With split-K the product pass
-// binds A, B, scratch and the summing pass scratch, (unused), C, then the epilogue's buffers. Push constants:
-// MatmulPush (36 bytes).
+// leading dimension ldc), 3.. = the epilogue's extra f32 buffers e0, e1, ... Split-K adds two after those:
+// the partial products (MatmulKernel::scratch_bytes) and the tickets (ticket_bytes, zero before the first
+// dispatch; each dispatch leaves them zero). Push constants: MatmulPush (36 bytes).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -89,7 +92,7 @@ struct MatmulShape {
 // batch)`, element offsets of each operand's matrix, for broadcast batch dimensions) and `c_type` (the GLSL
 // element type of C: float, int or uint; direct cooperative stores need float). `store`, when set, names a
 // function `void store(uint i, float v)` (in `decls`) called instead of `c[i] = v` with each element, once,
-// by one thread (the summing pass of a split product): a fused parameter update, with C bound to the
+// by one thread (a split product's last slice sums each once): a fused parameter update, with C bound to the
 // parameter.
 struct MatmulEpilogue {
   std::string expr;
@@ -160,7 +163,7 @@ struct MatmulPush {  // the push-constant block, in this order; all in elements
 struct MatmulVariant {
   MatmulTier tier = MatmulTier::Scalar;
   uint32_t tile = 0;     // Scalar: the output tile's edge, 128, 64 or 16; 0 for the other tiers
-  uint32_t split_k = 1;  // slices of K: 1 is one pass; S > 1 a product pass into scratch, then a summing pass
+  uint32_t split_k = 1;  // slices of K: S > 1 partial products into scratch, summed by each tile's last slice
   CoopMatTile coop;      // cooperative tiers only
   // "scalar.64", "scalar.16.k9", "gemv", "coopmat-nv.128x128x32/2x4.k2": tier, tile, then k<S> when S > 1.
   std::string to_string() const;
@@ -177,7 +180,8 @@ struct MatmulVariant {
 //           scalar tier, floor(target / grid) for the cooperative ones (no second wave of slices), at most
 //           K / kMinSliceK (and max_fill_split(K) for a 128 or 64 tile chosen by its split, and in the
 //           cooperative tile's choice), normalised so that no slice is empty (split_count). Shorter K is not
-//           worth the second dispatch (it costs as much as a 128-deep K loop). Gemv never splits.
+//           worth the partial products' round trip (it costs as much as a 128-deep K loop). Gemv never
+//           splits.
 // Why the 16 tile comes last: its workgroup does a sixteenth of a 64 tile's multiply-adds per K step, and a K
 // step costs a global-load latency either way; at M = 128 the 16 tile's K loop (K / 16 dependent steps) was
 // the step's largest family on the H200 (docs/performance.md, issue 29). So a 32x128x784 layer on 132 SMs
@@ -224,8 +228,9 @@ struct MatmulPass {
 struct MatmulKernel {
   MatmulTier tier = MatmulTier::Scalar;
   MatmulVariant variant;
-  std::vector<MatmulPass> passes;  // one; with split_k > 1 the product pass, then the summing pass
-  uint64_t scratch_bytes = 0;      // split_k > 1: f32 partial products, split_k x batch x M x N
+  MatmulPass pass;
+  uint64_t scratch_bytes = 0;  // split_k > 1: f32 partial products, split_k x batch x M x N
+  uint64_t ticket_bytes = 0;   // split_k > 1: a uint32 counter per output tile and batch
 };
 
 // Whether `tier` can run `shape` on this device ("" when it can, else the reason).
@@ -269,12 +274,16 @@ MatmulPass f16_copy_pass(const runtime::DeviceCaps& caps, uint64_t na, uint64_t 
 // Compiles one pass (cached per options), validates the NV module, rewrites to KHR where asked.
 runtime::KernelDesc build_matmul_kernel(const MatmulPass& pass, const shader::CompileOptions& options);
 
-// Records the kernel's passes (ids: one per pass, from build_matmul_kernel), with a barrier between them.
-// `extra` holds the epilogue's buffers; `scratch` (at least kernel.scratch_bytes) is needed with split_k > 1.
-void record_matmul(runtime::CommandList& list, std::span<const runtime::KernelId> ids,
-                   const MatmulKernel& kernel, const runtime::Buffer& a, const runtime::Buffer& b,
-                   const runtime::Buffer& c, std::span<const runtime::Buffer> extra = {},
-                   const runtime::Buffer& scratch = {});
+// Records the kernel's dispatch (id from build_matmul_kernel). `extra` holds the epilogue's buffers. With
+// split_k > 1 `split` must hold the partial products (at least scratch_bytes) and the tickets (at least
+// ticket_bytes, all zero: the caller zeroes them once, every dispatch leaves them so; concurrent dispatches
+// need tickets of their own).
+struct SplitBuffers {
+  runtime::Buffer partials, tickets;
+};
+void record_matmul(runtime::CommandList& list, runtime::KernelId id, const MatmulKernel& kernel,
+                   const runtime::Buffer& a, const runtime::Buffer& b, const runtime::Buffer& c,
+                   std::span<const runtime::Buffer> extra = {}, const SplitBuffers& split = {});
 
 // CPU reference with double accumulation over the given (already f16-rounded, for f16) values; no epilogue.
 // a, b, c laid out as the shape says.

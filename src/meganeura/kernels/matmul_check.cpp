@@ -112,23 +112,33 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
       extra.push_back(mem.add(padded_bytes(e.size(), 4)));
       device.upload(extra.back(), e.data(), e.size() * 4);
     }
-    std::vector<runtime::KernelId> ids;
-    for (const MatmulPass& pass : kernel.passes)
-      ids.push_back(device.create_kernel(build_matmul_kernel(pass, options)));
-    // The scratch starts as NaN, so that a partial product the summing pass reads but no slice wrote shows.
-    runtime::Buffer scratch;
+    const runtime::KernelId id = device.create_kernel(build_matmul_kernel(kernel.pass, options));
+    // The partials start as NaN, so that a partial product the fix-up reads but no slice wrote shows; the
+    // tickets start at zero and must end there (the next dispatch's fix-up depends on it).
+    SplitBuffers split;
     if (kernel.scratch_bytes > 0) {
-      scratch = mem.add(kernel.scratch_bytes);
+      split.partials = mem.add(kernel.scratch_bytes);
       const std::vector<float> nan(kernel.scratch_bytes / 4, NAN);
-      device.upload(scratch, nan.data(), kernel.scratch_bytes);
+      device.upload(split.partials, nan.data(), kernel.scratch_bytes);
+      split.tickets = mem.add(kernel.ticket_bytes);
+      device.fill_zero(split.tickets);
     }
     auto list = device.record();
-    record_matmul(*list, ids, kernel, da, db, dc, extra, scratch);
+    record_matmul(*list, id, kernel, da, db, dc, extra, split);
     list->finish();
     device.submit(*list);
     device.wait();
     std::vector<float> got(nc);
     device.download(dc, got.data(), nc * 4);
+    if (kernel.ticket_bytes > 0) {
+      std::vector<uint32_t> tickets(kernel.ticket_bytes / 4);
+      device.download(split.tickets, tickets.data(), kernel.ticket_bytes);
+      for (size_t t = 0; t < tickets.size(); ++t)
+        if (tickets[t] != 0)
+          throw DeviceError(
+              "[kernels::check_matmul] expected every split-K ticket back at zero, got ticket " +
+              std::to_string(t) + " at " + std::to_string(tickets[t]));
+    }
 
     std::vector<float> want(nc, 0.0f);
     matmul_reference(shape, a.data(), b.data(), want.data());
@@ -137,7 +147,7 @@ MatmulCheck check_matmul(runtime::Device& device, const shader::CompileOptions& 
     for (size_t i = 0; i < a.size(); ++i) abs_a[i] = std::fabs(a[i]);
     for (size_t i = 0; i < b.size(); ++i) abs_b[i] = std::fabs(b[i]);
     matmul_reference(shape, abs_a.data(), abs_b.data(), scale.data());
-    const MatmulPush& p = kernel.passes.back().push;
+    const MatmulPush& p = kernel.pass.push;
     result.ok = true;
     for (uint32_t q = 0; q < shape.batch && result.ok; ++q) {
       for (uint32_t i = 0; i < shape.m && result.ok; ++i) {

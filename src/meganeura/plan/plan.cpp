@@ -22,6 +22,7 @@ const char* storage_kind_name(StorageKind k) {
     case StorageKind::Constant: return "constant";
     case StorageKind::Hyper: return "hyper";
     case StorageKind::Scratch: return "scratch";
+    case StorageKind::Tickets: return "tickets";
   }
   return "?";
 }
@@ -50,7 +51,8 @@ MemorySummary MemoryPlan::summary() const {
       case StorageKind::Accumulator: s.gradients += sl.bytes; break;
       case StorageKind::OptimizerState: s.optimizer_state += sl.bytes; break;
       case StorageKind::Activation:
-      case StorageKind::Scratch: break;  // counted once, as the arena
+      case StorageKind::Scratch: break;                             // counted once, as the arena
+      case StorageKind::Tickets: s.activations += sl.bytes; break;  // kernel bookkeeping, beside scratch
       case StorageKind::Output: s.outputs += sl.bytes; break;
       // Constants and the hyper-parameter block are host-provided data of the step, like inputs.
       case StorageKind::Input:
@@ -58,7 +60,7 @@ MemorySummary MemoryPlan::summary() const {
       case StorageKind::Hyper: s.inputs += sl.bytes; break;
     }
   }
-  s.activations = arena_bytes;
+  s.activations += arena_bytes;
   return s;
 }
 
@@ -223,6 +225,13 @@ MemoryPlan plan_memory(const Graph& g, const KernelGraph& kg, const PlanOptions&
       s.bytes = storage_bytes(g.node(p));
       plan.accumulators[p] = add(s);
     }
+  }
+  for (const PlanOptions::ScratchRequest& r : options.tickets) {
+    Slot s;
+    s.kind = StorageKind::Tickets;
+    s.node = r.root;
+    s.bytes = std::max<uint64_t>(r.bytes, 4);
+    plan.tickets[r.root] = add(s);
   }
   if (options.hyper_bytes > 0) {
     Slot s;

@@ -26,8 +26,9 @@ enum class StorageKind : uint8_t {
   Output,
   Constant,
   Hyper,
-  State,   // Graph::state values (KV caches): persistent, updated in place by the step
-  Scratch  // bytes one kernel's dispatches pass between them (split-K's partial products); in the arena
+  State,    // Graph::state values (KV caches): persistent, updated in place by the step
+  Scratch,  // bytes one kernel's dispatches pass between them (split-K's partial products); in the arena
+  Tickets   // split-K's counters of one kernel: persistent, zeroed once, left zero by every dispatch
 };
 const char* storage_kind_name(StorageKind k);
 // Activations and scratch share the activation arena; everything else is persistent.
@@ -58,6 +59,8 @@ struct PlanOptions {
     uint64_t bytes = 0;
   };
   std::vector<ScratchRequest> scratch;
+  // Tickets of a kernel (codegen's Binding::Tickets): persistent, so that the zeros survive other kernels.
+  std::vector<ScratchRequest> tickets;
 };
 
 struct MemoryPlan {
@@ -66,6 +69,7 @@ struct MemoryPlan {
   std::map<std::pair<NodeId, uint32_t>, size_t> moments;  // (parameter, moment) -> slot
   std::map<NodeId, size_t> accumulators;                  // parameter -> slot
   std::map<NodeId, size_t> scratch;                       // kernel root -> its scratch slot
+  std::map<NodeId, size_t> tickets;                       // kernel root -> its tickets slot
   std::optional<size_t> hyper;
   uint64_t arena_bytes = 0;       // the activation arena
   uint64_t persistent_bytes = 0;  // the persistent arena

@@ -143,13 +143,16 @@ MemoryPlan pass_plan_memory(const CompiledStep& s, const SessionConfig& config,
   po.moments_per_parameter = updates(config) ? codegen::moments_for(config.optimizer) : 0;
   po.accumulators = updates(config) && config.optimizer.grad_accumulation > 1;
   po.hyper_bytes = updates(config) ? codegen::hyper_bytes(norm_partials(s, codegen_options(config))) : 0;
-  // A kernel's scratch is as large as the furthest byte any of its dispatches writes.
-  std::map<NodeId, uint64_t> scratch;
+  // A kernel's scratch (and tickets) are as large as the furthest byte any of its dispatches writes.
+  std::map<NodeId, uint64_t> scratch, tickets;
   for (const GeneratedKernel& k : s.code)
     for (const Binding& b : k.bindings)
-      if (b.kind == Binding::Scratch && b.write)
-        scratch[b.node] = std::max(scratch[b.node], b.offset + b.bytes);
+      if ((b.kind == Binding::Scratch || b.kind == Binding::Tickets) && b.write) {
+        uint64_t& bytes = (b.kind == Binding::Scratch ? scratch : tickets)[b.node];
+        bytes = std::max(bytes, b.offset + b.bytes);
+      }
   for (const auto& [root, bytes] : scratch) po.scratch.push_back({root, bytes});
+  for (const auto& [root, bytes] : tickets) po.tickets.push_back({root, bytes});
   return plan_memory(s.graph, s.kernels, po);
 }
 
@@ -234,6 +237,7 @@ Range binding_range(const CompiledStep& s, const Binding& b) {
     case Binding::Accumulator: slot = s.plan.accumulators.at(b.node); break;
     case Binding::Hyper: slot = *s.plan.hyper; break;
     case Binding::Scratch: slot = s.plan.scratch.at(b.node); break;
+    case Binding::Tickets: slot = s.plan.tickets.at(b.node); break;
   }
   const Slot& sl = s.plan.slots[slot];
   if (in_arena(sl.kind)) return {0, sl.offset, sl.offset + sl.bytes};
@@ -290,6 +294,7 @@ void list_text(std::ostringstream& os, const CompiledStep& s, const std::vector<
       case Binding::Accumulator: return node_label(s.graph, b.node) + ".accumulator";
       case Binding::Hyper: return "hyper(lr,step,clip)";
       case Binding::Scratch: return "scratch of " + node_label(s.graph, b.node);
+      case Binding::Tickets: return "split-K tickets of " + node_label(s.graph, b.node);
     }
     return "?";
   };

@@ -26,7 +26,7 @@ struct CompiledStep {
   MemoryPlan plan;
   std::vector<GeneratedKernel> code;  // one per kernel, same order, plus a clearing
                                       // dispatch before each scatter-add made with atomics
-                                      // and a product pass before each split-K matmul
+                                      // and an f16 copy before a large Mixed16 matmul
   bool fuse = true;
   CodegenOptions codegen;  // what codegen ran with (the tuner regenerates kernels)
 };

@@ -151,6 +151,7 @@ runtime::Buffer binding_buffer(const SessionImpl& s, const Binding& b) {
       const runtime::Buffer whole = s.slot_buffer.at(s.step.plan.scratch.at(b.node));
       return b.offset ? runtime::slice(whole, b.offset, b.bytes) : whole;
     }
+    case Binding::Tickets: return s.slot_buffer.at(s.step.plan.tickets.at(b.node));
   }
   return {};
 }

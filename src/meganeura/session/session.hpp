@@ -89,7 +89,7 @@ struct TuneKernel {
   double old_us = 0, new_us = 0;  // median times (0: not timed)
   int candidates = 0;             // variants timed
   std::string note;  // why it was not timed: "not tunable", "cached", "not selected", "time budget",
-                     // or a kernel's first pass (split-K partials, f16 copy: timed with the next row)
+                     // or a kernel's first pass (f16 copy, attention's parts: timed with the next row)
 };
 
 struct TuneReport {

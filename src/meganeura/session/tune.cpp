@@ -3,11 +3,11 @@
 // For each kernel of the step whose archetype has candidates (codegen/variant.hpp), every candidate is
 // generated, compiled and run alone on the session's own buffers: `warmup` untimed runs, then `iterations`
 // runs each between two timestamps (a barrier before each dispatch, so runs do not overlap); the median is
-// the candidate's time. A run is all of the kernel's dispatches (split-K: product pass and summing pass), so
-// a split kernel can be replaced by an unsplit one and back, within the scratch the memory plan already
-// holds. The current variant is always candidate 0, and a different one wins only when it is at least
-// kMinGain faster (timing noise must not churn variants). Kernels with equal tuning keys (base_hash) are
-// searched once. The step's persistent buffers are saved before and restored after, then the step is
+// the candidate's time. A run is all of the kernel's dispatches (a Mixed16 matmul's f16 copy and product),
+// and a split kernel can be replaced by an unsplit one and back, within the scratch and tickets the memory
+// plan already holds. The current variant is always candidate 0, and a different one wins only when it is at
+// least kMinGain faster (timing noise must not churn variants). Kernels with equal tuning keys (base_hash)
+// are searched once. The step's persistent buffers are saved before and restored after, then the step is
 // re-recorded with the winners.
 #include <algorithm>
 #include <chrono>
@@ -86,8 +86,7 @@ void restore_state(SessionImpl& s, const std::vector<Saved>& saved) {
   for (const Saved& v : saved) s.device->upload(s.slot_buffer[v.slot], v.bytes.data(), v.bytes.size());
 }
 
-// Median nanoseconds of one kernel's dispatches (split-K: the product pass, a barrier, the summing pass) run
-// alone.
+// Median nanoseconds of one kernel's dispatches (a barrier before each) run alone.
 double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks,
                   const std::vector<runtime::KernelId>& ids, const TuneOptions& o) {
   std::vector<std::vector<runtime::Buffer>> bufs(ks.size());
@@ -132,8 +131,8 @@ double time_group(SessionImpl& s, const std::vector<GeneratedKernel>& ks,
   return median(samples);
 }
 
-// The number of dispatches from `first` on that belong to the same kernel (consecutive: split-K's product
-// pass comes right before its summing pass).
+// The number of dispatches from `first` on that belong to the same kernel (consecutive: a first pass comes
+// right before its kernel's last).
 size_t group_size(const std::vector<GeneratedKernel>& code, size_t first) {
   size_t n = 1;
   while (first + n < code.size() && code[first + n].kernel == code[first].kernel) ++n;
@@ -249,19 +248,21 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
     s.kernel_of.insert(s.kernel_of.begin() + long(i), kid.begin(), kid.end());
     return ks.size();
   };
-  // A variant's dispatches. Scratch (split-K's partial products) must fit what the plan already holds for the
-  // kernel: the plan is not redone during the search.
+  // A variant's dispatches. Scratch and tickets (split-K's partial products and counters) must fit what the
+  // plan already holds for the kernel: the plan is not redone during the search.
   auto regenerate = [&](const GeneratedKernel& cur, const KernelVariant& v) {
     std::vector<GeneratedKernel> out =
         generate_kernel(s.step.graph, s.step.kernels, cur.kernel, caps, s.step.codegen, v);
     for (const GeneratedKernel& k : out)
       for (const Binding& b : k.bindings) {
-        if (b.kind != Binding::Scratch) continue;
-        auto it = s.step.plan.scratch.find(b.node);
-        if (it == s.step.plan.scratch.end() || s.step.plan.slots.at(it->second).bytes < b.offset + b.bytes)
+        if (b.kind != Binding::Scratch && b.kind != Binding::Tickets) continue;
+        const bool scratch = b.kind == Binding::Scratch;
+        const auto& held = scratch ? s.step.plan.scratch : s.step.plan.tickets;
+        auto it = held.find(b.node);
+        if (it == held.end() || s.step.plan.slots.at(it->second).bytes < b.offset + b.bytes)
           throw ConfigError("[Session::tune_with] variant " + v.to_string() + " of [" + cur.label +
-                            "] needs " + std::to_string(b.offset + b.bytes) +
-                            " bytes of scratch the memory plan does not hold");
+                            "] needs " + std::to_string(b.offset + b.bytes) + " bytes of " +
+                            (scratch ? "scratch" : "split-K tickets") + " the memory plan does not hold");
       }
     return out;
   };
@@ -282,7 +283,7 @@ TuneReport tune(SessionImpl& s, const TuneOptions& o) {
         pk.label = cur_group[j].label;
         pk.archetype = archetype_name(cur_group[j].arch);
         pk.old_variant = cur.tuned.to_string();
-        pk.note = "a first pass of its kernel (split-K partials, f16 copy): timed with the next row";
+        pk.note = "a first pass of its kernel (f16 copy, attention's parts): timed with the next row";
         r.kernels.push_back(pk);
       }
       TuneKernel tk;

@@ -1,4 +1,4 @@
-// What the matmul tiers share: the GLSL prelude, split-K's summing pass, Mixed16's f16 copy and shape
+// What the matmul tiers share: the GLSL prelude, Mixed16's f16 copy and shape
 // helpers. Shapes travel as push constants so that one compiled kernel serves every size; tile sizes are
 // constants because they size shared arrays and unrolled loops.
 #include "meganeura/kernels/matmul/shaders.hpp"  // generated from kernels/matmul/*.comp, *.glsl
@@ -47,21 +47,18 @@ std::string common(const MatmulEpilogue& ep, bool coopmat) {
   return s;
 }
 
-std::string split_sum(const MatmulEpilogue& epilogue) {
-  return common(epilogue, false) + shaders::split_sum_comp;
-}
-
 std::string f16_copy(uint64_t na, uint64_t nb, uint64_t b_offset, MatmulLoad load_b) {
-  return fill(shaders::f16_copy_comp, {{"B_LOAD", std::to_string(int(load_b))},
-                                       {"BLOCKS", is_block_load(load_b)
-                                                      ? quant::glsl_dequantize(tiers::block_type(load_b), "b", "mnq_b")
-                                                      : std::string()},
-                                       {"ROUND_F16", shaders::round_f16_glsl},
-                                       {"NA", std::to_string(na)},
-                                       {"NB", std::to_string(nb)},
-                                       {"PA", std::to_string((na + 1) / 2)},
-                                       {"PB", std::to_string((nb + 1) / 2)},
-                                       {"OB", std::to_string(b_offset / 2)}});
+  return fill(
+      shaders::f16_copy_comp,
+      {{"B_LOAD", std::to_string(int(load_b))},
+       {"BLOCKS", is_block_load(load_b) ? quant::glsl_dequantize(tiers::block_type(load_b), "b", "mnq_b")
+                                        : std::string()},
+       {"ROUND_F16", shaders::round_f16_glsl},
+       {"NA", std::to_string(na)},
+       {"NB", std::to_string(nb)},
+       {"PA", std::to_string((na + 1) / 2)},
+       {"PB", std::to_string((nb + 1) / 2)},
+       {"OB", std::to_string(b_offset / 2)}});
 }
 
 }  // namespace glsl

@@ -134,15 +134,15 @@ void main() {
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[TN];
 #endif
   const uint tiles = (k_end - kb + BK - 1u) / BK;
-@KLOOP@  const uint cbase = gl_WorkGroupID.z * p.sc;
+@KLOOP@  const uint cbase = MM_DST_BASE;
 #if WG_SCOPE
-  coopMatStoreNV(wacc, c, cbase + m0 * p.ldc + n0, p.ldc, false);
+  coopMatStoreNV(wacc, MM_DST, cbase + m0 * MM_DST_LD + n0, MM_DST_LD, false);
 #else
   [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TN; ++j) {
     const uint row = m0 + wm * WTM + i * 16u, col = n0 + wn * WTN + j * 8u;
 #if DIRECT_STORE
     if (row + 16u <= p.M && col + 8u <= p.N) {
-      coopMatStoreNV(acc[i][j], c, cbase + row * p.ldc + col, p.ldc, false);
+      coopMatStoreNV(acc[i][j], MM_DST, cbase + row * MM_DST_LD + col, MM_DST_LD, false);
       continue;
     }
 #endif
@@ -152,9 +152,12 @@ void main() {
     subgroupBarrier();
     [[unroll]] for (uint q = 0u; q < 4u; ++q) {
       const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
-      if (r < p.M && cc < p.N) STORE_C(cbase + r * p.ldc + cc, epilogue(Cs[sg * 128u + e], r, cc, batch));
+      if (r < p.M && cc < p.N) MM_PUT(cbase + r * MM_DST_LD + cc, r, cc, Cs[sg * 128u + e]);
     }
     subgroupBarrier();
   }
+#endif
+#if SPLIT_K > 1
+  split_fixup(m0, n0, BM, BN, batch);
 #endif
 }

@@ -271,7 +271,8 @@ void coopmat_pass(const runtime::DeviceCaps& caps, MatmulTier tier, const Matmul
   // 16-byte loads need every row start of A and B on an 8-half boundary: the contiguous extent, the
   // leading dimension and the batch stride all multiples of 8. Otherwise halves are loaded one by one.
   const bool vec = row_starts_aligned(s, 8);
-  const bool direct = stores_direct(ps, pe);
+  // Split, the tile's raw partial products go to the scratch (ps's C) and the epilogue runs in the fix-up.
+  const bool direct = stores_direct(ps, split > 1 ? MatmulEpilogue{} : pe);
   if (const std::string why = tile_problem(caps, tile, s.trans_a, s.trans_b); !why.empty()) {
     throw ConfigError("[kernels::select_matmul] expected a cooperative tile that fits, got: " + why);
   }

@@ -148,9 +148,12 @@ void main() {
     if (t + 1u < tiles) stash(cur ^ 1u);
     barrier();
   }
-  const uint cbase = gl_WorkGroupID.z * p.sc;
+  const uint cbase = MM_DST_BASE;
   // Each element stored by a statement of its own (scalar.cpp writes MM_STORE_TILE): as a loop, an epilogue
   // that reads other buffers left the loop rolled on the H100, acc indexed at run time and so in local
   // memory (256 bytes a thread) for the whole K loop: 15-20x slower (docs/performance.md).
   MM_STORE_TILE
+#if SPLIT_K > 1
+  split_fixup(m0, n0, BM, BN, batch);
+#endif
 }

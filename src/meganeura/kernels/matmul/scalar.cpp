@@ -23,9 +23,9 @@ std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& bloc
 namespace tiers {
 
 namespace {
-// The stores of a thread's TT x TT outputs (scalar.comp's layout: row m0 + (i / 4) * 64 + ty * 4 + i % 4,
-// column likewise with tx), one statement each, so that every acc index is a constant whatever the driver's
-// unrolling does.
+// The stores of a thread's TT x TT outputs (MM_PUT: split.glsl) (scalar.comp's layout: row m0 + (i / 4) * 64
+// + ty * 4 + i % 4, column likewise with tx), one statement each, so that every acc index is a constant
+// whatever the driver's unrolling does.
 std::string store_tile(uint32_t t) {
   const uint32_t tt = t / 16;
   std::string s;
@@ -33,8 +33,8 @@ std::string store_tile(uint32_t t) {
     s += "{ const uint row = m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + ty * 4u; if (row < p.M) {";
     for (uint32_t j = 0; j < tt; ++j)
       s += " { const uint col = n0 + " + std::to_string((j / 4) * 64 + j % 4) +
-           "u + tx * 4u; if (col < p.N) STORE_C(cbase + row * p.ldc + col, epilogue(acc[" +
-           std::to_string(i) + "][" + std::to_string(j) + "], row, col, batch)); }";
+           "u + tx * 4u; if (col < p.N) MM_PUT(cbase + row * MM_DST_LD + col, row, col, acc[" +
+           std::to_string(i) + "][" + std::to_string(j) + "]); }";
     s += " } } ";
   }
   return s;

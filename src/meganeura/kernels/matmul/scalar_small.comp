@@ -29,5 +29,8 @@ void main() {
     barrier();
   }
   const uint row = m0 + ty, col = n0 + tx;
-  if (row < p.M && col < p.N) STORE_C(gl_WorkGroupID.z * p.sc + row * p.ldc + col, epilogue(acc, row, col, batch));
+  if (row < p.M && col < p.N) MM_PUT(MM_DST_BASE + row * MM_DST_LD + col, row, col, acc);
+#if SPLIT_K > 1
+  split_fixup(m0, n0, BT, BT, batch);
+#endif
 }

@@ -4,8 +4,8 @@
 //   gemv.cpp     M <= 8, one pass over B            gemv.comp
 //   scalar.cpp   f32 FMA tiles 128, 64 and 16        scalar.comp, scalar_small.comp
 //   coopmat.cpp  NV / KHR cooperative matrices       coopmat*.comp, coopmat*.glsl
-//   common.cpp   what they share: the prelude, operand access, split-K's K range and summing pass, the f16
-//   copy
+//   common.cpp   what they share: the prelude, operand access, the f16 copy
+//   split.glsl   split-K: each slice's K range, its partial stores and the last slice's fix-up
 // Defines every pass takes: TRANS_A, TRANS_B, INPUT_F16, INPUT_ROUND_F16, A_LOAD, B_LOAD, HAS_EPILOGUE,
 // SPLIT_K.
 #include <cstdint>
@@ -38,8 +38,6 @@ std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& bloc
 // `stages` shared stages (1 or 2) and, with two, `depth` register sets of global loads in flight (1..3);
 // `workgroup` (one stage only) takes the workgroup-scope loop, which overlaps nothing with the multiply.
 std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t depth, bool workgroup);
-// split-K's second pass: sums the slices, then the epilogue.
-std::string split_sum(const MatmulEpilogue& epilogue);
 // Mixed16's f16 copy of both operands: A's `na` f32 values rounded to f16 (ties to even) at half 0 of binding
 // 2, B's `nb` at half `b_offset` (even); 256 invocations a workgroup, two values each, over a flat x-y grid.
 // B is read as `load_b` says (f32, f16 copied bit for bit, bf16, or GGUF blocks dequantized), then rounded.
