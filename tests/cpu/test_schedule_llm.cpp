@@ -72,14 +72,32 @@ TEST(ScheduleLlm, TransformerStepArchetypes) {
   EXPECT_EQ(weight_updates, 2u * 5u + 1u) << describe(s);
   const std::map<std::string, size_t> want{
       // matmuls: per block 5 forward, 5 input gradients, 5 weight gradients; the head, its input gradient and
-      // the embedding's gradient. Copies, 8 a block: the slice, head split and RoPE of Q, of K, of V (one
-      // kernel each), the heads' merge; in the backward the same four (was 18 a block before movement chains
-      // fused into one copy). Pointwise: 23 while the RMSNorm gradient stored xhat and dy·w (two more a
-      // norm, ops/norm.cpp rms_norm_vjp)
-      {"attention", 6},       {"copy", 16},      {"counter", 1},     {"gather", 1},
+      // the embedding's gradient. Copies, 4 a block: the heads' merge, and in the backward the gradients of
+      // Q, K and V into the QKV product's (8 while the slice, head split and RoPE of Q, K, V and the
+      // gradient's
+      // head split were copy kernels of their own, 18 before movement chains fused into one copy).
+      // Pointwise: 23 while the RMSNorm gradient stored xhat and dy·w (two more a norm, ops/norm.cpp
+      // rms_norm_vjp)
+      {"attention", 6},       {"copy", 8},       {"counter", 1},     {"gather", 1},
       {"matmul", 2 * 15 + 3}, {"pointwise", 13}, {"row-reduce", 23}, {"scatter", 1}};
   EXPECT_EQ(archetype_counts(s), want) << describe(s);
   EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 0u) << describe(s);
+  // Every attention kernel, forward and backward, reads Q, K and V through their chains from the QKV
+  // product (and dO from the output projection's input gradient): no head split, permute or RoPE is stored.
+  size_t attention_kernels = 0;
+  for (const Kernel& k : s.kernels.kernels) {
+    if (k.arch != Archetype::Attention) continue;
+    ++attention_kernels;
+    bool reads_qkv = false;
+    for (NodeId r : k.reads) {
+      const Op op = g.node(r).op;
+      EXPECT_FALSE(op == Op::Rope || op == Op::Permute || op == Op::Slice)
+          << k.label << " reads a stored " << op_name(op) << " '" << node_label(g, r) << "'";
+      reads_qkv = reads_qkv || g.node(r).prov.name.find("attn.qkv") != std::string::npos;
+    }
+    EXPECT_TRUE(reads_qkv) << k.label;
+  }
+  EXPECT_EQ(attention_kernels, 6u);
 
   // Kept gradients: each weight's gradient is written by a matmul kernel.
   c.keep_gradients = true;

@@ -191,6 +191,84 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
                          "grad " + g.node(params[i]).prov.name));
 }
 
+// Multi-head attention as nn::MultiHeadAttention builds it: one QKV product, each head group a slice,
+// reshape and permute of it, RoPE on Q and K (grouped KV heads, a position offset, a sequence that fills no
+// tile). The schedule computes those chains inside the forward, dQ and dK/dV kernels (and dO's head split
+// inside both backward ones) instead of storing them: no copy kernel is left before the forward attention,
+// and values and gradients equal the unfused step's (one kernel per node, every chain stored) and the
+// reference's.
+TEST_F(AttentionGpu, OperandChainsComputedInsideMatchUnfused) {
+  const int64_t B = 1, S = 37, D = 48, HQ = 4, HKV = 2, HD = 8;
+  Graph g;
+  const NodeId x = g.input("x", {B, S, D});
+  const NodeId w = g.parameter("wqkv", {D, (HQ + 2 * HKV) * HD});
+  const NodeId p = g.matmul(x, w);
+  auto heads = [&](int64_t start, int64_t count) {
+    const NodeId t = g.slice(p, 2, start * HD, (start + count) * HD);
+    return g.permute(g.reshape(t, {B, S, count, HD}), {0, 2, 1, 3});
+  };
+  const NodeId q = g.rope(heads(0, HQ), 10000.0, 3), k = g.rope(heads(HQ, HKV), 10000.0, 3);
+  const NodeId v = heads(HQ + HKV, HKV);
+  const NodeId a = g.scaled_dot_product_attention(q, k, v, true);
+  const NodeId merged = g.reshape(g.permute(a, {0, 2, 1, 3}), {B, S, HQ * HD});
+  const NodeId wo = g.parameter("wo", {HQ * HD, D});
+  const NodeId y = g.matmul(merged, wo);
+  const NodeId loss = g.sum(g.mul(y, y));
+  g.set_outputs({loss, y});
+
+  std::mt19937_64 rng(5);
+  reference::Feeds feeds;
+  for (NodeId n : g.inputs())
+    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
+  for (NodeId n : g.parameters())
+    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -0.3, 0.3);
+
+  SessionConfig cfg = session_config(true);
+  CompileOptions fused, unfused;
+  unfused.fuse = false;
+  const CompiledStep fs = compile_step(g, cfg, device().caps(), fused);
+  size_t forward_copies = 0, attention_kernels = 0;
+  for (const Kernel& kn : fs.kernels.kernels) {
+    if (kn.arch == Archetype::Attention) {
+      ++attention_kernels;
+      for (NodeId r : kn.reads) {
+        const Op op = fs.graph.node(r).op;
+        EXPECT_FALSE(op == Op::Rope || op == Op::Permute || op == Op::Slice)
+            << kn.label << " reads a stored " << op_name(op) << "\n"
+            << fs.kernels.to_text(fs.graph);
+      }
+    }
+    forward_copies += kn.arch == Archetype::Copy && kernel_phase(fs.graph, kn) == Phase::Forward;
+  }
+  EXPECT_EQ(attention_kernels, 3u) << fs.kernels.to_text(fs.graph);
+  EXPECT_EQ(forward_copies, 1u) << "only the heads' merge is a forward copy\n"
+                                << fs.kernels.to_text(fs.graph);
+
+  Session sf = build_with(g, cfg, shared_device(), fused);
+  Session su = build_with(g, cfg, shared_device(), unfused);
+  feed_all(sf, g, feeds);
+  feed_all(su, g, feeds);
+  sf.run();
+  su.run();
+  auto same = [](const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << what << "[" << i << "]";
+  };
+  same(sf.read_output(1), su.read_output(1), "y");
+  for (const char* n : {"wqkv", "wo"})
+    same(sf.read_gradient(n), su.read_gradient(n), std::string("grad ") + n);
+  std::vector<NodeId> params = g.parameters();
+  Graph dg = differentiate(g, loss, params);
+  std::vector<NodeId> want_nodes{y};
+  for (NodeId pn : params) want_nodes.push_back(*dg.gradient(pn));
+  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
+  EXPECT_TRUE(close_to(sf.read_output(1), want[0], 2e-5, 2e-4, "y"));
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(close_to(sf.read_gradient(g.node(params[i]).prov.name), want[1 + i], 2e-5, 2e-4,
+                         "grad " + g.node(params[i]).prov.name));
+}
+
 // Tiles of 32 (64 compute units assumed on lavapipe: 2 x 8 heads x 5 query tiles fill them), the size the
 // H100 takes at SmolLM2's batch 16 prefill: the forward's softmax over four threads a row, value and
 // gradients against the reference (no finite difference: its run per input element is the cost here).

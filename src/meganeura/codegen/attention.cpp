@@ -67,16 +67,11 @@ AttnKernel attention_outputs(const Emitter& e) {
   return a;
 }
 
-// The query at flat offset `off`: a load, or the rotation of a Rope fused into the kernel (schedule.cpp fuses
-// a query's RoPE that only this forward kernel reads, so the rotated queries are never stored).
+// The query at flat offset `off`: a load, or (load() through Emitter::moved) the movement chain the schedule
+// computes inside this kernel (a decode query's RoPE; in a training step the heads of the QKV product, which
+// no copy kernel stores).
 std::string query_load(Emitter& e, NodeId q, const std::string& off) {
-  if (!e.k.fused(q))
-    return e.g.node(q).op == Op::Fill ? float_lit(e.g.node(q).attrs.reals.at(0)) : e.load(q, off);
-  if (e.decls.find("mn_rope_query(") == std::string::npos) {
-    const std::string fn = rope_function(e, q, "mn_rope_query");
-    e.decls += fn;
-  }
-  return "mn_rope_query(" + off + ")";
+  return e.g.node(q).op == Op::Fill ? float_lit(e.g.node(q).attrs.reals.at(0)) : e.load(q, off);
 }
 
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
@@ -102,11 +97,7 @@ std::string cache_operand_fn(Emitter& e, const std::string& name, NodeId operand
   const NodeId value = od.inputs[1], start = od.inputs[2];
   const int64_t HKV = od.shape[1], rows = g.node(value).shape[2];
   std::string f;
-  if (e.k.fused(value)) {
-    f += rope_function(e, value, name + "_new");
-  } else {
-    f += "float " + name + "_new(uint ix) { return " + e.load(value, "ix") + "; }\n";
-  }
+  f += "float " + name + "_new(uint ix) { return " + e.load(value, "ix") + "; }\n";  // RoPE'd when fused
   f += "int " + name + "_start(uint bk) { return int(" +
        e.load(start, g.node(start).shape.empty() ? "0u" : "bk / " + uint_lit(HKV)) + "); }\n";
   f += "float " + name +
@@ -290,6 +281,7 @@ bool emit_attention_rows(Emitter& e) {
     }
   const int64_t budget = shared_budget(e);
   if (S > kRowsMaxQueries || D + T + wg + parts * DV > budget) return false;
+  define_moved(e);  // operand chains computed here (a decode query's RoPE)
   const bool causal = core.attrs.flag_a;
   auto ld = [&](NodeId n, const std::string& off) {
     const Node& nd = g.node(n);
@@ -464,7 +456,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       DV);
   const uint32_t wg = uint32_t(tpr * tile);
   const int64_t bc = attention_key_tile(e, which, tile, tpr, T, D, DV);
-
+  define_moved(e);  // operand chains computed here: the heads of the QKV product, dO's heads
   // A Fill operand (the gradient of a sum, say) has no storage: it is a literal.
   auto ld = [&](NodeId n, const std::string& off) {
     const Node& nd = g.node(n);

@@ -99,6 +99,10 @@ void emit_sample(Emitter& e);    // sample.cpp: Op::Sample, a RowReduce kernel o
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
 // `float <name>(uint ix)`: element ix of a Rope node, for kernels that fuse one (movement.cpp).
 std::string rope_function(Emitter& e, NodeId rope, const std::string& name);
+// Declares `float mn_move<id>(uint ix)` for every movement node in the kernel's prologue (a copy kernel's
+// producers; an attention kernel's operand chains) and enters it in Emitter::moved, so that load() of such a
+// node computes it (movement.cpp).
+void define_moved(Emitter& e);
 // window.cpp: the body of movement's core_at for pooling, its gradients and nearest upsampling, given the
 // output coordinates c0..c3 of node `c`.
 std::string window_core(Emitter& e, const Node& c);

@@ -300,17 +300,22 @@ std::string movement_function(Emitter& e, NodeId node, const std::string& name) 
 
 }  // namespace
 
-void emit_movement(Emitter& e) {
-  if (e.k.arch == Archetype::Scatter)
-    return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
-  if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
-  // Movement producers fused into this copy (ascending ids: each function follows those of its inputs).
+void define_moved(Emitter& e) {
+  // Ascending ids: each function follows those of its inputs.
   for (NodeId m : e.k.prologue) {
+    if (e.moved.count(m)) continue;
     const std::string fn = "mn_move" + std::to_string(m.v);
     const std::string f = movement_function(e, m, fn);  // may declare helpers (RoPE tables) first
     e.decls += f;
     e.moved[m] = fn;
   }
+}
+
+void emit_movement(Emitter& e) {
+  if (e.k.arch == Archetype::Scatter)
+    return scatter_atomic(e) ? emit_scatter_atomic(e) : emit_scatter_rows(e);
+  if (e.g.node(e.k.core).op == Op::WriteSlice) return emit_write_slice(e);
+  define_moved(e);  // movement producers fused into this copy
   const std::string core = movement_function(e, e.k.core, "core_at");
   e.decls += core;
   int64_t n = numel(e.g.node(e.k.core).shape);

@@ -112,6 +112,9 @@ struct Builder {
   std::vector<char> needed, is_root, forced;
   std::vector<std::vector<NodeId>> consumers;  // distinct, needed consumers
   std::vector<int> owner;                      // kernel index computing the node, -1 if none
+  // Movement nodes every attention kernel reading them computes itself (inline_attention_operands): no
+  // owner, never stored.
+  std::vector<char> inlined;
   enum Region : char { None, Epi, Pro };
   std::vector<char> region;  // region inside its owner kernel
   KernelGraph kg;
@@ -123,6 +126,7 @@ struct Builder {
     forced.assign(n, 0);
     consumers.assign(n, {});
     owner.assign(n, -1);
+    inlined.assign(n, 0);
     region.assign(n, None);
   }
 
@@ -257,7 +261,7 @@ struct Builder {
     const Kernel& K = kg.kernels[size_t(k)];
     const Node& pn = g.node(p);
     if (!opt.fuse || opt.keep_intermediates || !indexable_movement(pn.op) || owner[p.v] >= 0 ||
-        is_root[p.v] || (pn.op != Op::Reshape && forced[p.v]) || !K.core.valid() ||
+        inlined[p.v] || is_root[p.v] || (pn.op != Op::Reshape && forced[p.v]) || !K.core.valid() ||
         !indexable_movement(g.node(K.core).op) || g.node(K.core).op == Op::Reshape || consumers[p.v].empty())
       return false;
     for (NodeId c : consumers[p.v]) {
@@ -324,12 +328,64 @@ struct Builder {
     std::sort(K.prologue.begin(), K.prologue.end());
   }
 
+  // Operands of attention op `c` that may be read through a movement chain: Q, K, V, and a gradient's dO.
+  size_t attention_chain_operands(NodeId c) const {
+    const Op op = g.node(c).op;
+    return op == Op::Attention || op == Op::AttentionLse ? 3 : 4;
+  }
+
+  // Whether movement node x (a slice, reshape, permute or RoPE of its first input) is read only by attention
+  // ops, as Q, K, V or dO, directly or through further such nodes.
+  bool attention_chain(NodeId x) const {
+    const Node& xn = g.node(x);
+    const bool movement =
+        xn.op == Op::Slice || xn.op == Op::Reshape || xn.op == Op::Permute || xn.op == Op::Rope;
+    if (!movement || !needed[x.v] || is_root[x.v] || forced[x.v] || owner[x.v] >= 0 ||
+        consumers[x.v].empty() || numel(xn.shape) >= (int64_t(1) << 31))
+      return false;
+    for (NodeId c : consumers[x.v]) {
+      const Node& cn = g.node(c);
+      if (op_class(cn.op) == OpClass::Attention) {
+        for (size_t i = attention_chain_operands(c); i < cn.inputs.size(); ++i)
+          if (cn.inputs[i] == x) return false;  // the forward's output, its log-sum-exp or a mask
+        continue;
+      }
+      if (cn.inputs[0] != x || std::count(cn.inputs.begin(), cn.inputs.end(), x) != 1 || !attention_chain(c))
+        return false;
+    }
+    return true;
+  }
+
+  // Movement chains between a stored value and an attention kernel's Q, K, V or dO (the heads of the fused
+  // QKV product: slice, reshape, permute, RoPE; the gradient's heads) that only attention kernels read are
+  // computed inside each of them, through index functions (codegen: movement_function), instead of stored by
+  // a copy kernel: in a training step the forward and both backward kernels read the same chains, so a copy
+  // dispatch and its barrier go, for the price of recomputing a rotation per element loaded.
+  void inline_attention_operands(int k) {
+    if (!opt.fuse || opt.keep_intermediates) return;
+    Kernel& K = kg.kernels[size_t(k)];
+    std::vector<NodeId> ops{K.core};
+    ops.insert(ops.end(), K.siblings.begin(), K.siblings.end());
+    for (NodeId n : ops) {
+      const Node& nd = g.node(n);
+      if (op_class(nd.op) != OpClass::Attention) continue;
+      for (size_t i = 0; i < std::min(attention_chain_operands(n), nd.inputs.size()); ++i) {
+        for (NodeId x = nd.inputs[i]; inlined[x.v] || attention_chain(x); x = g.node(x).inputs[0]) {
+          check_supported(x);
+          inlined[x.v] = 1;
+          if (!std::binary_search(K.prologue.begin(), K.prologue.end(), x))
+            K.prologue.insert(std::upper_bound(K.prologue.begin(), K.prologue.end(), x), x);
+        }
+      }
+    }
+  }
+
   // A Rope that only kernel k reads (a forward attention's queries, a cache write's keys) is computed inside
   // it, so a decode step never stores rotated queries or keys (codegen: rope_function).
   void fuse_rope_operand(int k, NodeId operand) {
     const Node& pn = g.node(operand);
     if (!opt.fuse || opt.keep_intermediates || pn.op != Op::Rope || is_root[operand.v] || forced[operand.v] ||
-        owner[operand.v] >= 0)
+        owner[operand.v] >= 0 || inlined[operand.v])
       return;
     for (NodeId c : consumers[operand.v])
       if (owner[c.v] != k) return;
@@ -457,7 +513,7 @@ struct Builder {
       if (!needed[v]) continue;
       const Node& nd = g.node(n);
       OpClass c = op_class(nd.op);
-      if (c == OpClass::Leaf) continue;
+      if (c == OpClass::Leaf || inlined[v]) continue;
       if (owner[v] >= 0) continue;  // fused into a kernel already (a Reshape too: movement_producer)
       if (c == OpClass::Alias) {
         // Storage is shared with the source, so the source must exist as a buffer of the same layout.
@@ -494,6 +550,7 @@ struct Builder {
         const Op forward = g.node(k.root).op;
         const NodeId query = g.node(k.root).inputs[0];
         kg.kernels.push_back(std::move(k));
+        inline_attention_operands(int(kg.kernels.size()) - 1);
         if (forward == Op::Attention || forward == Op::AttentionLse) {
           fuse_rope_operand(int(kg.kernels.size()) - 1, query);
           fold_cache_writes(int(kg.kernels.size()) - 1);
