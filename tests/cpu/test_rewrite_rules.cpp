@@ -170,6 +170,34 @@ TEST_P(Rules, PermuteFolding) {
   EXPECT_GE(fired(rep, "permute_permute"), 2);
 }
 
+// Zero pads whose ranges tile an axis, summed (Slice's VJP for each slice of a fused QKV product), become one
+// concat (summed in range order, as autodiff adds them; another order keeps the sum); two adjacent ranges
+// inside a wider axis become a pad of their concat; a gap, an overlap, a non-zero pad value or pads along two
+// axes keep the sum.
+TEST_P(Rules, AdjacentZeroPadsSumToAConcat) {
+  Graph g;
+  NodeId x = g.input("x", {2, 3}), y = g.input("y", {2, 4}), z = g.input("z", {2, 5});
+  auto pad1 = [&](NodeId v, int64_t before, int64_t after, double value = 0.0) {
+    return g.pad(v, {0, before}, {0, after}, value);
+  };
+  NodeId tiled = g.add(pad1(z, 7, 0), g.add(pad1(y, 3, 5), pad1(x, 0, 9)));  // x | y | z
+  NodeId inner = g.add(pad1(y, 4, 2), pad1(x, 1, 6));                        // 0 | x | y | 0
+  NodeId gap = g.add(pad1(x, 0, 5), pad1(y, 4, 0));
+  NodeId overlap = g.add(pad1(x, 0, 4), pad1(y, 2, 1));
+  NodeId ones = g.add(pad1(x, 0, 4, 1.0), pad1(y, 3, 0));
+  NodeId two_axes = g.add(g.pad(x, {1, 0}, {0, 4}), g.pad(y, {1, 3}, {0, 0}));
+  g.set_outputs({g.exp(tiled), g.exp(inner), g.exp(gap), g.exp(overlap), g.exp(ones), g.exp(two_axes)});
+  auto r = run(g);
+  const Node& t = r.graph.node(out(r, 0).inputs[0]);
+  EXPECT_EQ(t.op, Op::Concat);
+  const Node& in = r.graph.node(out(r, 1).inputs[0]);
+  ASSERT_EQ(in.op, Op::Pad);
+  EXPECT_EQ(in.attrs.ints, (std::vector<int64_t>{0, 1, 0, 2}));
+  EXPECT_EQ(r.graph.node(in.inputs[0]).op, Op::Concat);
+  for (size_t i = 2; i < 6; ++i) EXPECT_EQ(r.graph.node(out(r, i).inputs[0]).op, Op::Add) << "output " << i;
+  EXPECT_GE(fired(rep, "add_adjacent_pads"), 3);
+}
+
 // Moving only axes of size 1 keeps the layout: the permute becomes a reshape (no kernel). A permute that
 // reorders two axes of size > 1 stays.
 TEST_P(Rules, PermuteOfUnitAxesIsAReshape) {

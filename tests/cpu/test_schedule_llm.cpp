@@ -72,13 +72,12 @@ TEST(ScheduleLlm, TransformerStepArchetypes) {
   EXPECT_EQ(weight_updates, 2u * 5u + 1u) << describe(s);
   const std::map<std::string, size_t> want{
       // matmuls: per block 5 forward, 5 input gradients, 5 weight gradients; the head, its input gradient and
-      // the embedding's gradient. Copies, 4 a block: the heads' merge, and in the backward the gradients of
-      // Q, K and V into the QKV product's (8 while the slice, head split and RoPE of Q, K, V and the
-      // gradient's
-      // head split were copy kernels of their own, 18 before movement chains fused into one copy).
-      // Pointwise: 23 while the RMSNorm gradient stored xhat and dy·w (two more a norm, ops/norm.cpp
-      // rms_norm_vjp)
-      {"attention", 6},       {"copy", 8},       {"counter", 1},     {"gather", 1},
+      // the embedding's gradient. Copies, 2 a block: the heads' merge, and in the backward the gradients of
+      // Q, K and V concatenated into the QKV product's (their pads' sum is a concat: add_adjacent_pads). 8
+      // while the slice, head split and RoPE of Q, K, V and the gradient's head split were copy kernels of
+      // their own, 18 before movement chains fused into one copy. Pointwise: 23 while the RMSNorm gradient
+      // stored xhat and dy·w (two more a norm, ops/norm.cpp rms_norm_vjp)
+      {"attention", 6},       {"copy", 4},       {"counter", 1},     {"gather", 1},
       {"matmul", 2 * 15 + 3}, {"pointwise", 13}, {"row-reduce", 23}, {"scatter", 1}};
   EXPECT_EQ(archetype_counts(s), want) << describe(s);
   EXPECT_EQ(s.kernels.count(Archetype::Optimizer), 0u) << describe(s);
