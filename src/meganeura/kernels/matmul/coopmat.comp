@@ -39,6 +39,8 @@ const uint A_SIZE = A_ROWS * A_STRIDE, B_SIZE = B_ROWS * B_STRIDE;
 const uint A_VPT = A_ROWS * A_COLS / 8u / NT, B_VPT = B_ROWS * B_COLS / 8u / NT;
 shared uvec4 As[uint(STAGES) * A_SIZE];
 shared uvec4 Bs[uint(STAGES) * B_SIZE];
+#define SPLIT_FLAG As[0].x  // split_fixup.glsl
+#define SPLIT_FLAG_T uint
 #if !WG_SCOPE
 shared float Cs[WARPS * 128u];
 #endif

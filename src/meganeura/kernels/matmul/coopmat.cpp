@@ -83,7 +83,7 @@ std::string coopmat_nv(const MatmulEpilogue& epilogue, uint32_t stages, uint32_t
   }
   put(body, "@SETS@", sets);
   put(body, "@KLOOP@", loop);
-  return common(epilogue, true) + shaders::split_glsl + body;
+  return common(epilogue, true) + shaders::split_glsl + body + shaders::split_fixup_glsl;
 }
 }  // namespace glsl
 

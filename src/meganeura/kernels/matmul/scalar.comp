@@ -9,6 +9,8 @@
 const uint BM = BT, BN = BT, BK = LPT * 1024u / BT, TQ = BT / 64u, TT = 4u * TQ;
 shared vec4 As[2][BK][BM / 4u];
 shared vec4 Bs[2][BK][BN / 4u];
+#define SPLIT_FLAG As[0][0][0].x  // split_fixup.glsl
+#define SPLIT_FLAG_T float
 #if VEC_LOADS && !defined(A_FILL) && !defined(B_FILL)
 // 16-byte loads (select_matmul sets VEC_LOADS for f32 inputs, B f32 or f16, whose row starts are all on 4-element
 // boundaries; an f16 B takes 8-byte loads of four halves): the

@@ -12,11 +12,11 @@ namespace meganeura::kernels {
 namespace glsl {
 std::string scalar(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl +
-         shaders::split_glsl + shaders::scalar_comp;
+         shaders::split_glsl + shaders::scalar_comp + shaders::split_fixup_glsl;
 }
 std::string scalar_small(const MatmulEpilogue& epilogue, const std::string& blocks) {
   return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl +
-         shaders::split_glsl + shaders::scalar_small_comp;
+         shaders::split_glsl + shaders::scalar_small_comp + shaders::split_fixup_glsl;
 }
 }  // namespace glsl
 

@@ -4,6 +4,8 @@
 const uint BT = 16u;
 shared float As[BT][BT + 1u];  // [k][m]
 shared float Bs[BT][BT + 1u];  // [k][n]
+#define SPLIT_FLAG As[0][0]    // split_fixup.glsl
+#define SPLIT_FLAG_T float
 void main() {
   const uint tx = gl_LocalInvocationIndex % 16u, ty = gl_LocalInvocationIndex / 16u;
   uint batch;

@@ -5,7 +5,8 @@
 //   scalar.cpp   f32 FMA tiles 128, 64 and 16        scalar.comp, scalar_small.comp
 //   coopmat.cpp  NV / KHR cooperative matrices       coopmat*.comp, coopmat*.glsl
 //   common.cpp   what they share: the prelude, operand access, the f16 copy
-//   split.glsl   split-K: each slice's K range, its partial stores and the last slice's fix-up
+//   split.glsl   split-K: each slice's K range and its partial stores; split_fixup.glsl (after the tier's
+//                main) the last slice's sum
 // Defines every pass takes: TRANS_A, TRANS_B, INPUT_F16, INPUT_ROUND_F16, A_LOAD, B_LOAD, HAS_EPILOGUE,
 // SPLIT_K.
 #include <cstdint>
