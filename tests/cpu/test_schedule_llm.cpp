@@ -151,8 +151,8 @@ TEST(ScheduleLlm, LongRowsSplitIntoChunks) {
 
 // SmolLM2's attention (9 query heads over 3 KV heads, S = 128, head dim 64) on a device of 8 compute units
 // with 32 KiB of shared memory: the forward fits 32-row tiles, the backward 16; forward and dQ a workgroup
-// per (query tile, head); dK/dV a workgroup per (key tile, query head) into parts, summed by a thread per
-// element.
+// per (query tile, head); dK/dV a workgroup per (key tile, query head) into parts, which the last workgroup
+// of each key tile sums (a ticket a batch, KV head and key tile: 3 x 8).
 TEST(ScheduleLlm, AttentionBackwardGrids) {
   Graph g;
   NodeId q = g.parameter("q", {1, 9, 128, 64}), k = g.parameter("k", {1, 3, 128, 64}),
@@ -165,9 +165,16 @@ TEST(ScheduleLlm, AttentionBackwardGrids) {
   for (const GeneratedKernel& gk : s.code)
     if (gk.arch == Archetype::Attention) got.push_back({gk.variant, gk.grid});
   using G = std::array<uint32_t, 3>;
-  const uint32_t sum_groups = uint32_t((2 * 3 * 128 * 64 + 63) / 64);
-  EXPECT_EQ(got, (std::vector<std::pair<std::string, G>>{{"attention", G{4, 9, 1}},
-                                                         {"attention", G{8, 9, 1}},
-                                                         {"attention.dkdv-parts", G{8, 9, 1}},
-                                                         {"attention.dkdv-sum", G{sum_groups, 1, 1}}}));
+  EXPECT_EQ(got,
+            (std::vector<std::pair<std::string, G>>{
+                {"attention", G{4, 9, 1}}, {"attention", G{8, 9, 1}}, {"attention.dkdv-parts", G{8, 9, 1}}}));
+  size_t tickets = 0;
+  for (const GeneratedKernel& gk : s.code)
+    for (const Binding& b : gk.bindings)
+      if (b.kind == Binding::Tickets) {
+        EXPECT_EQ(gk.variant, "attention.dkdv-parts");
+        EXPECT_EQ(b.bytes, 3u * 8u * 4u);
+        ++tickets;
+      }
+  EXPECT_EQ(tickets, 1u);
 }

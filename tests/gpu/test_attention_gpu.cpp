@@ -269,6 +269,45 @@ TEST_F(AttentionGpu, OperandChainsComputedInsideMatchUnfused) {
                          "grad " + g.node(params[i]).prov.name));
 }
 
+// dK/dV by parts (grouped KV heads) sums its parts in the dispatch's last workgroup of each key tile, which
+// puts the tile's ticket back to zero: a second step of the same session, on other inputs, must match the
+// reference again (a ticket left non-zero would skip that step's sums and keep the first step's dK, dV).
+TEST_F(AttentionGpu, PartsSummedInPlaceStayRightStepAfterStep) {
+  Graph g;
+  const NodeId q = g.mul(g.input("x", {1, 6, 45, 8}), g.parameter("wq", {1, 6, 45, 8}));
+  const NodeId k = g.mul(g.input("xk", {1, 2, 45, 8}), g.parameter("wk", {1, 2, 45, 8}));
+  const NodeId v = g.mul(g.input("xv", {1, 2, 45, 8}), g.parameter("wv", {1, 2, 45, 8}));
+  const NodeId y = g.scaled_dot_product_attention(q, k, v, true);
+  const NodeId loss = g.sum(g.mul(y, y));
+  g.set_outputs({loss});
+  SessionConfig cfg = session_config(true);
+  const CompiledStep st = compile_step(g, cfg, device().caps());
+  size_t by_parts = 0;
+  for (const GeneratedKernel& gk : st.code)
+    for (const Binding& b : gk.bindings)
+      by_parts += gk.variant == "attention.dkdv-parts" && b.kind == Binding::Tickets;
+  ASSERT_EQ(by_parts, 1u) << "the test needs the parts path on this device";
+  Session s = build_with(g, cfg, shared_device(), CompileOptions{});
+  std::vector<NodeId> params = g.parameters();
+  Graph dg = differentiate(g, loss, params);
+  std::vector<NodeId> want_nodes;
+  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
+  for (uint64_t seed : {7u, 8u, 9u}) {
+    std::mt19937_64 rng(seed);
+    reference::Feeds feeds;
+    for (NodeId n : g.inputs())
+      feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
+    for (NodeId n : params)
+      feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.5, 1.5);
+    feed_all(s, g, feeds);
+    s.run();
+    std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(close_to(s.read_gradient(g.node(params[i]).prov.name), want[i], 2e-5, 2e-4,
+                           "step " + std::to_string(seed - 6) + ", grad " + g.node(params[i]).prov.name));
+  }
+}
+
 // Tiles of 32 (64 compute units assumed on lavapipe: 2 x 8 heads x 5 query tiles fill them), the size the
 // H100 takes at SmolLM2's batch 16 prefill: the forward's softmax over four threads a row, value and
 // gradients against the reference (no finite difference: its run per input element is the cost here).

@@ -32,7 +32,8 @@ TEST_F(LlmGpu, LinearOnBatchedActivations) {
 
 // Attention's dK/dV both ways: with as many query as KV heads and a grid that fills the device (lavapipe: 64
 // compute units assumed) one dispatch stores dK and dV; with grouped-query heads the parts per query head and
-// query chunk go to scratch and a second dispatch sums them. Values and gradients vs the reference.
+// query chunk go to scratch and the last workgroup of each key tile sums them, in the same dispatch. Values
+// and gradients vs the reference.
 TEST_F(LlmGpu, AttentionBackwardDirectAndByParts) {
   auto sdpa = [](Graph& g, auto& v) { return g.scaled_dot_product_attention(v[0], v[1], v[2], true); };
   struct C {

@@ -218,34 +218,10 @@ void emit_attention(Emitter& e) {
     emit_attention_body(e, 1, false);
     return;
   }
-  // The parts into scratch, then a thread per element of dK and dV sums its HQ / HKV · chunks parts.
-  Emitter z(e.g, e.kg, e.k, e.caps, e.opt);
-  z.variant = e.variant;
-  emit_attention_body(z, chunks, true);
-  z.out.label = "parts " + e.out.label;
-  z.out.variant = "attention.dkdv-parts";
-  const Binding scratch = *std::find_if(z.out.bindings.begin(), z.out.bindings.end(),
-                                        [](const Binding& b) { return b.kind == Binding::Scratch; });
-  e.before.push_back(std::move(z.out));
-  const int64_t parts = HQ / HKV * chunks;
-  const int64_t nk = B * HKV * T * qs[3], nv = B * HKV * T * e.g.node(core.inputs[2]).shape[3];
-  const uint32_t sb = e.bind_scratch(scratch.bytes, false);
-  std::string m = "  uint i = " + flat_invocation() + ";\n";
-  auto sum = [&](const std::string& first, int64_t n) {
-    return "    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += b" +
-           std::to_string(sb) + ".d[" + first + " + p * " + uint_lit(n) + " + i];\n";
-  };
-  if (out.dk.valid())
-    m += "  if (i < " + uint_lit(nk) + ") {\n" + sum("0u", nk) + "    " + e.store(out.dk, "i", "a") +
-         "\n    return;\n  }\n";
-  m += "  i -= " + uint_lit(nk) + ";\n";
-  if (out.dv.valid())
-    m += "  if (i < " + uint_lit(nv) + ") {\n" + sum(uint_lit(parts * nk), nv) + "    " +
-         e.store(out.dv, "i", "a") + "\n  }\n";
-  e.out.grid = element_grid(nk + nv, e.opt.workgroup, e.caps);
-  e.out.spec_constants = {e.opt.workgroup};
-  e.out.variant = "attention.dkdv-sum";
-  e.finish("layout(local_size_x_id = 0) in;\n", m);
+  // Parts into scratch; the last of a key tile's HQ / HKV · chunks workgroups sums them
+  // (emit_attention_body).
+  emit_attention_body(e, chunks, true);
+  e.out.variant = "attention.dkdv-parts";
 }
 
 namespace {
@@ -739,7 +715,9 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
       const int64_t parts = HQ / HKV * query_chunks, n_k = B * HKV * T * D, n_v = B * HKV * T * DV;
       std::string sb;
       if (partial) {
-        sb = "b" + std::to_string(e.bind_scratch(uint64_t(parts * (n_k + n_v)) * 4, true));
+        const uint32_t at = e.bind_scratch(uint64_t(parts * (n_k + n_v)) * 4, true);
+        e.out.bindings[at].coherent = true;
+        sb = "b" + std::to_string(at);
         m += "  uint part = (h % AT_G) * " + uint_lit(query_chunks) + " + qc;\n";
       }
       auto put = [&](NodeId node, const std::string& off, const std::string& v, int64_t n, int64_t first) {
@@ -756,7 +734,35 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
           return put(out.dv, "vbase + j * AT_DV + " + col, v, n_v, parts * n_k);
         });
       m += "  }\n";
-      e.out.grid = {uint32_t((T + tile - 1) / tile), uint32_t(B * HQ), uint32_t(query_chunks)};
+      const int64_t key_tiles = (T + tile - 1) / tile;
+      if (partial) {
+        // The fix-up (as split-K's, kernels/matmul/split_fixup.glsl): each workgroup's parts are made visible
+        // device-wide before it takes a ticket of its key tile (one a batch, KV head and key tile); the one
+        // that takes the last adds the tile's parts in part order, as the separate summing pass did, and
+        // stores dK and dV. Its flag is Ps[0]: the tile is dead by then, and shared memory is sized exactly.
+        Binding tickets;
+        tickets.kind = Binding::Tickets;
+        tickets.node = e.kg.storage_of(e.k.root);
+        tickets.write = true;
+        tickets.bytes = uint64_t(B * HKV * key_tiles) * 4;
+        e.out.bindings.push_back(tickets);
+        const std::string tb = "b" + std::to_string(e.out.bindings.size() - 1);
+        m += "  memoryBarrierBuffer();\n  barrier();\n  if (tid == 0u) {\n    uint t = bkh * " +
+             uint_lit(key_tiles) + " + gl_WorkGroupID.x;\n    bool last = atomicAdd(" + tb +
+             ".d[t], 1u) == " + uint_lit(parts) + " - 1u;\n    if (last) " + tb +
+             ".d[t] = 0u;  // the next dispatch to use it follows a barrier\n    Ps[0] = last ? 1.0 : 0.0;\n"
+             "  }\n  barrier();\n  if (Ps[0] == 0.0) return;\n  memoryBarrierBuffer();\n";
+        auto fix = [&](NodeId node, const std::string& w, const std::string& base, int64_t n, int64_t first) {
+          return "  for (uint x = tid; x < AT_BC * " + w + "; x += AT_WG) {\n    uint jj = k0 + x / " + w +
+                 ";\n    if (jj >= AT_T) continue;\n    uint o = " + base + " + jj * " + w + " + x % " + w +
+                 ";\n    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += " + sb +
+                 ".d[" + uint_lit(first) + " + p * " + uint_lit(n) + " + o];\n    " +
+                 e.store(node, "o", "a") + "\n  }\n";
+        };
+        if (want_k) m += fix(out.dk, "AT_D", "kbase", n_k, 0);
+        if (want_v) m += fix(out.dv, "AT_DV", "vbase", n_v, parts * n_k);
+      }
+      e.out.grid = {uint32_t(key_tiles), uint32_t(B * HQ), uint32_t(query_chunks)};
     }
   }
   e.out.spec_constants = {wg};

@@ -29,6 +29,7 @@ struct Binding {
   uint64_t bytes = 0;   // bytes the kernel may touch (for plan dumps)
   uint64_t offset = 0;  // Scratch: where this binding starts inside the kernel's scratch (Mixed16's f16 copy
                         // and split-K's partials share one)
+  bool coherent = false;  // written by one workgroup and read by another in the same dispatch (a fix-up)
 };
 
 struct GeneratedKernel {

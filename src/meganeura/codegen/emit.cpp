@@ -345,8 +345,9 @@ std::string Emitter::buffer_decls(size_t from) const {
            "} hyper;\n";
       continue;
     }
-    std::string ty = "float";
+    std::string ty = b.kind == Binding::Tickets ? "uint" : "float";
     if (b.kind == Binding::Value) ty = glsl_storage_type(g.node(b.node).dtype);
+    if (b.coherent || b.kind == Binding::Tickets) qual = "coherent " + qual;
     s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx + " { " + ty +
          " d[]; } b" + idx + ";\n";
   }
