@@ -39,6 +39,30 @@ GpuTolerance tol() {
   return t;
 }
 
+// Two sessions' reads, element by element (the fused step against the unfused one).
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << what << "[" << i << "]";
+}
+
+// Session s's output `y_output` (value y of g, when valid) and every parameter's gradient of `loss` against
+// the CPU reference on the same feeds.
+void expect_reference(Session& s, const Graph& g, NodeId loss, NodeId y, size_t y_output,
+                      const reference::Feeds& feeds, const std::string& what = "") {
+  std::vector<NodeId> params = g.parameters();
+  Graph dg = differentiate(g, loss, params);
+  std::vector<NodeId> want_nodes;
+  if (y.valid()) want_nodes.push_back(y);
+  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
+  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
+  const size_t first = y.valid() ? 1 : 0;
+  if (y.valid()) EXPECT_TRUE(close_to(s.read_output(y_output), want[0], 2e-5, 2e-4, what + "y"));
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(close_to(s.read_gradient(g.node(params[i]).prov.name), want[first + i], 2e-5, 2e-4,
+                         what + "grad " + g.node(params[i]).prov.name));
+}
+
 }  // namespace
 
 // Each case covers several features: every check compiles two sessions, which dominates on lavapipe.
@@ -168,27 +192,13 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   a.run();
   b.run();
   c.run();
-  auto same = [](const std::vector<float>& p, const std::vector<float>& q2, const std::string& what) {
-    ASSERT_EQ(p.size(), q2.size()) << what;
-    for (size_t i = 0; i < p.size(); ++i)
-      ASSERT_NEAR(p[i], q2[i], 1e-5 + 1e-5 * std::fabs(q2[i])) << what << "[" << i << "]";
-  };
-  same(a.read_output(1), b.read_output(1), "y");
-  same(c.read_output(1), b.read_output(1), "y, four threads a row");
+  expect_same(a.read_output(1), b.read_output(1), "y");
+  expect_same(c.read_output(1), b.read_output(1), "y, four threads a row");
   for (const char* w : {"wq", "wk", "wv"}) {
-    same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
-    same(c.read_gradient(w), b.read_gradient(w), std::string("grad ") + w + ", four threads a row");
+    expect_same(a.read_gradient(w), b.read_gradient(w), std::string("grad ") + w);
+    expect_same(c.read_gradient(w), b.read_gradient(w), std::string("grad ") + w + ", four threads a row");
   }
-  // and both against the reference
-  std::vector<NodeId> params = g.parameters();
-  Graph dg = differentiate(g, loss, params);
-  std::vector<NodeId> want_nodes{y};
-  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
-  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
-  EXPECT_TRUE(close_to(a.read_output(1), want[0], 2e-5, 2e-4, "y"));
-  for (size_t i = 0; i < params.size(); ++i)
-    EXPECT_TRUE(close_to(a.read_gradient(g.node(params[i]).prov.name), want[1 + i], 2e-5, 2e-4,
-                         "grad " + g.node(params[i]).prov.name));
+  expect_reference(a, g, loss, y, 1, feeds);  // and both against the reference
 }
 
 // Multi-head attention as nn::MultiHeadAttention builds it: one QKV product, each head group a slice,
@@ -250,23 +260,10 @@ TEST_F(AttentionGpu, OperandChainsComputedInsideMatchUnfused) {
   feed_all(su, g, feeds);
   sf.run();
   su.run();
-  auto same = [](const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << what << "[" << i << "]";
-  };
-  same(sf.read_output(1), su.read_output(1), "y");
+  expect_same(sf.read_output(1), su.read_output(1), "y");
   for (const char* n : {"wqkv", "wo"})
-    same(sf.read_gradient(n), su.read_gradient(n), std::string("grad ") + n);
-  std::vector<NodeId> params = g.parameters();
-  Graph dg = differentiate(g, loss, params);
-  std::vector<NodeId> want_nodes{y};
-  for (NodeId pn : params) want_nodes.push_back(*dg.gradient(pn));
-  std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
-  EXPECT_TRUE(close_to(sf.read_output(1), want[0], 2e-5, 2e-4, "y"));
-  for (size_t i = 0; i < params.size(); ++i)
-    EXPECT_TRUE(close_to(sf.read_gradient(g.node(params[i]).prov.name), want[1 + i], 2e-5, 2e-4,
-                         "grad " + g.node(params[i]).prov.name));
+    expect_same(sf.read_gradient(n), su.read_gradient(n), std::string("grad ") + n);
+  expect_reference(sf, g, loss, y, 1, feeds);
 }
 
 // dK/dV by parts (grouped KV heads) sums its parts in the dispatch's last workgroup of each key tile, which
@@ -288,23 +285,16 @@ TEST_F(AttentionGpu, PartsSummedInPlaceStayRightStepAfterStep) {
       by_parts += gk.variant == "attention.dkdv-parts" && b.kind == Binding::Tickets;
   ASSERT_EQ(by_parts, 1u) << "the test needs the parts path on this device";
   Session s = build_with(g, cfg, shared_device(), CompileOptions{});
-  std::vector<NodeId> params = g.parameters();
-  Graph dg = differentiate(g, loss, params);
-  std::vector<NodeId> want_nodes;
-  for (NodeId p : params) want_nodes.push_back(*dg.gradient(p));
   for (uint64_t seed : {7u, 8u, 9u}) {
     std::mt19937_64 rng(seed);
     reference::Feeds feeds;
     for (NodeId n : g.inputs())
       feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
-    for (NodeId n : params)
+    for (NodeId n : g.parameters())
       feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.5, 1.5);
     feed_all(s, g, feeds);
     s.run();
-    std::vector<HostTensor> want = reference::evaluate(dg, feeds, want_nodes);
-    for (size_t i = 0; i < params.size(); ++i)
-      EXPECT_TRUE(close_to(s.read_gradient(g.node(params[i]).prov.name), want[i], 2e-5, 2e-4,
-                           "step " + std::to_string(seed - 6) + ", grad " + g.node(params[i]).prov.name));
+    expect_reference(s, g, loss, NodeId{}, 0, feeds, "step " + std::to_string(seed - 6) + ", ");
   }
 }
 
