@@ -39,6 +39,15 @@ GpuTolerance tol() {
   return t;
 }
 
+// Inputs uniform in [-1, 1], parameters in [lo, hi], from `seed`.
+reference::Feeds random_feeds(const Graph& g, uint64_t seed, double lo, double hi) {
+  std::mt19937_64 rng(seed);
+  reference::Feeds feeds;
+  for (NodeId n : g.inputs()) feeds[g.node(n).prov.name] = random_tensor(g.node(n).shape, rng, -1, 1);
+  for (NodeId n : g.parameters()) feeds[g.node(n).prov.name] = random_tensor(g.node(n).shape, rng, lo, hi);
+  return feeds;
+}
+
 // Two sessions' reads, element by element (the fused step against the unfused one).
 void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -140,12 +149,7 @@ TEST_F(AttentionGpu, FusedMatchesUnfused) {
   const NodeId loss = g.sum(y);
   g.set_outputs({loss, y});
 
-  std::mt19937_64 rng(3);
-  reference::Feeds feeds;
-  for (NodeId n : g.inputs())
-    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
-  for (NodeId n : g.parameters())
-    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.9, 1.1);
+  const reference::Feeds feeds = random_feeds(g, 3, 0.9, 1.1);
 
   SessionConfig cfg = session_config(true);
   CompileOptions fused, unfused;
@@ -226,12 +230,7 @@ TEST_F(AttentionGpu, OperandChainsComputedInsideMatchUnfused) {
   const NodeId loss = g.sum(g.mul(y, y));
   g.set_outputs({loss, y});
 
-  std::mt19937_64 rng(5);
-  reference::Feeds feeds;
-  for (NodeId n : g.inputs())
-    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
-  for (NodeId n : g.parameters())
-    feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -0.3, 0.3);
+  const reference::Feeds feeds = random_feeds(g, 5, -0.3, 0.3);
 
   SessionConfig cfg = session_config(true);
   CompileOptions fused, unfused;
@@ -286,12 +285,7 @@ TEST_F(AttentionGpu, PartsSummedInPlaceStayRightStepAfterStep) {
   ASSERT_EQ(by_parts, 1u) << "the test needs the parts path on this device";
   Session s = build_with(g, cfg, shared_device(), CompileOptions{});
   for (uint64_t seed : {7u, 8u, 9u}) {
-    std::mt19937_64 rng(seed);
-    reference::Feeds feeds;
-    for (NodeId n : g.inputs())
-      feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, -1, 1);
-    for (NodeId n : g.parameters())
-      feeds[g.node(n).prov.name] = meganeura::test::random_tensor(g.node(n).shape, rng, 0.5, 1.5);
+    const reference::Feeds feeds = random_feeds(g, seed, 0.5, 1.5);
     feed_all(s, g, feeds);
     s.run();
     expect_reference(s, g, loss, NodeId{}, 0, feeds, "step " + std::to_string(seed - 6) + ", ");
