@@ -7,6 +7,7 @@
 //                       [--mixed16 (with --best coopmat-khr: the tier the H200's self-test passes)]
 //                       [--glsl TEXT (print the GLSL, grid and push constants of kernels whose label has
 //                       TEXT)]
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -135,10 +136,14 @@ int main(int argc, char** argv) {
       ++f.shapes[std::to_string(k.push[0]) + "x" + std::to_string(k.push[1]) + "x" +
                  std::to_string(k.push[2])];
   }
+  // Barriers of the recorded step (the updating list): each costs the GPU a drain between levels.
+  const std::vector<bool> barriers = plan_barriers(step, step_kernels(step, true));
+  const size_t nbarriers = size_t(std::count(barriers.begin(), barriers.end(), true));
   std::printf(
-      "mode %s, batch %lld, seq %lld, layers %lld, %s, compute units %u%s: %zu dispatches, %zu matmul\n",
+      "mode %s, batch %lld, seq %lld, layers %lld, %s, compute units %u%s: %zu dispatches, %zu barriers, %zu "
+      "matmul\n",
       mode.c_str(), (long long)batch, (long long)seq, (long long)layers, mixed16 ? "Mixed16" : "F32", units,
-      best.empty() ? "" : (", best tier " + best).c_str(), total, matmuls);
+      best.empty() ? "" : (", best tier " + best).c_str(), total, nbarriers, matmuls);
   std::printf("| variant | dispatches | workgroups | shapes (M x N x K: dispatches) |\n|---|---|---|---|\n");
   for (const auto& [v, f] : fam) {
     std::string shapes;
