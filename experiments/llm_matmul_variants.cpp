@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   uint32_t units = 132;
   std::string mode = "train", best;
   int64_t batch = 1, seq = 128, layers = 30;
-  bool mixed16 = false, labels = false;  // --labels: every kernel's family and label, one a line
+  bool mixed16 = false, labels = false;  // --labels: every dispatch's family and label ("--" after a barrier)
   std::string glsl;
   std::string
       llama;  // --llama DTYPE: bench_decode's prefill graph (models::build_llama) with weights of DTYPE
@@ -118,8 +118,15 @@ int main(int argc, char** argv) {
   };
   std::map<std::string, Family> fam;
   size_t total = 0, matmuls = 0;
+  // Barriers of the recorded step (the updating list): each costs the GPU a drain between levels.
+  const std::vector<size_t> list = step_kernels(step, true);
+  const std::vector<bool> barriers = plan_barriers(step, list);
+  const size_t nbarriers = size_t(std::count(barriers.begin(), barriers.end(), true));
+  if (labels)
+    for (size_t i = 0; i < list.size(); ++i)
+      std::printf("%s%s | %s\n", barriers[i] ? "-- " : "   ", step.code[list[i]].variant.c_str(),
+                  step.code[list[i]].label.c_str());
   for (const GeneratedKernel& k : step.code) {
-    if (labels) std::printf("%s | %s\n", k.variant.c_str(), k.label.c_str());
     if (!glsl.empty() && k.label.find(glsl) != std::string::npos) {
       std::printf("// %s | %s | grid %u %u %u | push", k.variant.c_str(), k.label.c_str(), k.grid[0],
                   k.grid[1], k.grid[2]);
@@ -136,9 +143,6 @@ int main(int argc, char** argv) {
       ++f.shapes[std::to_string(k.push[0]) + "x" + std::to_string(k.push[1]) + "x" +
                  std::to_string(k.push[2])];
   }
-  // Barriers of the recorded step (the updating list): each costs the GPU a drain between levels.
-  const std::vector<bool> barriers = plan_barriers(step, step_kernels(step, true));
-  const size_t nbarriers = size_t(std::count(barriers.begin(), barriers.end(), true));
   std::printf(
       "mode %s, batch %lld, seq %lld, layers %lld, %s, compute units %u%s: %zu dispatches, %zu barriers, %zu "
       "matmul\n",
