@@ -131,11 +131,31 @@ uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
   return bind(out.bindings, {Binding::Scratch, kg.storage_of(k.root), 0, write, bytes});
 }
 
+std::string Emitter::permuted_offset(NodeId n, const std::string& offset) {
+  const NodeId p = kg.permuted_into.at(n);
+  const std::string fn = "mn_permuted" + std::to_string(n.v);
+  if (decls.find("uint " + fn + "(") == std::string::npos) {
+    // Element `o` of n (flat, n's shape) is element sum_i c[axes[i]] * stride_p[i] of the permute.
+    const Shape& ns = g.node(n).shape;
+    const std::vector<int64_t> sn = contiguous_strides(ns), sp = contiguous_strides(g.node(p).shape);
+    const std::vector<int64_t>& axes = g.node(p).attrs.axes;
+    std::string f = "uint " + fn + "(uint o) {\n  return 0u";
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const size_t d = size_t(axes[i] < 0 ? axes[i] + int64_t(ns.size()) : axes[i]);
+      f += " + (o / " + uint_lit(sn[d]) + " % " + uint_lit(ns[d]) + ") * " + uint_lit(sp[i]);
+    }
+    decls += f + ";\n}\n";
+  }
+  return fn + "(" + offset + ")";
+}
+
 std::string Emitter::load(NodeId n, const std::string& offset) {
   // A Fill is usually not stored (the scheduler inlines it); its literal is its value either way.
   if (g.node(n).op == Op::Fill) return fill_lit(g.node(n));
   if (auto it = computed.find(n); it != computed.end()) return it->second;
   if (auto it = moved.find(n); it != moved.end()) return it->second + "(" + offset + ")";
+  if (auto it = kg.permuted_into.find(n); it != kg.permuted_into.end())
+    return load(it->second, permuted_offset(n, offset));
   uint32_t b = bind_value(n, false);
   const DType dt = g.node(kg.storage_of(n)).dtype;
   if (is_quantized(dt)) {  // GGUF blocks as words, dequantized element by element (quant/glsl.hpp)
@@ -154,6 +174,8 @@ std::string Emitter::load(NodeId n, const std::string& offset) {
 }
 
 std::string Emitter::store(NodeId n, const std::string& offset, const std::string& v) {
+  if (auto it = kg.permuted_into.find(n); it != kg.permuted_into.end())
+    return store(it->second, permuted_offset(n, offset), v);
   if (n == k.root && k.update.valid()) {  // the gradient goes into the update instead of memory
     if (!update_emitted)
       decls += fused_update_fn(*this, "b" + std::to_string(bind_value(k.update, true)) + ".d[i]");

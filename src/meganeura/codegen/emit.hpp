@@ -68,8 +68,12 @@ struct Emitter {
   std::string buffer_decls(size_t from) const;
   // "b3.d[<offset>]" as a float expression, for a materialised value.
   std::string load(NodeId n, const std::string& offset);
+  // Where element `offset` of a value held in its permute's storage (KernelGraph::permuted_into) lies there:
+  // a call of a function it declares once.
+  std::string permuted_offset(NodeId n, const std::string& offset);
   // Assignment statement storing float expression `v` into the root at `offset`, converting the dtype; for
-  // the root of a kernel with a fused update, the update of that element instead (mn_update).
+  // the root of a kernel with a fused update, the update of that element instead (mn_update). A value held in
+  // its permute's storage (KernelGraph::permuted_into) is stored at its place there.
   std::string store(NodeId n, const std::string& offset, const std::string& v);
 
   // Emits `float <name>(uint flat[, float core])` computing `top` at index `flat` of `space`, where the

@@ -380,6 +380,31 @@ struct Builder {
     }
   }
 
+  // Whether Permute p may hold its input's elements (KernelGraph::permuted_into): its input is a forward
+  // attention's output that nothing else reads but the backward's attention ops, as their `out`. The heads'
+  // merge of nn::MultiHeadAttention (out [B, H, S, D] to [B, S, H, D]) then costs no copy kernel: the forward
+  // kernel stores each element at its merged place.
+  bool stores_attention_output(NodeId p) const {
+    const Node& pn = g.node(p);
+    if (!opt.fuse || opt.keep_intermediates || pn.op != Op::Permute || is_root[p.v] || owner[p.v] >= 0 ||
+        inlined[p.v])
+      return false;
+    const NodeId o = pn.inputs[0];
+    // Its kernel may exist already: a training step's log-sum-exp (made by autodiff, a higher id) opens it.
+    if (g.node(o).op != Op::Attention || is_root[o.v] || forced[o.v] ||
+        (owner[o.v] >= 0 && kg.kernels[size_t(owner[o.v])].core != o))
+      return false;
+    for (NodeId c : consumers[o.v]) {
+      if (c == p) continue;
+      const Node& cn = g.node(c);
+      if (cn.op != Op::AttentionGradQ && cn.op != Op::AttentionGradK && cn.op != Op::AttentionGradV)
+        return false;
+      for (size_t i = 0; i < cn.inputs.size(); ++i)
+        if (cn.inputs[i] == o && i != 4) return false;  // read as anything but `out`
+    }
+    return true;
+  }
+
   // A Rope that only kernel k reads (a forward attention's queries, a cache write's keys) is computed inside
   // it, so a decode step never stores rotated queries or keys (codegen: rope_function).
   void fuse_rope_operand(int k, NodeId operand) {
@@ -523,6 +548,16 @@ struct Builder {
       if (c == OpClass::Fill && !is_root[v] && !forced[v]) continue;
       if (owner[v] >= 0) continue;
       check_supported(n);
+      if (stores_attention_output(n)) {  // its attention kernel writes it (now, or at the attention's turn)
+        const NodeId o = nd.inputs[0];
+        kg.permuted_into[o] = n;
+        if (owner[o.v] >= 0) {
+          owner[v] = owner[o.v];
+          region[v] = Epi;
+          kg.kernels[size_t(owner[o.v])].root = n;
+        }
+        continue;
+      }
       Kernel k;
       k.root = n;
       if (c == OpClass::Pointwise || c == OpClass::Fill) {
@@ -549,6 +584,11 @@ struct Builder {
         k.core = k.root;
         const Op forward = g.node(k.root).op;
         const NodeId query = g.node(k.root).inputs[0];
+        if (auto it = kg.permuted_into.find(k.core); it != kg.permuted_into.end()) {
+          owner[it->second.v] = int(kg.kernels.size());
+          region[it->second.v] = Epi;
+          k.root = it->second;  // the kernel's stored value: the attention's output, merged
+        }
         kg.kernels.push_back(std::move(k));
         inline_attention_operands(int(kg.kernels.size()) - 1);
         if (forward == Op::Attention || forward == Op::AttentionLse) {
@@ -588,7 +628,8 @@ struct Builder {
         for (NodeId i : g.node(n).inputs) {
           if (K.fused(i)) continue;
           if (op_class(g.node(i).op) == OpClass::Fill) continue;  // inlined as a literal
-          reads.insert(i);
+          auto held = kg.permuted_into.find(i);
+          reads.insert(held == kg.permuted_into.end() ? i : held->second);  // read where it is stored
         }
       };
       if (K.core.valid()) scan(K.core);

@@ -66,6 +66,10 @@ struct KernelGraph {
   std::vector<NodeId> materialised;   // every value with storage that kernels read or write, ascending
   std::map<NodeId, NodeId> storage;   // node -> node owning its storage (Reshape chains resolve to source)
   std::map<NodeId, size_t> producer;  // materialised node -> index of the kernel writing it
+  // Values never stored themselves: their elements live in the storage of a Permute of them, at the permuted
+  // places (a forward attention's output, stored merged into [B, S, H, D] by its kernel; the backward reads
+  // it back through the same map). Value -> the Permute. Codegen's load and store follow it.
+  std::map<NodeId, NodeId> permuted_into;
 
   NodeId storage_of(NodeId n) const;
   size_t count(Archetype a) const;
