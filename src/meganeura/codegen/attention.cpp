@@ -67,13 +67,6 @@ AttnKernel attention_outputs(const Emitter& e) {
   return a;
 }
 
-// The query at flat offset `off`: a load, or (load() through Emitter::moved) the movement chain the schedule
-// computes inside this kernel (a decode query's RoPE; in a training step the heads of the QKV product, which
-// no copy kernel stores).
-std::string query_load(Emitter& e, NodeId q, const std::string& off) {
-  return e.g.node(q).op == Op::Fill ? float_lit(e.g.node(q).attrs.reals.at(0)) : e.load(q, off);
-}
-
 std::string ilit(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
 
 // `float <name>(uint o)`: element o of attention operand K or V ([B, KV heads, T, W]). Where the operand is a
@@ -322,8 +315,8 @@ bool emit_attention_rows(Emitter& e) {
   // The new cache rows, by the first query row's workgroup of each KV head's first query head.
   if (out.kw.valid()) m += cache_stores(e, out.kw, "ldK", "i == 0u && h % AT_G == 0u", "bkh");
   if (out.vw.valid()) m += cache_stores(e, out.vw, "ldV", "i == 0u && h % AT_G == 0u", "bkh");
-  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " +
-       query_load(e, q, "(bh * AT_S + i) * AT_D + x") + ";\n  barrier();\n";
+  m += "  for (uint x = tid; x < AT_D; x += AT_WG) q_s[x] = " + ld(q, "(bh * AT_S + i) * AT_D + x") +
+       ";\n  barrier();\n";
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask).
   m += causal ? "  uint kend = uint(clamp(int(i) + " + ilit(T - S + 1) + ", 0, int(AT_T)));\n"
               : "  uint kend = AT_T;\n";
@@ -451,7 +444,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
   // Query i sees key j when j <= i + T - S (bottom-right aligned causal mask), and j < T.
   d += "bool visible(uint i, uint j) { return j < AT_T" +
        (causal ? std::string(" && int(j) <= int(i) + ") + ilit(T - S) : std::string()) + "; }\n";
-  d += "float ldQ(uint o) { return " + query_load(e, q, "o") + "; }\n";
+  d += "float ldQ(uint o) { return " + ld(q, "o") + "; }\n";
   d += cache_operand_fn(e, "ldK", k, out.kw.valid());
   d += cache_operand_fn(e, "ldV", v, out.vw.valid());
   // The additive mask broadcast from [B, HQ, S, T].
