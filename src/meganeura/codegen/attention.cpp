@@ -733,13 +733,7 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
         // device-wide before it takes a ticket of its key tile (one a batch, KV head and key tile); the one
         // that takes the last adds the tile's parts in part order, as the separate summing pass did, and
         // stores dK and dV. Its flag is Ps[0]: the tile is dead by then, and shared memory is sized exactly.
-        Binding tickets;
-        tickets.kind = Binding::Tickets;
-        tickets.node = e.kg.storage_of(e.k.root);
-        tickets.write = true;
-        tickets.bytes = uint64_t(B * HKV * key_tiles) * 4;
-        e.out.bindings.push_back(tickets);
-        const std::string tb = "b" + std::to_string(e.out.bindings.size() - 1);
+        const std::string tb = "b" + std::to_string(e.bind_tickets(uint64_t(B * HKV * key_tiles) * 4));
         m += "  memoryBarrierBuffer();\n  barrier();\n  if (tid == 0u) {\n    uint t = bkh * " +
              uint_lit(key_tiles) + " + gl_WorkGroupID.x;\n    bool last = atomicAdd(" + tb +
              ".d[t], 1u) == " + uint_lit(parts) + " - 1u;\n    if (last) " + tb +

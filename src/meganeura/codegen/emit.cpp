@@ -131,6 +131,10 @@ uint32_t Emitter::bind_scratch(uint64_t bytes, bool write) {
   return bind(out.bindings, {Binding::Scratch, kg.storage_of(k.root), 0, write, bytes});
 }
 
+uint32_t Emitter::bind_tickets(uint64_t bytes) {
+  return bind(out.bindings, {Binding::Tickets, kg.storage_of(k.root), 0, true, bytes});
+}
+
 std::string Emitter::permuted_offset(NodeId n, const std::string& offset) {
   const NodeId p = kg.permuted_into.at(n);
   const std::string fn = "mn_permuted" + std::to_string(n.v);

@@ -60,6 +60,9 @@ struct Emitter {
   uint32_t bind_hyper(bool write = false);
   // The kernel's scratch (Binding::Scratch, floats): bytes its dispatches pass between them.
   uint32_t bind_scratch(uint64_t bytes, bool write);
+  // The kernel's tickets (Binding::Tickets, uint counters a fix-up takes; persistent, zero between
+  // dispatches).
+  uint32_t bind_tickets(uint64_t bytes);
   // A binding of its own for a value, never shared (the matmul's A, B and C).
   uint32_t bind_value_unshared(NodeId n, bool write);
   // Whether a value binding is of a 16-bit dtype (the kernel then needs 16-bit storage).
@@ -101,8 +104,6 @@ void emit_conv(Emitter& e);  // conv.cpp: Conv2d, Conv2dGradInput, Conv2dGradWei
 void emit_reduce(Emitter& e);
 void emit_sample(Emitter& e);    // sample.cpp: Op::Sample, a RowReduce kernel of its own
 void emit_movement(Emitter& e);  // Copy, Gather, Scatter
-// `float <name>(uint ix)`: element ix of a Rope node, for kernels that fuse one (movement.cpp).
-std::string rope_function(Emitter& e, NodeId rope, const std::string& name);
 // Declares `float mn_move<id>(uint ix)` for every movement node in the kernel's prologue (a copy kernel's
 // producers; an attention kernel's operand chains) and enters it in Emitter::moved, so that load() of such a
 // node computes it (movement.cpp).

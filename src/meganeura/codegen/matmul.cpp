@@ -314,12 +314,8 @@ void emit_matmul(Emitter& e) {
   partials.bytes = k.scratch_bytes;
   partials.offset = partials_at;
   partials.write = true;
-  Binding tickets = partials;
-  tickets.kind = Binding::Tickets;
-  tickets.bytes = k.ticket_bytes;
-  tickets.offset = 0;
   e.out.bindings.push_back(partials);
-  e.out.bindings.push_back(tickets);
+  e.bind_tickets(k.ticket_bytes);
 }
 
 }  // namespace meganeura::codegen

@@ -122,18 +122,11 @@ void emit_write_slice(Emitter& e) {
   body += "  uint o = " + off + ";\n";
   std::vector<NodeId> writes{e.k.core};
   writes.insert(writes.end(), e.k.siblings.begin(), e.k.siblings.end());
+  // A Rope producing a value may be fused into this kernel (schedule.cpp: the decode step's rotated keys go
+  // straight into the cache): e.load computes its element here.
+  define_moved(e);
   for (size_t w = 0; w < writes.size(); ++w) {
-    const NodeId value_node = e.g.node(writes[w]).inputs[1];
-    // A Rope producing the value may be fused into this kernel (schedule.cpp: the decode step's rotated keys
-    // go straight into the cache): its element is computed here.
-    std::string value;
-    if (e.k.fused(value_node)) {
-      const std::string fn = "mn_rope_value" + std::to_string(w);
-      e.decls += rope_function(e, value_node, fn);
-      value = fn + "(ix)";
-    } else {
-      value = e.load(value_node, "ix");
-    }
+    const std::string value = e.load(e.g.node(writes[w]).inputs[1], "ix");
     body += "  " + e.store(writes[w], "o", value) + "\n";
   }
   e.out.spec_constants = {e.wg()};
@@ -181,11 +174,6 @@ std::string rope_body(Emitter& e, NodeId rope, const std::string& turns_name) {
        ";\n";
   f += "  return i < " + H + " ? a * co - b * si : b * co + a * si;\n";
   return f;
-}
-
-std::string rope_function(Emitter& e, NodeId rope, const std::string& name) {
-  return "float " + name + "(uint ix) {\n" + coords(e.g.node(rope).shape) +
-         rope_body(e, rope, name + "_turns") + "}\n";
 }
 
 namespace {

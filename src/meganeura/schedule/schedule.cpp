@@ -406,7 +406,7 @@ struct Builder {
   }
 
   // A Rope that only kernel k reads (a forward attention's queries, a cache write's keys) is computed inside
-  // it, so a decode step never stores rotated queries or keys (codegen: rope_function).
+  // it, so a decode step never stores rotated queries or keys (codegen: define_moved).
   void fuse_rope_operand(int k, NodeId operand) {
     const Node& pn = g.node(operand);
     if (!opt.fuse || opt.keep_intermediates || pn.op != Op::Rope || is_root[operand.v] || forced[operand.v] ||
