@@ -739,12 +739,20 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
              ".d[t], 1u) == " + uint_lit(parts) + " - 1u;\n    if (last) " + tb +
              ".d[t] = 0u;  // the next dispatch to use it follows a barrier\n    Ps[0] = last ? 1.0 : 0.0;\n"
              "  }\n  barrier();\n  if (Ps[0] == 0.0) return;\n  memoryBarrierBuffer();\n";
+        // Four outputs an invocation at a time, every part's load issued before any is added (as split-K's
+        // fix-up: one workgroup sums a whole key tile). An output past the keys reads the tile's first.
         auto fix = [&](NodeId node, const std::string& w, const std::string& base, int64_t n, int64_t first) {
-          return "  for (uint x = tid; x < AT_BC * " + w + "; x += AT_WG) {\n    uint jj = k0 + x / " + w +
-                 ";\n    if (jj >= AT_T) continue;\n    uint o = " + base + " + jj * " + w + " + x % " + w +
-                 ";\n    float a = 0.0;\n    for (uint p = 0u; p < " + uint_lit(parts) + "; ++p) a += " + sb +
-                 ".d[" + uint_lit(first) + " + p * " + uint_lit(n) + " + o];\n    " +
-                 e.store(node, "o", "a") + "\n  }\n";
+          return "  for (uint x0 = tid; x0 < AT_BC * " + w +
+                 "; x0 += AT_WG * 4u) {\n    float a[4];\n"
+                 "    uint o[4];\n    bool in_t[4];\n    [[unroll]] for (uint q = 0u; q < 4u; ++q) {\n"
+                 "      uint x = x0 + q * AT_WG, jj = k0 + x / " +
+                 w + ";\n      in_t[q] = x < AT_BC * " + w + " && jj < AT_T;\n      o[q] = " + base +
+                 " + (in_t[q] ? jj * " + w + " + x % " + w + " : k0 * " + w +
+                 ");\n      a[q] = 0.0;\n    }\n    for (uint pp = 0u; pp < " + uint_lit(parts) +
+                 "; ++pp)\n      [[unroll]] for (uint q = 0u; q < 4u; ++q) a[q] += " + sb + ".d[" +
+                 uint_lit(first) + " + pp * " + uint_lit(n) + " + o[q]];\n" +
+                 "    [[unroll]] for (uint q = 0u; q < 4u; ++q)\n      if (in_t[q]) " +
+                 e.store(node, "o[q]", "a[q]") + "\n  }\n";
         };
         if (want_k) m += fix(out.dk, "AT_D", "kbase", n_k, 0);
         if (want_v) m += fix(out.dv, "AT_DV", "vbase", n_v, parts * n_k);

@@ -2,6 +2,9 @@
 // (of type SPLIT_FLAG_T), an element of the tier's shared tiles, dead once its products are stored: a shared
 // variable of its own would push the 64 tile's 32 KiB (lavapipe's whole allowance) over the limit.
 #if SPLIT_K > 1
+#ifndef SPLIT_FIX_BATCH
+#define SPLIT_FIX_BATCH 8u
+#endif
 // The fix-up of a split product, called by every invocation after its tile's partial stores (the
 // "threadfence reduction" pattern): each invocation's stores are made visible device-wide before the
 // workgroup takes its ticket, and the workgroup that takes the last one adds the tile's SPLIT_K partials of
@@ -19,14 +22,28 @@ void split_fixup(uint m0, uint n0, uint bm, uint bn, uint batch) {
   barrier();
   if (SPLIT_FLAG == SPLIT_FLAG_T(0)) return;
   memoryBarrierBuffer();
-  const uint mn = p.M * p.N, total = (gl_NumWorkGroups.z / uint(SPLIT_K)) * mn;
-  for (uint e = gl_LocalInvocationIndex; e < bm * bn; e += gl_WorkGroupSize.x) {
-    const uint row = m0 + e / bn, col = n0 + e % bn;
-    if (row >= p.M || col >= p.N) continue;
-    const uint at = batch * mn + row * p.N + col;
-    float v = 0.0;
-    [[unroll]] for (uint s = 0u; s < uint(SPLIT_K); ++s) v += part[s * total + at];
-    STORE_C(batch * p.sc + row * p.ldc + col, epilogue(v, row, col, batch));
+  // SPLIT_FIX_BATCH outputs an invocation at a time, all their partial loads issued before any is added: one
+  // workgroup sums a whole tile, too few warps to hide L2 latency one output at a time (H100, 2026-12-07: a
+  // 128 x 1536 x 576 product in six slices took 53 us with the fix-up one output at a time, where its slices
+  // alone had taken 30 before the fix-up moved into the kernel, on another H100).
+  const uint mn = p.M * p.N, total = (gl_NumWorkGroups.z / uint(SPLIT_K)) * mn, wg = gl_WorkGroupSize.x;
+  for (uint e0 = gl_LocalInvocationIndex; e0 < bm * bn; e0 += wg * SPLIT_FIX_BATCH) {
+    float v[SPLIT_FIX_BATCH];
+    uint row[SPLIT_FIX_BATCH], col[SPLIT_FIX_BATCH];
+    bool in_c[SPLIT_FIX_BATCH];
+    [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q) {
+      const uint e = e0 + q * wg;
+      row[q] = m0 + e / bn;
+      col[q] = n0 + e % bn;
+      in_c[q] = e < bm * bn && row[q] < p.M && col[q] < p.N;
+      v[q] = 0.0;
+    }
+    // Slice order, as the separate pass summed. An output outside the product reads the tile's first one.
+    [[unroll]] for (uint s = 0u; s < uint(SPLIT_K); ++s)
+      [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q)
+        v[q] += part[s * total + batch * mn + (in_c[q] ? row[q] * p.N + col[q] : m0 * p.N + n0)];
+    [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q)
+      if (in_c[q]) STORE_C(batch * p.sc + row[q] * p.ldc + col[q], epilogue(v[q], row[q], col[q], batch));
   }
 }
 #endif
