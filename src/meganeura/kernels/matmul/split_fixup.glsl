@@ -2,9 +2,7 @@
 // (of type SPLIT_FLAG_T), an element of the tier's shared tiles, dead once its products are stored: a shared
 // variable of its own would push the 64 tile's 32 KiB (lavapipe's whole allowance) over the limit.
 #if SPLIT_K > 1
-#ifndef SPLIT_FIX_BATCH
-#define SPLIT_FIX_BATCH 8u
-#endif
+const uint SPLIT_FIX_BATCH = 8u;  // outputs an invocation sums at a time (split_fixup, below)
 // The fix-up of a split product, called by every invocation after its tile's partial stores (the
 // "threadfence reduction" pattern): each invocation's stores are made visible device-wide before the
 // workgroup takes its ticket, and the workgroup that takes the last one adds the tile's SPLIT_K partials of
