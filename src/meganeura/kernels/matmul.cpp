@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "meganeura/core/error.hpp"
@@ -209,15 +210,24 @@ MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape&
     // None fills unsplit: the largest that fits inside the output and, split, keeps at least half the device
     // busy; the 16 tile (a sixteenth of the work per K step) only where short K or a thin output leaves both
     // below that.
+    // Of the two, the 64 tile where the 128 one's slices would be shorter than 2 x kMinSliceK: the last
+    // workgroup of a tile sums its slices' partials alone (split_fixup.glsl), and a 128x128 tile's sum of six
+    // 96-deep slices cost more than the slices (128x1536x576 in the F32 step: 90 x scalar.128.k6 3.66 ms,
+    // 90 x scalar.64.k3 2.79, H100, same call). Longer slices keep the 128 tile: 576x576x2048 ran
+    // scalar.128.k6 in 0.094 ms, scalar.64.k2 in 0.222 (timed alone).
+    std::optional<MatmulVariant> pick;
     for (uint32_t t : {128u, 64u}) {
       MatmulVariant split = v;
       split.tile = t;
       if (t <= shape.m && t <= shape.n &&
           2 * tiers::fill_workgroups(caps, shape, split) >= target_workgroups(caps)) {
         split.split_k = tiers::fill_split(caps, shape, split);
-        return split;
+        if (pick) return split;
+        if (t == 64 || shape.k / split.split_k >= 2 * kMinSliceK) return split;
+        pick = split;
       }
     }
+    if (pick) return *pick;
   } else {
     v.coop = coop;
   }

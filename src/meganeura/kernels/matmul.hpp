@@ -175,7 +175,9 @@ struct MatmulVariant {
 //   tile    Scalar: the largest of 128 and 64 whose output grid (tiles x batch) fills the device, i.e. has at
 //           least target_workgroups(caps) workgroups, unsplit. Else the largest of them that fits inside the
 //           output (edge <= M and <= N) and, with K split (at most max_fill_split(K) slices), keeps at least
-//           half the device busy. Else 16. Cooperative: `coop` as given (default_coopmat_tile).
+//           half the device busy — but the 64 tile, where it qualifies too, when the 128 one's slices would
+//           be shorter than 2 x kMinSliceK (split_fixup's sum of a 128x128 tile outweighs such slices).
+//           Else 16. Cooperative: `coop` as given (default_coopmat_tile).
 //   split   when the grid is still below the target and K >= kMinSplitK: S = ceil(target / grid) for the
 //           scalar tier, floor(target / grid) for the cooperative ones (no second wave of slices), at most
 //           K / kMinSliceK (and max_fill_split(K) for a 128 or 64 tile chosen by its split, and in the
@@ -185,8 +187,8 @@ struct MatmulVariant {
 // Why the 16 tile comes last: its workgroup does a sixteenth of a 64 tile's multiply-adds per K step, and a K
 // step costs a global-load latency either way; at M = 128 the 16 tile's K loop (K / 16 dependent steps) was
 // the step's largest family on the H200 (docs/performance.md, issue 29). So a 32x128x784 layer on 132 SMs
-// takes scalar.16.k9 (144 workgroups), 128x576x576 scalar.64.k6 (108), 1024^3 scalar.64 (256) and 4096^3
-// scalar.128 (1024).
+// takes scalar.16.k9 (144 workgroups), 128x576x576 scalar.64.k6 (108), 128x1536x576 scalar.64.k3 (144),
+// 1024^3 scalar.64 (256) and 4096^3 scalar.128 (1024).
 constexpr uint32_t kMinSliceK = 64, kMinSplitK = 256;
 // More slices than this multiply the partial products (S x M x N floats written and read back) while each
 // slice's K loop is already a few tiles long; except that slices of kLongSliceK and more are always allowed
