@@ -215,8 +215,8 @@ MatmulVariant choose_variant(const runtime::DeviceCaps& caps, const MatmulShape&
     // 96-deep slices cost more than the slices (128x1536x576 in the F32 step: 90 x scalar.128.k6 3.66 ms,
     // 90 x scalar.64.k3 2.79, H100, same call). Longer slices keep the 128 tile: 576x576x2048 ran
     // scalar.128.k6 in 0.094 ms, scalar.64.k2 in 0.222 (timed alone).
-    std::optional<MatmulVariant>
-        held;  // the 128 tile with short slices, taken if the 64 tile does not qualify
+    // The 128 tile with short slices, taken if the 64 tile does not qualify.
+    std::optional<MatmulVariant> held;
     for (uint32_t t : {128u, 64u}) {
       MatmulVariant split = v;
       split.tile = t;
