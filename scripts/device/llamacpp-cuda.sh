@@ -3,11 +3,12 @@
 # (scripts/device/stage-llamacpp-cuda.sh), against ours on the same GPU and the same random-weight files of the
 # real SmolLM2-135M-Instruct's shapes and types (as scripts/device/llamacpp.sh makes them for the Vulkan side).
 #   build   configure (sm_90: the H100 and H200) and build llama-bench into .llama-cuda/build, a git-ignored
-#           path that a warm machine keeps between calls; a build cut by BUILD_S (default 560 s) resumes on the
-#           next `build` call. Prints the seconds it took.
+#           path that a warm machine keeps between calls unless a call carries .llama-cuda again (the carried
+#           folder replaces it); a build cut by BUILD_S (default 560 s) resumes on the next `build` call. Prints
+#           the seconds it took (320 s on an H100 machine's 16 cores, 2026-12-07).
 #   bench   scripts/device/llamacpp.sh with BACKENDS="vulkan cuda": for each of TYPES ours, llama.cpp's Vulkan
 #           build and `llama-bench -p PP -n TG -r REPS -ngl 99` on CUDA, one ratio table.
-# Measured with the Vulkan side in one call where the time allows: the build alone is minutes of device time.
+# Build and bench in one call: stage-llamacpp-cuda.sh's header has the command.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)

@@ -6,9 +6,11 @@
 # over a call's 64 MiB, so the device builds it (scripts/device/llamacpp-cuda.sh). Needs .llama too
 # (scripts/device/stage-llamacpp.sh: our bench_gguf and the real model's skeleton).
 #   here:  scripts/device/stage-llamacpp.sh && scripts/device/stage-llamacpp-cuda.sh
-#   there: two calls back to back on one warm machine (the build is kept in .llama-cuda/build between them):
-#     run(command: "bash scripts/device/llamacpp-cuda.sh build", carry: [".gl", ".llama", ".llama-cuda"], timeout_s: 600)
-#     run(command: "source .gl/prelude.sh && bash scripts/device/llamacpp-cuda.sh bench", carry: [...same])
+#   there: one call (the build took 320 s on an H100's 16 cores, 2026-12-07; the bench with REPS=3 fits after it):
+#     run(command: "BUILD_S=340 bash scripts/device/llamacpp-cuda.sh build && source .gl/prelude.sh &&
+#         REPS=3 bash scripts/device/llamacpp-cuda.sh bench", carry: [".gl", ".llama", ".llama-cuda"], timeout_s: 600)
+#   or two on one warm machine, the second NOT carrying .llama-cuda: a carried folder replaces the machine's,
+#   and the build inside it is lost with it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/install-llamacpp.sh >/dev/null

@@ -164,9 +164,9 @@ TEST(MatmulGlslLint, EveryTierVariantCompiles) {
 }
 
 // The GEMV of several products over one A with an RMSNorm fused as A's prologue (decode's QKV and gate/up
-// passes; codegen declares A_RMSNORM, A_RMS_EPS, mn_norm_w and mm_extra<j>; a first pass sums each row's
-// squares): with subgroup sums and without (one shared slot reused: AMD's 64-wide subgroups and devices
-// without subgroup arithmetic take it; its values are checked by
+// passes; codegen declares A_RMSNORM, A_RMS_EPS, mn_norm_w and mm_extra<j>; the products' loop sums each
+// row's squares too): with subgroup sums and without (one shared slot reused: AMD's 64-wide subgroups and
+// devices without subgroup arithmetic take it; its values are checked by
 // LlamaDecode.KernelsWithoutSubgroupArithmeticMatchTheReference), for plain, f16 and block-quantized weights.
 TEST(MatmulGlslLint, SeveralProductGemvWithAFusedNormCompilesWithAndWithoutSubgroupSums) {
   Lint lint;

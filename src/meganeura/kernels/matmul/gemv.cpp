@@ -36,71 +36,63 @@ std::string product_buffers(const MatmulEpilogue& ep) {
 
 // The layout gemv.comp and gemv_multi share (GEMV_COLS columns x 256 / GEMV_COLS K slices, up to 8 rows) and
 // gemv_reduce.glsl with `slots` sets of partial sums.
-std::string gemv_layout(size_t slots) {
+std::string gemv_layout(const std::string& slots) {
   return "#ifndef GEMV_COLS\n#define GEMV_COLS 8u\n#endif\nconst uint GEMV_NT = GEMV_COLS, GEMV_KS = 256u / "
          "GEMV_NT, "
          "MMAX = 8u;\n#if GEMV_SG\nconst uint GEMV_SLOTS = " +
-         std::to_string(slots) + "u;\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" +
-         shaders::gemv_reduce_glsl;
+         slots + ";\n#else\nconst uint GEMV_SLOTS = 1u;\n#endif\n" + shaders::gemv_reduce_glsl;
 }
 
 // main() of gemv_multi: gemv.comp's layout (TRANS_B) with one accumulator set per product. With GEMV_SG every
 // product's partials go into their own slot and one barrier serves them all; otherwise one slot is reused, a
 // product at a time. The thread that sums a (row, column) is the same for every product, so an unstored
 // product's value is in its mm_extra<j> when the core's epilogue runs.
+//
+// A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and mn_norm_w):
+// A's rows are the norm's input, products read x·w, and each sum is scaled by its row's 1 / rms, a scalar, so
+// the squares are summed in the same loop (every column's lanes walk the whole of K) and reduced with the
+// products in a slot of their own. A first pass that summed them before the products cost a dependent load
+// round and two barriers in 60 of a decode step's 121 GEMV passes.
 std::string gemv_multi_main(const MatmulEpilogue& ep) {
   const size_t P = ep.products.size();
   auto J = [](size_t j) { return std::to_string(j); };
-  // A_RMSNORM (an RMSNorm fused as A's prologue, declared by the code generator with A_RMS_EPS and
-  // mn_norm_w): A's rows are the norm's input; a first pass sums each row's squares into rn (1 / rms),
-  // products read x·w and each sum is scaled by its row's rn.
+  const std::string sq_slot = J(P + 1);
   std::string s = R"(
-#ifndef A_RMSNORM
-#define A_RMSNORM 0
-#endif
 #if A_RMSNORM
-shared float rn[MMAX];
-float X_at(uint base, uint m, uint k) { return A_at(base, m, k) * mn_norm_w(k); }
+#define X_OF(a, k) ((a) * mn_norm_w(k))
 #else
-float X_at(uint base, uint m, uint k) { return A_at(base, m, k); }
+#define X_OF(a, k) (a)
 #endif
 void main() {
   const uint tid = gemv_lane(), nl = tid / GEMV_KS, ks = tid % GEMV_KS;
   const uint batch = gl_WorkGroupID.z, n = gl_WorkGroupID.x * GEMV_NT + nl;
   const uint abase = a_base(batch), bbase = b_base(batch);
-#if A_RMSNORM
-  {
-    float sq[MMAX];
-    [[unroll]] for (uint i = 0u; i < MMAX; ++i) sq[i] = 0.0;
-    for (uint k = tid; k < p.K; k += 256u) {
-      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) { const float x = A_at(abase, i, k); sq[i] += x * x; }
-    }
-    const float t = gemv_row_sums(sq);
-    if (gl_LocalInvocationIndex < p.M) rn[gl_LocalInvocationIndex] = inversesqrt(t / float(p.K) + A_RMS_EPS);
-    barrier();
-  }
-#endif
-  float acc[MMAX];
-  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] = 0.0;
+  float acc[MMAX], sq[MMAX];
+  [[unroll]] for (uint i = 0u; i < MMAX; ++i) { acc[i] = 0.0; sq[i] = 0.0; }
 )";
   for (size_t j = 0; j < P; ++j)
     s += "  float acc" + J(j) + "[MMAX];\n  [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
          "[i] = 0.0;\n";
-  s += "#if B_LOAD >= 3 || defined(GEMV_VEC8)\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n    "
-       "float bv[8];\n";
-  s += "    if (n < p.N) {\n      mnq_b_8(bbase + n * p.ldb + g, bv);\n"
-       "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
-       "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
-       "        acc[i] += t;\n      }\n    }\n";
+  // Every product's eight weights are loaded before the rows are read, a zero where the column is past it.
+  s += "#if B_LOAD >= 3 || defined(GEMV_VEC8)\n  for (uint g = ks * 8u; g < p.K; g += GEMV_KS * 8u) {\n"
+       "    float bv[8];\n    if (n < p.N) mnq_b_8(bbase + n * p.ldb + g, bv);\n"
+       "    else [[unroll]] for (uint q = 0u; q < 8u; ++q) bv[q] = 0.0;\n";
   for (size_t j = 0; j < P; ++j)
-    s += "    if (n < " + std::to_string(ep.products[j].n) + "u) {\n      mnq_e" + J(j) +
-         "_8(n * p.ldb + g, bv);\n"
-         "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n        float t = 0.0;\n"
-         "        [[unroll]] for (uint q = 0u; q < 8u; ++q) t += X_at(abase, i, g + q) * to_in(bv[q]);\n"
-         "        acc" +
-         J(j) + "[i] += t;\n      }\n    }\n";
-  s += "  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
-       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) x[i] = i < p.M ? X_at(abase, i, k) : 0.0;\n"
+    s += "    float bv" + J(j) + "[8];\n    if (n < " + std::to_string(ep.products[j].n) + "u) mnq_e" + J(j) +
+         "_8(n * p.ldb + g, bv" + J(j) + ");\n    else [[unroll]] for (uint q = 0u; q < 8u; ++q) bv" + J(j) +
+         "[q] = 0.0;\n";
+  s += "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) if (i < p.M) {\n      float t = 0.0";
+  for (size_t j = 0; j < P; ++j) s += ", t" + J(j) + " = 0.0";
+  s += ";\n      [[unroll]] for (uint q = 0u; q < 8u; ++q) {\n"
+       "        const float a = A_at(abase, i, g + q), x = X_OF(a, g + q);\n        sq[i] += a * a;\n"
+       "        t += x * to_in(bv[q]);\n";
+  for (size_t j = 0; j < P; ++j) s += "        t" + J(j) + " += x * to_in(bv" + J(j) + "[q]);\n";
+  s += "      }\n      acc[i] += t;\n";
+  for (size_t j = 0; j < P; ++j) s += "      acc" + J(j) + "[i] += t" + J(j) + ";\n";
+  s += "    }\n  }\n#else\n  for (uint k = ks; k < p.K; k += GEMV_KS) {\n    float x[MMAX];\n"
+       "    [[unroll]] for (uint i = 0u; i < MMAX; ++i) {\n"
+       "      const float a = i < p.M ? A_at(abase, i, k) : 0.0;\n      sq[i] += a * a;\n"
+       "      x[i] = X_OF(a, k);\n    }\n"
        "    if (n < p.N) {\n      const float bv = B_at(bbase, k, n);\n"
        "      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc[i] += x[i] * bv;\n    }\n";
   for (size_t j = 0; j < P; ++j)
@@ -108,30 +100,38 @@ void main() {
          "_VALUE(n * p.ldb + k);\n      [[unroll]] for (uint i = 0u; i < MMAX; ++i) acc" + J(j) +
          "[i] += x[i] * bv;\n    }\n";
   s += "  }\n#endif\n";
-  // What the summing thread of (row, gn) does with product j's total s.
+  // The summing thread's row and column, and its row's 1 / rms (rn): through its own slot with GEMV_SG (read
+  // after the one barrier), through the shared slot first otherwise.
+  s += "  const uint sum_col = gl_LocalInvocationIndex % GEMV_NT, sum_row = gl_LocalInvocationIndex / "
+       "GEMV_NT;\n"
+       "  const bool summer = gl_LocalInvocationIndex < GEMV_NT * MMAX && sum_row < p.M;\n"
+       "  float rn = 1.0;\n#if A_RMSNORM\n  gemv_put(GEMV_SG != 0 ? " +
+       sq_slot +
+       "u : 0u, sq, tid);\n#if !GEMV_SG\n  barrier();\n"
+       "  if (summer) rn = inversesqrt(gemv_total(0u, sum_row, sum_col) / float(p.K) + A_RMS_EPS);\n"
+       "  barrier();\n#endif\n#endif\n";
   auto use = [&](size_t j) {
     const std::string n = std::to_string(ep.products[j].n) + "u";
-    return "if (gn < " + n + ") {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(j) +
-           "u : 0u, row, col);\n" + "#if A_RMSNORM\n      s *= rn[row];\n#endif\n      " +
+    return "if (gn < " + n + ") {\n      const float s = rn * gemv_total(GEMV_SG != 0 ? " + J(j) +
+           "u : 0u, row, col);\n      " +
            (ep.products[j].stored ? "e" + J(j) + "c[batch * p.M * " + n + " + row * " + n + " + gn] = s;"
                                   : "mm_extra" + J(j) + " = s;") +
            "\n    }\n";
   };
   const std::string head =
-      "  if (gl_LocalInvocationIndex < GEMV_NT * MMAX) {\n    const uint col = gl_LocalInvocationIndex % "
-      "GEMV_NT, row = gl_LocalInvocationIndex / GEMV_NT;\n    const uint gn = gl_WorkGroupID.x * GEMV_NT + "
-      "col;\n"
-      "    if (row < p.M) ";
+      "  if (summer) {\n    const uint col = sum_col, row = sum_row, gn = gl_WorkGroupID.x * GEMV_NT + "
+      "col;\n";
   for (size_t j = 0; j < P; ++j) {
     s += "  gemv_put(GEMV_SG != 0 ? " + J(j) + "u : 0u, acc" + J(j) + ", tid);\n";
-    s += "#if !GEMV_SG\n  barrier();\n" + head + use(j) + "  }\n  barrier();\n#endif\n";
+    s += "#if !GEMV_SG\n  barrier();\n" + head + "    " + use(j) + "  }\n  barrier();\n#endif\n";
   }
-  s += "  gemv_put(GEMV_SG != 0 ? " + J(P) + "u : 0u, acc, tid);\n  barrier();\n" + head + "{\n";
-  s += "#if GEMV_SG\n";
+  s += "  gemv_put(GEMV_SG != 0 ? " + J(P) + "u : 0u, acc, tid);\n  barrier();\n" + head;
+  s += "#if GEMV_SG && A_RMSNORM\n    rn = inversesqrt(gemv_total(" + sq_slot +
+       "u, row, col) / float(p.K) + A_RMS_EPS);\n#endif\n#if GEMV_SG\n";
   for (size_t j = 0; j < P; ++j) s += "    " + use(j);
-  s += "#endif\n    if (gn < p.N) {\n      float s = gemv_total(GEMV_SG != 0 ? " + J(P) +
-       "u : 0u, row, col);\n#if A_RMSNORM\n      s *= rn[row];\n#endif\n"
-       "      STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(s, row, gn, batch));\n    }\n  }\n  }\n";
+  s += "#endif\n    if (gn < p.N) STORE_C(batch * p.sc + row * p.ldc + gn, epilogue(rn * gemv_total(GEMV_SG "
+       "!= 0 ? " +
+       J(P) + "u : 0u, row, col), row, gn, batch));\n  }\n";
   return s + "}\n";
 }
 
@@ -170,13 +170,16 @@ void @FN@(uint i, out float v[8]) {
 }
 
 std::string gemv(const MatmulEpilogue& epilogue, const std::string& blocks) {
-  return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl + gemv_layout(1) +
+  return common(epilogue, false) + shaders::inputs_glsl + blocks + shaders::access_glsl + gemv_layout("1u") +
          shaders::gemv_comp;
 }
 
 std::string gemv_multi(const MatmulEpilogue& epilogue, const std::string& blocks) {
-  return common(epilogue, false) + shaders::inputs_glsl + product_buffers(epilogue) + blocks +
-         shaders::access_glsl + gemv_layout(epilogue.products.size() + 1) + gemv_multi_main(epilogue);
+  // slots: each product's partials, then the squares of an A_RMSNORM prologue
+  return common(epilogue, false) + "#ifndef A_RMSNORM\n#define A_RMSNORM 0\n#endif\n" + shaders::inputs_glsl +
+         product_buffers(epilogue) + blocks + shaders::access_glsl +
+         gemv_layout(std::to_string(epilogue.products.size() + 1) + "u + uint(A_RMSNORM)") +
+         gemv_multi_main(epilogue);
 }
 }  // namespace glsl
 

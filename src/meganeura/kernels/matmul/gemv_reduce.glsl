@@ -45,29 +45,3 @@ float gemv_total(uint slot, uint row, uint col) {
   for (uint q = 0u; q < per; ++q) s += gemv_red[base + q];
   return s;
 }
-
-// Workgroup sums of one value a lane for each of MMAX rows: thread t < M gets row t's (the others 0). Uses
-// slot 0, with a barrier before and after.
-float gemv_row_sums(float v[MMAX]) {
-#if GEMV_SG
-  const uint n = gl_NumSubgroups;
-#else
-  const uint n = 256u;
-#endif
-  [[unroll]] for (uint i = 0u; i < MMAX; ++i) {
-    if (i < p.M) {
-#if GEMV_SG
-      const float s = subgroupAdd(v[i]);
-      if (gl_SubgroupInvocationID == 0u) gemv_red[i * GEMV_PART + gl_SubgroupID] = s;
-#else
-      gemv_red[i * GEMV_PART + gl_LocalInvocationIndex] = v[i];
-#endif
-    }
-  }
-  barrier();
-  const uint t = gl_LocalInvocationIndex;
-  float s = 0.0;
-  if (t < p.M) for (uint q = 0u; q < n; ++q) s += gemv_red[t * GEMV_PART + q];
-  barrier();
-  return s;
-}
