@@ -26,3 +26,23 @@ if [ ! -x "$dir/llamacpp_oracle" ] || [ scripts/llamacpp_oracle.c -nt "$dir/llam
     -L"$dir/bins" -l:"$lib" -l:"$ggml" -l:libggml-base.so -Wl,-rpath,"$PWD/$dir/bins"
 fi
 echo "install-llamacpp: $dir/llamacpp_oracle (llama.cpp $(cat "$dir/bins/llama.cpp.info.json" | tr -d ' \n'), node-llama-cpp $NLC_VERSION)"
+# LLAMACPP_BACKEND=vulkan: the same release's Vulkan build too (@node-llama-cpp/linux-x64-vulkan, with its CPU
+# backends), in .models/llamacpp-vulkan/ with the oracle built against it. Here it runs on lavapipe
+# (GGML_VK_VISIBLE_DEVICES=0: ggml-vulkan skips CPU-type devices unless named); scripts/check-llamacpp.sh sets
+# what makes its products take f32 activations (docs/inference.md).
+if [ "${LLAMACPP_BACKEND:-cpu}" = vulkan ]; then
+  vdir=.models/llamacpp-vulkan
+  if [ -z "$(ls "$vdir"/bins/libllama.vulkan.v*.so 2>/dev/null)" ]; then
+    rm -rf "$vdir" && mkdir -p "$vdir/x"
+    (cd "$vdir/x" && npm pack --silent "@node-llama-cpp/linux-x64-vulkan@$NLC_VERSION" >/dev/null &&
+      tar xzf "node-llama-cpp-linux-x64-vulkan-$NLC_VERSION.tgz")
+    mv "$vdir/x/package/bins/linux-x64-vulkan" "$vdir/bins" && rm -rf "$vdir/x"
+  fi
+  vlib=$(basename "$(ls "$vdir"/bins/libllama.vulkan.v*.so | head -1)")
+  vggml=$(basename "$(ls "$vdir"/bins/libggml.vulkan.v*.so | head -1)")
+  if [ ! -x "$vdir/llamacpp_oracle" ] || [ scripts/llamacpp_oracle.c -nt "$vdir/llamacpp_oracle" ]; then
+    gcc -O2 -std=c11 -o "$vdir/llamacpp_oracle" scripts/llamacpp_oracle.c -I"$dir/src/include" -I"$dir/src/ggml/include" \
+      -L"$vdir/bins" -l:"$vlib" -l:"$vggml" -l:libggml-base.so -Wl,-rpath,"$PWD/$vdir/bins"
+  fi
+  echo "install-llamacpp: $vdir/llamacpp_oracle (the Vulkan build)"
+fi

@@ -10,7 +10,10 @@
 //       the prompt's last-position logits (vocab f32 values) per prompt, in order.
 //       An optional last argument, a comma-separated list: "kv32" keeps the KV cache in f32 (llama.cpp's
 //       default is f16), "all" writes every step's logits to OUT_LOGITS (STEPS rows per prompt), not only the
-//       prompt's last position.
+//       prompt's last position. "gpu" puts every layer on the device (a GPU backend in BINS_DIR: the Vulkan
+//       libraries of scripts/device/stage-llamacpp.sh, which run on lavapipe too); with GGML_VK_DISABLE_F16=1 and
+//       GGML_VK_DISABLE_INTEGER_DOT_PRODUCT=1 in the environment its products take f32 activations against the
+//       dequantized weights, where the CPU backend rounds activations to 8 bits for quantized weights.
 //   llamacpp_oracle BINS_DIR bench MODEL.gguf PP TG REPS
 //       llama-bench's two figures with every layer on the device (a GPU backend in BINS_DIR when there is one):
 //       prompt processing of PP random tokens in one batch, and generation of TG tokens one at a time, each
@@ -74,7 +77,7 @@ static int tokenize(const char* bins, const char* model, const char* in, const c
 static int generate(const char* bins, const char* model, const char* in, int steps, const char* out, const char* out_logits,
                     const char* flags) {
   const int kv32 = strstr(flags, "kv32") != NULL, all = strstr(flags, "all") != NULL;
-  struct llama_model* m = load(bins, model);
+  struct llama_model* m = load_on(bins, model, strstr(flags, "gpu") != NULL ? 999 : 0);
   const struct llama_vocab* v = llama_model_get_vocab(m);
   const int32_t nv = llama_vocab_n_tokens(v);
   struct llama_context_params cp = llama_context_default_params();
@@ -195,7 +198,7 @@ int main(int argc, char** argv) {
     return generate(argv[1], argv[3], argv[4], atoi(argv[5]), argv[6], argv[7], argc == 9 ? argv[8] : "");
   if (argc == 7 && !strcmp(argv[2], "bench")) return bench(argv[1], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
   fprintf(stderr,
-          "usage: %s BINS tokenize MODEL IN.hex OUT | BINS generate MODEL IN.ids STEPS OUT OUT_LOGITS [kv32,all] | "
+          "usage: %s BINS tokenize MODEL IN.hex OUT | BINS generate MODEL IN.ids STEPS OUT OUT_LOGITS [kv32,all,gpu] | "
           "BINS bench MODEL PP TG REPS\n",
           argv[0]);
   return 2;
