@@ -217,11 +217,10 @@ constexpr GreedyBounds kF32Oracle{0.05, 0.05};
 // tokenizer is compared above). Our decode follows llama.cpp's tokens (teacher forcing), so every step
 // compares the two argmaxes in the same context:
 //   - a step where they differ must be a near-tie (a top-two gap under the oracle's near_tie on either side);
-//   - the agreed length (steps before the first difference) is reported per prompt, and its median must be at
-//   least
-//     3/4 of STEPS (48 of 64);
+//   - the agreed length (steps before the first difference) is reported per prompt, and its median must be
+//     at least 3/4 of STEPS (48 of 64);
 //   - the prompts' last-position logits must agree within the oracle's logit_tolerance (max over the
-//   vocabulary).
+//     vocabulary).
 TEST_F(GgufRealGpu, GreedyGenerationMatchesLlamaCpp) {
   REQUIRE_REAL(path);
   REQUIRE_LLAMACPP(ll);
