@@ -9,7 +9,8 @@
 #   there:  run(command: "bash scripts/device/batch.sh run", carry: [".gl", ".llama", ".bench", ".mm"])
 # STEPS (default "ab llm attention auto torch cand mixed16") picks and orders the steps:
 #   ab        decode_ab.sh: bench_decode --profile and bench_gguf for SIDES (default "A B"), llama.cpp Vulkan
-#   llm       bench_llm Adam step F32, batch 1, sequence 128, with its per-family profile (issue 29)
+#   llm       bench_llm Adam step, batch 1, sequence 128, with its per-family profile (issue 29); LLM_PRECISIONS
+#             (default f32; "f32,mixed16" both) and LLM_S (timeout a side, default 80 s)
 #   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
@@ -53,7 +54,7 @@ run() {
       ab) SIDES="${SIDES:-A B}" DTYPES="${DTYPES:-q4_1}" TYPES="${TYPES:-original}" ROUNDS="${ROUNDS:-1}" OUT=$r/ab \
         timeout "${AB_S:-240}" bash "$here/decode_ab.sh" > /dev/null 2>&1 ;;
       llm) for side in $bases bin; do
-          timeout 80 "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions f32 --modes train --steps 20 \
+          timeout "${LLM_S:-80}" "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions "${LLM_PRECISIONS:-f32}" --modes train --steps 20 \
             --warmup 5 > "$r/llm$(sfx "$side").jsonl" 2>&1
         done ;;
       attention) for side in $bases bin; do

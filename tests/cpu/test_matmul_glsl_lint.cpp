@@ -16,6 +16,8 @@
 
 #include "fake_caps.hpp"
 #include "meganeura/kernels/matmul.hpp"
+#include "meganeura/nn/nn.hpp"
+#include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
 using kernels::MatmulInput;
@@ -217,4 +219,58 @@ TEST(MatmulGlslLint, ScalarTilesStoreEachOutputByAStatementOfItsOwn) {
     EXPECT_NE(pass.source.glsl.find("MM_STORE_TILE"), std::string::npos) << v;
     EXPECT_EQ(pass.source.glsl.find("epilogue(acc[i][j]"), std::string::npos) << v;
   }
+}
+
+// A parameter update fused into the product computing its gradient, as codegen writes it for a training step
+// (mn_update_load / mn_update_with, MN_UPDATE_PRELOAD): the scalar tiles' preloading stores, the split fix-up
+// and the cooperative tiers' edge epilogue, for every rule that keeps moments. Device-free, so the
+// cooperative tiers (none on lavapipe) are compiled at least; their values need the device suite.
+TEST(MatmulGlslLint, FusedOptimizerUpdatesCompileInEveryTier) {
+  Lint lint;
+  std::string failures;
+  std::set<std::string> variants;
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::Sgd;
+  sgd.momentum = 0.9;
+  OptimizerConfig adam;
+  adam.kind = OptimizerKind::Adam;
+  OptimizerConfig laprop;
+  laprop.kind = OptimizerKind::LaProp;
+  // Rows x sizes: 512 x 1024 -> 1024 -> 520 (large weight gradients: the 128 and 64 tiles unsplit, the
+  // cooperative tier under Mixed16); 4096 x 200 -> 136 -> 8 (K = 4096 over few tiles: split).
+  const std::pair<int64_t, std::vector<int64_t>> mlps[] = {{512, {1024, 1024, 520}}, {4096, {200, 136, 8}}};
+  for (const auto& [rows, sizes] : mlps) {
+    Graph g;
+    nn::Context ctx(g, 1);
+    const NodeId x = g.input("x", {rows, sizes.front()});
+    nn::Mlp mlp(ctx, "mlp", sizes);
+    g.set_outputs({g.cross_entropy_loss(mlp(x), g.input("labels", {rows, sizes.back()}))});
+    for (const OptimizerConfig& o : {sgd, adam, laprop}) {
+      for (Precision p : {Precision::F32, Precision::Mixed16}) {
+        SessionConfig cfg;
+        cfg.optimizer = o;
+        cfg.precision = p;
+        if (p == Precision::Mixed16) cfg.matmul_tier = MatmulTier::CoopMatNV;
+        const CompiledStep step = compile_step(g, cfg, all_tiers_caps());
+        for (const GeneratedKernel& k : step.code) {
+          if (k.variant.rfind("matmul.", 0) != 0 || k.glsl.find("MN_UPDATE_PRELOAD") == std::string::npos)
+            continue;
+          variants.insert(k.variant);
+          kernels::MatmulPass pass;
+          pass.source.glsl = k.glsl;
+          pass.source.label = "fused_update";
+          failures += lint.check(pass);
+        }
+      }
+    }
+  }
+  std::string seen;
+  for (const std::string& v : variants) seen += " " + v;
+  for (const char* want :
+       {"matmul.scalar.128", "matmul.scalar.64", "matmul.scalar.64.k", "matmul.coopmat-nv"}) {
+    bool found = false;
+    for (const std::string& v : variants) found = found || v.rfind(want, 0) == 0;
+    EXPECT_TRUE(found) << want << " with a fused update not generated; got" << seen;
+  }
+  EXPECT_EQ(failures, "");
 }

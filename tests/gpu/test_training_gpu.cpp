@@ -262,71 +262,100 @@ TEST_F(TrainingGpu, ClippedAccumulationMatchesTheHostFormula) {
   }
 }
 
-// The Trainer over sessions: Adam learns the blobs, and 2 × 4-row micro-batches train as 8-row batches.
 // Updates fused into the kernels computing their gradients (the default) against the same step with the
 // gradients kept (an update kernel per parameter): every loss, parameter and optimizer state bit for bit over
-// 10 steps of every rule, on an MLP with biases whose sizes fit no tile.
+// 10 steps of every rule, on MLPs with biases whose sizes fit no tile. The weight gradients take the 16 tile
+// (7 rows, 13 -> 11 -> 5), the 128 and 64 tiles unsplit (8 rows, 1030 -> 1030 -> 520: the epilogue that loads
+// a tile's optimizer state before its stores, MM_STORE_TILE_PRELOAD) and the 64 tile split over 300 rows (the
+// fix-up's update); the test asserts that each of those kernels is in the step.
 TEST_F(TrainingGpu, FusedUpdatesMatchTheUnfusedStepBitForBit) {
-  Graph g;
-  nn::Context ctx(g, 5);
-  const NodeId x = g.input("x", {7, 13});
-  const NodeId y = g.input("labels", {7, 5});
-  nn::Mlp mlp(ctx, "mlp", {13, 11, 5});
-  g.set_outputs({g.cross_entropy_loss(mlp(x), y)});
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> xv(7 * 13), yv(7 * 5, 0.0f);
-  for (float& f : xv) f = u(rng);
-  for (int r = 0; r < 7; ++r) yv[size_t(r * 5 + r % 5)] = 1.0f;
-  static KernelCache cache;
-  auto make = [&](OptimizerConfig o, bool keep) {
-    SessionConfig cfg = test::gpu_config();
-    cfg.optimizer = o;
-    cfg.keep_gradients = keep;
-    cfg.dump_plan.clear();
-    std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
-    Session s = build_with(g, cfg, dev, {.cache = &cache});
-    for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
-    s.set_input("x", xv);
-    s.set_input("labels", yv);
-    return s;
+  struct Case {
+    int64_t rows;
+    std::vector<int64_t> sizes;
+    std::vector<std::string> fused_variants;  // prefixes of matmul kernels that must carry a fused update
   };
-  OptimizerConfig sgd = rule(OptimizerKind::Sgd, 0.05);
-  sgd.momentum = 0.9;
-  sgd.nesterov = true;
-  sgd.weight_decay = 0.01;
-  OptimizerConfig adam = rule(OptimizerKind::Adam, 0.05);
-  adam.weight_decay = 0.01;
-  OptimizerConfig adamw = rule(OptimizerKind::AdamW, 0.05);
-  adamw.weight_decay = 0.1;
-  for (const OptimizerConfig& o :
-       {rule(OptimizerKind::Sgd, 0.05), sgd, adam, adamw, rule(OptimizerKind::LaProp, 0.05)}) {
-    SCOPED_TRACE("optimizer " + std::to_string(int(o.kind)) + " momentum " + std::to_string(o.momentum));
-    Session fused = make(o, false), kept = make(o, true);
-    EXPECT_EQ(fused.memory_summary().gradients, 0u);  // every update fused: no gradient stored
-    EXPECT_GT(kept.memory_summary().gradients, 0u);
-    for (int step = 0; step < 10; ++step) {
-      for (Session* s : {&fused, &kept}) {
-        s->step();
-        s->wait();
+  const Case cases[] = {{7, {13, 11, 5}, {"matmul.scalar.16"}},
+                        {8, {1030, 1030, 520}, {"matmul.scalar.128", "matmul.scalar.64"}},
+                        {300, {130, 140, 10}, {"matmul.scalar.64.k"}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + ", first layer " + std::to_string(c.sizes[0]));
+    const int64_t in = c.sizes.front(), classes = c.sizes.back();
+    Graph g;
+    nn::Context ctx(g, 5);
+    const NodeId x = g.input("x", {c.rows, in});
+    const NodeId y = g.input("labels", {c.rows, classes});
+    nn::Mlp mlp(ctx, "mlp", c.sizes);
+    g.set_outputs({g.cross_entropy_loss(mlp(x), y)});
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> xv(size_t(c.rows * in)), yv(size_t(c.rows * classes), 0.0f);
+    for (float& f : xv) f = u(rng);
+    for (int64_t r = 0; r < c.rows; ++r) yv[size_t(r * classes + r % classes)] = 1.0f;
+    static KernelCache cache;
+    auto make = [&](OptimizerConfig o, bool keep) {
+      SessionConfig cfg = test::gpu_config();
+      cfg.optimizer = o;
+      cfg.keep_gradients = keep;
+      cfg.dump_plan.clear();
+      std::shared_ptr<runtime::Device> dev(&test::gpu_device(), [](runtime::Device*) {});
+      Session s = build_with(g, cfg, dev, {.cache = &cache});
+      for (const auto& [name, w] : ctx.weights()) s.set_parameter(name, w);
+      s.set_input("x", xv);
+      s.set_input("labels", yv);
+      return s;
+    };
+    {  // the kernels this case is for
+      SessionConfig cfg = test::gpu_config();
+      cfg.optimizer = rule(OptimizerKind::Adam, 0.05);
+      const CompiledStep step = compile_step(g, cfg, device().caps());
+      for (const std::string& want : c.fused_variants) {
+        bool found = false;
+        for (const GeneratedKernel& k : step.code)
+          found = found ||
+                  (k.variant.rfind(want, 0) == 0 && k.glsl.find("MN_UPDATE_PRELOAD") != std::string::npos);
+        std::string variants;
+        for (const GeneratedKernel& k : step.code) variants += " " + k.variant;
+        EXPECT_TRUE(found) << "no " << want << " kernel with a fused update among" << variants;
       }
-      ASSERT_EQ(fused.read_output(0), kept.read_output(0)) << "loss of step " << step;
     }
-    for (const auto& [name, w] : ctx.weights())
-      EXPECT_EQ(fused.read_parameter(name), kept.read_parameter(name)) << name;
-    for (const OptimizerStateInfo& st : kept.optimizer_state())
-      EXPECT_EQ(fused.read_optimizer_state(st.name), kept.read_optimizer_state(st.name)) << st.name;
-    EXPECT_EQ(fused.optimizer_step(), kept.optimizer_step());
-    EXPECT_NO_THROW(kept.read_gradient("mlp.fc0.weight"));
-    try {
-      fused.read_gradient("mlp.fc0.weight");
-      ADD_FAILURE() << "read_gradient of a fused update";
-    } catch (const SessionError& e) {
-      EXPECT_NE(std::string(e.what()).find("keep_gradients"), std::string::npos) << e.what();
+    OptimizerConfig sgd = rule(OptimizerKind::Sgd, 0.05);
+    sgd.momentum = 0.9;
+    sgd.nesterov = true;
+    sgd.weight_decay = 0.01;
+    OptimizerConfig adam = rule(OptimizerKind::Adam, 0.05);
+    adam.weight_decay = 0.01;
+    OptimizerConfig adamw = rule(OptimizerKind::AdamW, 0.05);
+    adamw.weight_decay = 0.1;
+    for (const OptimizerConfig& o :
+         {rule(OptimizerKind::Sgd, 0.05), sgd, adam, adamw, rule(OptimizerKind::LaProp, 0.05)}) {
+      SCOPED_TRACE("optimizer " + std::to_string(int(o.kind)) + " momentum " + std::to_string(o.momentum));
+      Session fused = make(o, false), kept = make(o, true);
+      EXPECT_EQ(fused.memory_summary().gradients, 0u);  // every update fused: no gradient stored
+      EXPECT_GT(kept.memory_summary().gradients, 0u);
+      for (int step = 0; step < 10; ++step) {
+        for (Session* s : {&fused, &kept}) {
+          s->step();
+          s->wait();
+        }
+        ASSERT_EQ(fused.read_output(0), kept.read_output(0)) << "loss of step " << step;
+      }
+      for (const auto& [name, w] : ctx.weights())
+        EXPECT_EQ(fused.read_parameter(name), kept.read_parameter(name)) << name;
+      for (const OptimizerStateInfo& st : kept.optimizer_state())
+        EXPECT_EQ(fused.read_optimizer_state(st.name), kept.read_optimizer_state(st.name)) << st.name;
+      EXPECT_EQ(fused.optimizer_step(), kept.optimizer_step());
+      EXPECT_NO_THROW(kept.read_gradient("mlp.fc0.weight"));
+      try {
+        fused.read_gradient("mlp.fc0.weight");
+        ADD_FAILURE() << "read_gradient of a fused update";
+      } catch (const SessionError& e) {
+        EXPECT_NE(std::string(e.what()).find("keep_gradients"), std::string::npos) << e.what();
+      }
     }
   }
 }
 
+// The Trainer over sessions: Adam learns the blobs, and 2 × 4-row micro-batches train as 8-row batches.
 TEST_F(TrainingGpu, TrainerWithAdamLearnsAndAccumulatesLikeTheBigBatch) {
   Trainer big(session(tiny(8), rule(OptimizerKind::Adam, 0.02)), quiet(8));
   Trainer acc(session(tiny(4), rule(OptimizerKind::Adam, 0.02, 0, 2)), quiet(4));

@@ -366,7 +366,9 @@ std::string Emitter::buffer_decls(size_t from) const {
     std::string idx = std::to_string(i);
     std::string qual = b.write ? "" : "readonly ";
     if (b.kind == Binding::Hyper) {
-      s += "layout(std430, set = 0, binding = " + idx + ") buffer Buf" + idx +
+      // readonly where no store is made, so that the compiler may keep lr and the corrections in registers
+      // across an epilogue's stores to other buffers.
+      s += "layout(std430, set = 0, binding = " + idx + ") " + qual + "buffer Buf" + idx +
            " { float lr; uint step; float clip_scale; float c1; float c2; float unused[3]; float partial[]; "
            "} hyper;\n";
       continue;

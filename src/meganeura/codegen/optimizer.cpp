@@ -50,18 +50,25 @@ uint32_t grad_norm_groups(int64_t elements, uint32_t workgroup) {
 namespace {
 
 // Statements updating one element of parameter `p`: `lr`, `p` (its value) and `g` (its gradient) are defined;
-// `P` is the element's lvalue, `i` its index.
-std::string update_statements(Emitter& e, NodeId param, const std::string& P) {
+// `P` is the element's lvalue, `i` its index. The moments are read from their buffers, or from `state.m` and
+// `state.v` when `state` names an mn_state loaded beforehand (fused_update_fn).
+std::string update_statements(Emitter& e, NodeId param, const std::string& P, const std::string& state = "") {
   const OptimizerConfig& o = e.opt.optimizer;
   std::string b;
+  const auto moment = [&](uint32_t m, std::string& read) {
+    const std::string lvalue = "b" + std::to_string(e.bind_moment(param, m)) + ".d[i]";
+    read = state.empty() ? lvalue : state + (m == 0 ? ".m" : ".v");
+    return lvalue;
+  };
   std::string wd = float_lit(o.weight_decay);
   switch (o.kind) {
     case OptimizerKind::Sgd: {
       if (o.weight_decay != 0.0) b += "  g += " + wd + " * p;\n";
       if (o.momentum != 0.0) {
-        std::string V = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
+        std::string Vr;
+        const std::string V = moment(0, Vr);
         std::string mu = float_lit(o.momentum);
-        b += "  float v = " + mu + " * " + V + " + g;\n  " + V + " = v;\n";
+        b += "  float v = " + mu + " * " + Vr + " + g;\n  " + V + " = v;\n";
         b += o.nesterov ? "  g = g + " + mu + " * v;\n" : "  g = v;\n";
       }
       b += "  " + P + " = p - lr * g;\n";
@@ -69,13 +76,13 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P) {
     }
     case OptimizerKind::Adam:
     case OptimizerKind::AdamW: {
-      std::string M = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
-      std::string V = "b" + std::to_string(e.bind_moment(param, 1)) + ".d[i]";
+      std::string Mr, Vr;
+      const std::string M = moment(0, Mr), V = moment(1, Vr);
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.kind == OptimizerKind::Adam && o.weight_decay != 0.0) b += "  g += " + wd + " * p;\n";
       if (o.kind == OptimizerKind::AdamW && o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
-      b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g;\n";
-      b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
+      b += "  float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g;\n";
+      b += "  float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
       b += "  float mh = m / " + correction(1) + ";\n  float vh = v / " + correction(2) + ";\n";
       b += "  " + P + " = p - lr * mh / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
@@ -83,13 +90,13 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P) {
     }
     case OptimizerKind::LaProp: {
       // Momentum of the gradient normalised by the bias-corrected second moment (Ziyin et al., 2020).
-      std::string M = "b" + std::to_string(e.bind_moment(param, 0)) + ".d[i]";
-      std::string V = "b" + std::to_string(e.bind_moment(param, 1)) + ".d[i]";
+      std::string Mr, Vr;
+      const std::string M = moment(0, Mr), V = moment(1, Vr);
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
-      b += "  float v = " + b2 + " * " + V + " + (1.0 - " + b2 + ") * g * g;\n";
+      b += "  float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  float vh = v / " + correction(2) + ";\n";
-      b += "  float m = " + b1 + " * " + M + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) +
+      b += "  float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) +
            ");\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
       b += "  " + P + " = p - lr * m / " + correction(1) + ";\n";
@@ -122,10 +129,25 @@ void emit_optimizer(Emitter& e) {
 }
 
 std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
-  std::string b =
-      "void mn_update(uint i, float g) {\n  float lr = hyper.lr;\n  float p = " + param_at_i + ";\n";
+  const OptimizerConfig& o = e.opt.optimizer;
+  const bool two =
+      o.kind == OptimizerKind::Adam || o.kind == OptimizerKind::AdamW || o.kind == OptimizerKind::LaProp;
+  const bool one = two || (o.kind == OptimizerKind::Sgd && o.momentum != 0.0);
+  const auto moment = [&](uint32_t m) {
+    return "b" + std::to_string(e.bind_moment(e.k.update, m)) + ".d[i]";
+  };
   e.bind_hyper();
-  return b + update_statements(e, e.k.update, param_at_i) + "}\n";
+  // The element's state is loaded apart from the update, so that a tile's epilogue can issue the loads of
+  // several elements before any store (MN_UPDATE_PRELOAD, kernels/matmul): the compiler may not move a load
+  // of the next element above this one's stores, which it must assume alias, and one memory round trip an
+  // element made the fused weight-gradient products latency-bound (docs/performance.md, tenth session).
+  std::string b = "#define MN_UPDATE_PRELOAD 1\nstruct mn_state { float p; float m; float v; };\n";
+  b += "mn_state mn_update_load(uint i) {\n  mn_state s;\n  s.p = " + param_at_i + ";\n";
+  b += std::string("  s.m = ") + (one ? moment(0) : "0.0") + ";\n  s.v = " + (two ? moment(1) : "0.0") +
+       ";\n  return s;\n}\n";
+  b += "void mn_update_with(uint i, float g, mn_state s) {\n  float lr = hyper.lr;\n  float p = s.p;\n";
+  b += update_statements(e, e.k.update, param_at_i, "s") + "}\n";
+  return b + "void mn_update(uint i, float g) { mn_update_with(i, g, mn_update_load(i)); }\n";
 }
 
 void emit_accumulate(Emitter& e) {

@@ -152,10 +152,23 @@ void main() {
     coopMatStoreNV(acc[i][j], Cs, sg * 128u, 8u, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
+#if !(SPLIT_K > 1) && defined(MN_UPDATE_PRELOAD)
+    // A fused parameter update: the four elements' state loaded before any is updated (codegen/optimizer.cpp).
+    mn_state u[4];
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) {
+      const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
+      if (r < p.M && cc < p.N) u[q] = mn_update_load(cbase + r * p.ldc + cc);
+    }
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) {
+      const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
+      if (r < p.M && cc < p.N) mn_update_with(cbase + r * p.ldc + cc, epilogue(Cs[sg * 128u + e], r, cc, batch), u[q]);
+    }
+#else
     [[unroll]] for (uint q = 0u; q < 4u; ++q) {
       const uint e = lane + 32u * q, r = row + e / 8u, cc = col + e % 8u;
       if (r < p.M && cc < p.N) MM_PUT(cbase + r * MM_DST_LD + cc, r, cc, Cs[sg * 128u + e]);
     }
+#endif
     subgroupBarrier();
   }
 #endif

@@ -154,7 +154,11 @@ void main() {
   // Each element stored by a statement of its own (scalar.cpp writes MM_STORE_TILE): as a loop, an epilogue
   // that reads other buffers left the loop rolled on the H100, acc indexed at run time and so in local
   // memory (256 bytes a thread) for the whole K loop: 15-20x slower (docs/performance.md).
+#if !(SPLIT_K > 1) && defined(MM_STORE_TILE_PRELOAD)
+  MM_STORE_TILE_PRELOAD
+#else
   MM_STORE_TILE
+#endif
 #if SPLIT_K > 1
   split_fixup(m0, n0, BM, BN, batch);
 #endif

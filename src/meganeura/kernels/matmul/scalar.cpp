@@ -2,6 +2,7 @@
 // both double-buffered shared memory with register prefetch (scalar.comp, BT the edge), and 16x16 (one output
 // per thread, scalar_small.comp) for outputs too small to spread over the GPU otherwise. Runs everywhere; the
 // lavapipe path.
+#include <algorithm>
 #include <string>
 
 #include "meganeura/kernels/matmul/shaders.hpp"  // generated from kernels/matmul/*.comp, *.glsl
@@ -39,6 +40,34 @@ std::string store_tile(uint32_t t) {
   }
   return s;
 }
+
+// The same stores for a fused parameter update (MN_UPDATE_PRELOAD, codegen/optimizer.cpp), unsplit: the state
+// of up to 16 elements (4 rows of the 64 tile, 2 of the 128) loaded before any of them is updated, so that
+// their loads overlap instead of waiting one element at a time behind the previous element's stores.
+std::string store_tile_preload(uint32_t t) {
+  const uint32_t tt = t / 16, rows = std::max<uint32_t>(1, 16 / tt);
+  const auto at = [](uint32_t i, uint32_t j, const std::string& what) {
+    return "{ const uint row = m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + ty * 4u, col = n0 + " +
+           std::to_string((j / 4) * 64 + j % 4) + "u + tx * 4u; if (row < p.M && col < p.N) " + what + " } ";
+  };
+  std::string s;
+  for (uint32_t i0 = 0; i0 < tt; i0 += rows) {
+    s += "{ mn_state ";
+    for (uint32_t k = 0; k < rows * tt; ++k) s += (k ? ", u" : "u") + std::to_string(k);
+    s += "; ";
+    for (uint32_t i = i0; i < i0 + rows; ++i)
+      for (uint32_t j = 0; j < tt; ++j)
+        s += at(i, j,
+                "u" + std::to_string((i - i0) * tt + j) + " = mn_update_load(cbase + row * p.ldc + col);");
+    for (uint32_t i = i0; i < i0 + rows; ++i)
+      for (uint32_t j = 0; j < tt; ++j)
+        s += at(i, j,
+                "mn_update_with(cbase + row * p.ldc + col, epilogue(acc[" + std::to_string(i) + "][" +
+                    std::to_string(j) + "], row, col, batch), u" + std::to_string((i - i0) * tt + j) + ");");
+    s += "} ";
+  }
+  return s;
+}
 }  // namespace
 
 void scalar_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, uint32_t t, const MatmulEpilogue& pe,
@@ -61,6 +90,8 @@ void scalar_pass(const runtime::DeviceCaps& caps, const MatmulShape& s, uint32_t
                      row_starts_aligned(s, 4);
     pass.source.defines.push_back({"VEC_LOADS", vec ? "1" : "0"});
     pass.source.defines.push_back({"MM_STORE_TILE", store_tile(t)});
+    if (pe.store == "mn_update")
+      pass.source.defines.push_back({"MM_STORE_TILE_PRELOAD", store_tile_preload(t)});
     if (vec) label += "_v";
   }
   pass.grid[0] = ceil_div(s.n, t);

@@ -36,12 +36,21 @@ void split_fixup(uint m0, uint n0, uint bm, uint bn, uint batch) {
       in_c[q] = e < bm * bn && row[q] < p.M && col[q] < p.N;
       v[q] = 0.0;
     }
+#ifdef MN_UPDATE_PRELOAD  // a fused parameter update: its state loaded with the partials (codegen/optimizer.cpp)
+    mn_state u[SPLIT_FIX_BATCH];
+    [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q)
+      if (in_c[q]) u[q] = mn_update_load(batch * p.sc + row[q] * p.ldc + col[q]);
+#endif
     // Slice order, as the separate pass summed. An output outside the product reads the tile's first one.
     [[unroll]] for (uint s = 0u; s < uint(SPLIT_K); ++s)
       [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q)
         v[q] += part[s * total + batch * mn + (in_c[q] ? row[q] * p.N + col[q] : m0 * p.N + n0)];
     [[unroll]] for (uint q = 0u; q < SPLIT_FIX_BATCH; ++q)
+#ifdef MN_UPDATE_PRELOAD
+      if (in_c[q]) mn_update_with(batch * p.sc + row[q] * p.ldc + col[q], epilogue(v[q], row[q], col[q], batch), u[q]);
+#else
       if (in_c[q]) STORE_C(batch * p.sc + row[q] * p.ldc + col[q], epilogue(v[q], row[q], col[q], batch));
+#endif
   }
 }
 #endif
