@@ -18,6 +18,8 @@ uint k_begin(out uint batch) {
 // split_fixup() then sums.
 #if SPLIT_K > 1
 layout(std430, set = 0, binding = SPLIT_PART) coherent buffer BufPart { float part[]; };
+// The same partials four at a time, for the fix-up's loads where every row starts on a 4-element boundary.
+layout(std430, set = 0, binding = SPLIT_PART) coherent buffer BufPart4 { vec4 part4[]; };
 // One counter a tile (batch x tile-rows x tile-columns), zero between dispatches: the workgroup that arrives
 // last at its tile sums the slices and puts the count back to zero.
 layout(std430, set = 0, binding = SPLIT_TICKET) coherent buffer BufTicket { uint ticket[]; };
