@@ -14,7 +14,9 @@
 #   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
-# (llm_base.jsonl, attention_base.jsonl).
+# (llm_base.jsonl, attention_base.jsonl); every other .mm/NAME.tar.xz is a side too (`stage NAME` keeps the
+# current one under that name), run in name order before bin (llm_NAME.jsonl). LLM_ROUNDS (default 1) repeats
+# the llm step's sides in turn (llm*_r2.jsonl, ...), so that clock drift hits every side.
 #   auto      bench_matmul over SmolLM2's products as sessions pick them, F32 (issue 22 item 9)
 #   torch     matmul_torch.py on the same products (cuBLAS, f32 and f16)
 #   cand      every candidate at M = 512 and 2048 for the products with K or N = 1536, and the head's input
@@ -25,7 +27,7 @@ cd "$(dirname "$0")/../.."
 
 stage() {
   mkdir -p .mm
-  [ "${1:-}" = base ] && cp .mm/bin.tar.xz .mm/base.tar.xz
+  [ -n "${1:-}" ] && cp .mm/bin.tar.xz ".mm/$1.tar.xz"
   grep -qx "/.mm/" .git/info/exclude 2>/dev/null || echo "/.mm/" >> .git/info/exclude
   local t=/tmp/batch-stage
   rm -rf "$t" && mkdir -p "$t"
@@ -34,7 +36,7 @@ stage() {
   du -sh .mm
 }
 
-sfx() { if [ "$1" = base ]; then echo _base; fi; }
+sfx() { if [ "$1" != bin ]; then echo "_$1"; fi; }
 
 run() {
   # shellcheck disable=SC1091
@@ -42,20 +44,24 @@ run() {
   local r=/tmp/batch b=/tmp/batch-bin/bench_matmul here=scripts/device
   rm -rf "$r" /tmp/batch-bin && mkdir -p "$r" /tmp/batch-bin
   tar -C /tmp/batch-bin -xJf .mm/bin.tar.xz
-  local bases=""
-  if [ -f .mm/base.tar.xz ]; then
-    rm -rf /tmp/batch-base && mkdir -p /tmp/batch-base && tar -C /tmp/batch-base -xJf .mm/base.tar.xz
-    bases="base"
-  fi
+  local bases="" f side
+  for f in .mm/*.tar.xz; do
+    side=$(basename "$f" .tar.xz)
+    [ "$side" = bin ] && continue
+    rm -rf "/tmp/batch-$side" && mkdir -p "/tmp/batch-$side" && tar -C "/tmp/batch-$side" -xJf "$f"
+    bases="$bases $side"
+  done
   export MEGANEURA_CACHE_DIR=off PYTHONUNBUFFERED=1
   local m1536="2048x1536x576:nt,2048x576x1536:nt,2048x576x576:nt,512x1536x576:nt,512x576x1536:nt,128x576x49152:nn"
   for step in ${STEPS:-ab llm attention auto torch cand mixed16}; do
     case "$step" in
       ab) SIDES="${SIDES:-A B}" DTYPES="${DTYPES:-q4_1}" TYPES="${TYPES:-original}" ROUNDS="${ROUNDS:-1}" OUT=$r/ab \
         timeout "${AB_S:-240}" bash "$here/decode_ab.sh" > /dev/null 2>&1 ;;
-      llm) for side in $bases bin; do
-          timeout "${LLM_S:-80}" "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions "${LLM_PRECISIONS:-f32}" --modes train --steps 20 \
-            --warmup 5 > "$r/llm$(sfx "$side").jsonl" 2>&1
+      llm) for round in $(seq "${LLM_ROUNDS:-1}"); do
+          for side in $bases bin; do
+            timeout "${LLM_S:-80}" "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions "${LLM_PRECISIONS:-f32}" --modes train --steps 20 \
+              --warmup 5 > "$r/llm$(sfx "$side")$([ "$round" -gt 1 ] && echo "_r$round").jsonl" 2>&1
+          done
         done ;;
       attention) for side in $bases bin; do
           timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1

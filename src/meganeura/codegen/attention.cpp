@@ -623,19 +623,25 @@ void emit_attention_body(Emitter& e, int64_t query_chunks, bool partial) {
          "shared float red_s[AT_WG];\n" +
          masked;
     // The query tile q0.., head bh: Q, dO and lse, then each thread's part of delta = rowsum(dO ∘ O) for row
-    // tid / AT_TPR into red_s (delta_of(r) sums the row's AT_TPR parts, after the caller's barrier).
+    // tid / AT_TPR into red_s (delta_of(r) sums the row's AT_TPR parts, after the caller's barrier). The
+    // thread's O values (columns 4·(sub + AT_TPR·o) ..) go into registers with the shared rows' loads, before
+    // the barrier: loaded after it, they were a round trip of their own every query tile of dK/dV.
     const std::string ind = which == 1 ? "  " : "    ";
     const std::string load_rows =
+        ind + "vec4 orow[AT_OV];\n" + ind + "{\n" + ind + "  uint r = tid / AT_TPR, i = q0 + r;\n" + ind +
+        "  [[unroll]] for (uint o = 0u; o < AT_OV; ++o) {\n" + ind + "    uint x = sub + o * AT_TPR;\n" +
+        ind + "    orow[o] = vec4(0.0);\n" + ind + "    if (r < AT_BR && i < qend && x < AT_DV4)\n" + ind +
+        "      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n" + ind +
+        "        if (x * 4u + y < AT_DV) orow[o][y] = ldO(obase + i * AT_DV + x * 4u + y);\n" + ind +
+        "  }\n" + ind + "}\n" +
         load4("Qs", "ldQ", "qbase", "AT_D", "AT_D4", "AT_DP4", "q0", "qend", "AT_BR", ind) +
         load4("dOs", "ldDO", "obase", "AT_DV", "AT_DV4", "AT_DVP4", "q0", "qend", "AT_BR", ind) + ind +
         "if (tid < AT_BR) lse_s[tid] = q0 + tid < qend ? ldLse(bh * AT_S + q0 + tid) : AT_NEG_INF;\n" + ind +
         "barrier();\n" + ind + "{\n" + ind + "  uint r = tid / AT_TPR, i = q0 + r;\n" + ind +
         "  float dl = 0.0;\n" + ind + "  if (r < AT_BR && i < qend)\n" + ind +
-        "    for (uint x = sub; x < AT_DV4; x += AT_TPR) {\n" + ind + "      vec4 ov = vec4(0.0);\n" + ind +
-        "      [[unroll]] for (uint y = 0u; y < 4u; ++y)\n" + ind +
-        "        if (x * 4u + y < AT_DV) ov[y] = ldO(obase + i * AT_DV + x * 4u + y);\n" + ind +
-        "      dl += dot(dOs[r * AT_DVP4 + x], ov);\n" + ind + "    }\n" + ind + "  red_s[tid] = dl;\n" +
-        ind + "}\n";
+        "    [[unroll]] for (uint o = 0u; o < AT_OV; ++o)\n" + ind +
+        "      if (sub + o * AT_TPR < AT_DV4) dl += dot(dOs[r * AT_DVP4 + sub + o * AT_TPR], orow[o]);\n" +
+        ind + "  red_s[tid] = dl;\n" + ind + "}\n";
     d += "float delta_of(uint r) {\n  float s = 0.0;\n  [[unroll]] for (uint t = 0u; t < AT_TPR; ++t) s += "
          "red_s[r * AT_TPR + t];\n  return s;\n}\n";
     // P = exp(s - lse) and dS = P (dP - delta) of query row `qr` (query i) against key row `kr` (key j); P =
