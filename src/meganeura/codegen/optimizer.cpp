@@ -129,12 +129,9 @@ void emit_optimizer(Emitter& e) {
 }
 
 std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
-  const OptimizerConfig& o = e.opt.optimizer;
-  const bool two =
-      o.kind == OptimizerKind::Adam || o.kind == OptimizerKind::AdamW || o.kind == OptimizerKind::LaProp;
-  const bool one = two || (o.kind == OptimizerKind::Sgd && o.momentum != 0.0);
+  const uint32_t moments = moments_for(e.opt.optimizer);
   const auto moment = [&](uint32_t m) {
-    return "b" + std::to_string(e.bind_moment(e.k.update, m)) + ".d[i]";
+    return m < moments ? "b" + std::to_string(e.bind_moment(e.k.update, m)) + ".d[i]" : std::string("0.0");
   };
   e.bind_hyper();
   // The element's state is loaded apart from the update, so that a tile's epilogue can issue the loads of
@@ -143,8 +140,7 @@ std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
   // element made the fused weight-gradient products latency-bound (docs/performance.md, tenth session).
   std::string b = "#define MN_UPDATE_PRELOAD 1\nstruct mn_state { float p; float m; float v; };\n";
   b += "mn_state mn_update_load(uint i) {\n  mn_state s;\n  s.p = " + param_at_i + ";\n";
-  b += std::string("  s.m = ") + (one ? moment(0) : "0.0") + ";\n  s.v = " + (two ? moment(1) : "0.0") +
-       ";\n  return s;\n}\n";
+  b += "  s.m = " + moment(0) + ";\n  s.v = " + moment(1) + ";\n  return s;\n}\n";
   b += "void mn_update_with(uint i, float g, mn_state s) {\n  float lr = hyper.lr;\n  float p = s.p;\n";
   b += update_statements(e, e.k.update, param_at_i, "s") + "}\n";
   return b + "void mn_update(uint i, float g) { mn_update_with(i, g, mn_update_load(i)); }\n";
