@@ -3,8 +3,11 @@
 //   bench_gguf run MODEL.gguf [--pp 512] [--tg 128] [--reps 5]
 //       prompt processing: one prefill of PP tokens (logits of the last one only, as llama_batch_get_one);
 //       generation: TG decode steps at batch 1, each reading the vocabulary's logits back to the host
-//       (llama.cpp copies them out of every llama_decode too). REPS timed runs after 0.3 s of warm-up runs; one JSON
-//       line each figure with the median, min and max tokens/s.
+//       (llama.cpp copies them out of every llama_decode too). REPS timed runs after 0.3 s of warm-up runs;
+//       one JSON line each figure with the median, min and max tokens/s. gen: Generator::generate of TG
+//       tokens from one (greedy, stops ignored): the decode steps' tokens/s of the product's loop, where each
+//       step's token comes from the one before on the GPU and steps are queued ahead of the host's reads
+//       (llama-bench's tg feeds tokens it chose itself, as `tg` above).
 //   bench_gguf requantize IN.gguf OUT.gguf TYPE
 //       every matrix of IN re-encoded as TYPE (F32, F16, BF16, Q8_0, Q4_0, ...) by gguf::requantize: the
 //       speed of a type, not its accuracy (a Q4_1 file made Q8_0 keeps Q4_1's values).
@@ -29,6 +32,7 @@
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/formats/gguf.hpp"
+#include "meganeura/models/generate.hpp"
 #include "meganeura/models/gguf_model.hpp"
 #include "meganeura/quant/quant.hpp"
 #include "meganeura/session/session.hpp"
@@ -122,8 +126,8 @@ int run(const std::string& path, int pp, int tg, int reps) {
   prefill.set_input("start", std::vector<int32_t>{0});
   prefill.set_input("last", std::vector<int32_t>{pp - 1});
   std::vector<double> rate;
-  // Warm-up runs until kWarmupS has passed, here and in llamacpp_oracle.c's bench: after a single one the GPU's
-  // clock was still ramping (H100: F16 prompt runs of 11 815, 11 723, then 49 455 tokens/s).
+  // Warm-up runs until kWarmupS has passed, here and in llamacpp_oracle.c's bench: after a single one the
+  // GPU's clock was still ramping (H100: F16 prompt runs of 11 815, 11 723, then 49 455 tokens/s).
   for (int r = -1; r < reps; ++r) {
     const double t0 = now_s();
     prefill.run();
@@ -148,6 +152,26 @@ int run(const std::string& path, int pp, int tg, int reps) {
     if (r == -1 && now_s() < warm_from + kWarmupS) --r;
   }
   print("tg", name, tg, rate);
+
+  // The product's own generation loop, for comparison: Generator::generate from one token, greedy, every stop
+  // token ignored, so each run draws tg tokens (tg - 1 decode steps, queued ahead of the host's reads).
+  rate.clear();
+  models::GeneratorOptions go;
+  go.max_context = c.max_context;
+  go.prefill_buckets = {16};
+  go.session = SessionConfig::from_env();
+  models::Generator gen(models::load_gguf(path), go);  // a model is not copied: the file is mapped again
+  models::GenerationOptions o;
+  o.max_tokens = tg;
+  o.stop_ids = std::vector<int32_t>{};
+  o.sampling = models::SamplingParams::greedy();
+  warm_from = now_s();
+  for (int r = -1; r < reps; ++r) {
+    const models::GenerationResult res = gen.generate(std::span<const int32_t>(tokens.data(), 1), o);
+    if (r >= 0) rate.push_back(res.generation_tokens_per_s);
+    if (r == -1 && now_s() < warm_from + kWarmupS) --r;
+  }
+  print("gen", name, tg, rate);
   return 0;
 }
 

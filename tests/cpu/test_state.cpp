@@ -107,3 +107,49 @@ TEST(State, WritesAtOneStartShareAKernel) {
   EXPECT_NE(hk.producer.at(a), hk.producer.at(b));
   EXPECT_LT(hk.kernels[hk.producer.at(a)].level, hk.kernels[hk.producer.at(b)].level);
 }
+
+// A read-modify-write across kernels (a sampler's token fed back): the state is read by a kernel whose result
+// the written value is computed from, so that kernel runs at an earlier level and the reference agrees.
+TEST(State, StateReadFeedingItsWriteRunsBeforeIt) {
+  Graph g;
+  const NodeId s = g.state("acc", {1, 4});
+  const NodeId x = g.input("x", {3, 4});
+  const NodeId y = g.matmul(x, g.reshape(s, {4, 1}));                  // [3, 1], reads the old state
+  const NodeId v = g.reshape(g.sum(y), {1, 1});                        // sum of x·s
+  const NodeId w = g.write_slice(s, v, g.fill(2, {}, DType::I32), 1);  // into column 2
+  const KernelGraph kg = schedule(g, {w});
+  ASSERT_EQ(kg.producer.count(w), 1u);
+  ASSERT_EQ(kg.producer.count(y), 1u);
+  EXPECT_LT(kg.kernels[kg.producer.at(y)].level, kg.kernels[kg.producer.at(w)].level);
+  reference::Feeds f;
+  f["acc"] = HostTensor({1, 4}, std::vector<double>{1, 2, 3, 4});
+  f["x"] = HostTensor({3, 4}, std::vector<double>{1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1});
+  // x·s = [1, 2, 10], summed 13, written at column 2.
+  EXPECT_EQ(reference::evaluate(g, f, w).data, (std::vector<double>{1, 2, 13, 4}));
+}
+
+// The RoPE of a write's value is computed in the write's kernel (fuse_rope_operand); when its operand is a
+// row of the same state, the row is copied out by an earlier kernel, never read beside the write.
+TEST(State, StateRowRotatedIntoItsOwnWriteIsCopiedFirst) {
+  Graph g;
+  const NodeId s = g.state("kv", {1, 1, 4, 2});
+  const NodeId start = g.input("start", {1}, DType::I32);
+  const NodeId row = g.slice(s, 2, 3, 4);
+  const NodeId w = g.write_slice(s, g.rope(row, start), start, 2);
+  const KernelGraph kg = schedule(g, {w});
+  ASSERT_EQ(kg.producer.count(row), 1u) << kg.to_text(g);
+  ASSERT_EQ(kg.producer.count(w), 1u);
+  EXPECT_LT(kg.kernels[kg.producer.at(row)].level, kg.kernels[kg.producer.at(w)].level);
+}
+
+// A view of a write's result (Reshape) is read after the write: the reading kernel sits at a later level.
+TEST(State, ViewOfAWritesResultIsReadAfterTheWrite) {
+  Graph g;
+  const NodeId s = g.state("tok", {2, 1});
+  const NodeId w = g.write_slice(s, g.input("v", {2, 1}), g.fill(0, {2}, DType::I32), 1);
+  const NodeId out = g.exp(g.reshape(w, {2}));
+  const KernelGraph kg = schedule(g, {out});
+  ASSERT_EQ(kg.producer.count(w), 1u);
+  ASSERT_EQ(kg.producer.count(out), 1u);
+  EXPECT_GT(kg.kernels[kg.producer.at(out)].level, kg.kernels[kg.producer.at(w)].level);
+}

@@ -2,23 +2,52 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "meganeura/core/error.hpp"
 #include "meganeura/ops/sample.hpp"
 
 namespace meganeura::models {
 
-LlamaStep build_llama_sampling(const LlamaConfig& c, int64_t batch, int64_t seq) {
-  LlamaStep st = build_llama(c, batch, seq);
-  Graph& g = st.graph;
-  const NodeId logits = g.outputs().at(0);
+namespace {
+
+// The sampler after the logits, with the seen set marked at `mark` first; returns the drawn token ids [B].
+NodeId append_sampler(Graph& g, const LlamaConfig& c, int64_t batch, NodeId logits, NodeId mark) {
   const NodeId params = g.input("sample_params", {batch, ops::kSampleParams}, DType::F32);
   const NodeId rng = g.input("sample_rng", {batch, ops::kSampleRng}, DType::I32);
-  const NodeId mark = g.input("mark", {batch}, DType::I32);
   // The marked token's entry becomes 1 (a mark of -1 lands outside the row and is dropped).
   const NodeId seen = g.write_slice(g.state("sample.seen", {batch, c.vocab}, DType::F32),
                                     g.constant(std::vector<float>(size_t(batch), 1.0f), {batch, 1}), mark, 1);
-  g.set_outputs({g.named(g.sample(logits, seen, params, rng), "token")});
+  return g.sample(logits, seen, params, rng);
+}
+
+}  // namespace
+
+LlamaStep build_llama_sampling(const LlamaConfig& c, int64_t batch, int64_t seq) {
+  LlamaStep st = build_llama(c, batch, seq);
+  Graph& g = st.graph;
+  const NodeId mark = g.input("mark", {batch}, DType::I32);
+  g.set_outputs({g.named(append_sampler(g, c, batch, g.outputs().at(0), mark), "token")});
+  return st;
+}
+
+LlamaStep build_llama_decode(const LlamaConfig& c, int64_t batch) {
+  LlamaStep st;
+  st.batch = batch;
+  Graph& g = st.graph;
+  // States are float: token ids are exact in f32 below 2^24.
+  if (c.vocab > (int64_t(1) << 24))
+    throw ConfigError("[build_llama_decode] expected a vocabulary of at most 2^24 tokens, got " +
+                      std::to_string(c.vocab));
+  const NodeId fed = g.cast(g.state("sample.token", {batch, 1}, DType::F32), DType::I32);
+  const NodeId logits = llama_logits(g, c, batch, 1, fed);
+  const NodeId drawn = append_sampler(g, c, batch, logits, g.reshape(fed, {batch}));
+  // The state's new value is the step's output: the write depends on every reader of the fed token (the
+  // embedding, the seen mark) through the logits, so the scheduler orders them before it.
+  const NodeId state = g.node(fed).inputs[0];
+  const NodeId next = g.write_slice(state, g.cast(g.reshape(drawn, {batch, 1}), DType::F32),
+                                    g.fill(0, {batch}, DType::I32), 1);
+  g.set_outputs({g.named(g.cast(g.reshape(next, {batch}), DType::I32), "token")});
   return st;
 }
 
@@ -156,7 +185,7 @@ Generator::Generator(LanguageModel model, const GeneratorOptions& options,
   const Graph first = build_llama_sampling(m.config, m.batch, m.buckets.front()).graph;
   m.prefill.emplace(m.buckets.front(),
                     device ? build(first, m.session_config, device) : build(first, m.session_config));
-  m.decode.emplace(build(build_llama_sampling(m.config, m.batch, 1).graph, m.session_config, m.owner()));
+  m.decode.emplace(build(build_llama_decode(m.config, m.batch).graph, m.session_config, m.owner()));
   for (const WeightView& w : model.weights) m.owner().set_parameter_bytes(w.name, w.bytes);
   m.model = std::move(model);
 }
@@ -304,25 +333,39 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   const auto t1 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < n; ++i) active[i] = accept(i, next[i]);
 
-  // Decode: each step feeds every sequence's latest token at its position and draws the next.
+  // Decode: step s (1, 2, ...) feeds each sequence's latest token, which the previous step (the prefill for
+  // s = 1) left in sample.token, at position len + s - 1, and draws the next. Steps are queued up to the
+  // session's frames in flight ahead of the one whose tokens the host reads, so the GPU does not wait for the
+  // host between tokens. A sequence that stopped at a drawn stop token (or the callback) is known only when
+  // that step is read: the steps queued behind it compute tokens nobody reads, at positions clamped inside
+  // the cache. Length and Context stops are known ahead, so no step past the last needed one is queued.
   Session& d = *m.decode;
+  {
+    std::vector<float> fed(size_t(B), 0.0f);
+    for (size_t i = 0; i < n; ++i) fed[i] = float(next[i]);
+    d.set_state("sample.token", fed);
+  }
+  int64_t last_step = 0;  // the last step any sequence may need
+  for (size_t i = 0; i < n; ++i)
+    if (active[i])
+      last_step = std::max(last_step, std::min<int64_t>(o.max_tokens, T - int64_t(prompts[i].size())) - 1);
+  d.set_input("last", std::vector<int32_t>(size_t(B), 0));
+  const size_t ahead = size_t(std::max(1, m.session_config.frames_in_flight));
+  std::deque<std::pair<int64_t, uint64_t>> queued;  // (step, the session's id for it), oldest first
   int64_t steps = 0, decoded = 0;
-  for (int64_t step = 1; std::find(active.begin(), active.end(), 1) != active.end(); ++step) {
-    std::vector<int32_t> tokens(size_t(B), 0), start(size_t(B), 0), zero(size_t(B), 0), mark(size_t(B), -1);
-    for (size_t i = 0; i < n; ++i) {
-      if (!active[i]) continue;
-      tokens[i] = next[i];
-      start[i] = int32_t(res[i].prompt.size() + res[i].tokens.size() - 1);
-      mark[i] = penalty ? next[i] : -1;
+  for (int64_t s = 1; std::find(active.begin(), active.end(), 1) != active.end();) {
+    for (; queued.size() < ahead && s <= last_step; ++s) {
+      std::vector<int32_t> start(size_t(B), 0);
+      for (size_t i = 0; i < n; ++i)
+        start[i] = int32_t(std::min<int64_t>(int64_t(res[i].prompt.size()) + s - 1, T - 1));
+      d.set_input("start", start);
+      m.set_sampling(d, o, s);
+      queued.emplace_back(s, d.step());
+      ++steps;
     }
-    d.set_input("tokens", tokens);
-    d.set_input("start", start);
-    d.set_input("last", zero);
-    d.set_input("mark", mark);
-    m.set_sampling(d, o, step);
-    d.run();
-    ++steps;
-    const std::vector<float> drawn = d.read_output("token");
+    if (queued.empty()) break;  // unreachable: an active sequence has a step left before its Length stop
+    const std::vector<float> drawn = d.read_output("token", queued.front().second);
+    queued.pop_front();
     for (size_t i = 0; i < n; ++i) {
       if (!active[i]) continue;
       ++decoded;
@@ -331,6 +374,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
     }
   }
   const auto t2 = std::chrono::steady_clock::now();
+  d.wait();  // steps queued past a stop
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
   for (GenerationResult& r : res) {

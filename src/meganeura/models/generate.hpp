@@ -4,11 +4,16 @@
 // the sampler (Graph::sample, ops/sample.cpp) in every step graph, so a decode step is one submission and
 // only the chosen token ids (i32 per sequence) come back to the host. docs/inference.md describes the use.
 //
-// Step graphs (build_llama_sampling): build_llama's inputs tokens, start, last, and
+// Prefill graphs (build_llama_sampling): build_llama's inputs tokens, start, last, and
 //   sample_params f32 [batch, 5]   temperature, top_k, top_p, min_p, repetition penalty (ops/sample.hpp)
 //   sample_rng    i32 [batch, 3]   seed low and high 32 bits, step (the draw is a function of these and the
-//   row) mark          i32 [batch]      a token to add to the row's seen set before sampling (-1: none)
+//                                  row)
+//   mark          i32 [batch]      a token to add to the row's seen set before sampling (-1: none)
 // state  sample.seen f32 [batch, vocab] (> 0: the repetition penalty applies), output `token` i32 [batch].
+// The decode graph (build_llama_decode) reads its tokens from the state sample.token f32 [batch, 1] (ids
+// exact below 2^24) instead of an input, marks them in the seen set, and writes the drawn ones back there: a
+// step's input is the previous step's output without the host in between, so the Generator queues steps ahead
+// of reading their tokens (start, last and the sampling inputs are known in advance).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -31,6 +36,8 @@ namespace models {
 
 // build_llama(config, batch, seq) with the sampler after the head; its one output is `token`.
 LlamaStep build_llama_sampling(const LlamaConfig& config, int64_t batch, int64_t seq);
+// One decode step of `batch` sequences whose tokens are the state sample.token (see above); output `token`.
+LlamaStep build_llama_decode(const LlamaConfig& config, int64_t batch);
 
 struct SamplingParams {
   double temperature = 1.0;         // <= 0: greedy (argmax, ties to the lowest token id)

@@ -97,15 +97,21 @@ std::map<std::string, std::vector<float>> llama_random_weights(const LlamaConfig
 }
 
 LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
-  check(c, batch, seq);
+  check(c, batch, seq);  // before the tokens input's shape is checked
   LlamaStep out;
   out.batch = batch;
   out.seq = seq;
   Graph& g = out.graph;
+  const NodeId tokens = g.input("tokens", {batch, seq}, DType::I32);
+  g.set_outputs({llama_logits(g, c, batch, seq, tokens)});
+  return out;
+}
+
+NodeId llama_logits(Graph& g, const LlamaConfig& c, int64_t batch, int64_t seq, NodeId tokens) {
+  check(c, batch, seq);
   const int64_t B = batch, S = seq, T = c.max_context, D = c.head_dim(), H = c.heads, Hkv = c.kv_heads;
   std::map<std::string, NodeId> p;
   for (const auto& [name, shape] : llama_parameters(c)) p[name] = g.parameter(name, shape, c.dtype_of(name));
-  const NodeId tokens = g.input("tokens", {B, S}, DType::I32);
   const NodeId start = g.input("start", {B}, DType::I32);
   const NodeId last = g.input("last", {B}, DType::I32);
 
@@ -151,8 +157,7 @@ LlamaStep build_llama(const LlamaConfig& c, int64_t batch, int64_t seq) {
   const NodeId xl = g.gather(g.reshape(x, {B * S, c.hidden}), rows);
   const NodeId xn = g.rms_norm(xl, p.at("output_norm.weight"), c.rms_eps);
   const NodeId head = c.tied_embeddings ? p.at("token_embd.weight") : p.at("output.weight");
-  g.set_outputs({g.named(g.matmul(xn, head, false, true), "logits")});
-  return out;
+  return g.named(g.matmul(xn, head, false, true), "logits");
 }
 
 }  // namespace meganeura::models

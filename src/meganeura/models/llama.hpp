@@ -68,6 +68,10 @@ struct LlamaStep {
 // The step graph for `batch` sequences of `seq` tokens each. Throws ConfigError for an inconsistent config
 // (hidden not a multiple of heads, heads not a multiple of kv_heads, odd head_dim, seq > max_context).
 LlamaStep build_llama(const LlamaConfig& config, int64_t batch, int64_t seq);
+// The same step inside `g`, reading token ids from `tokens` (i32 [batch, seq]: the `tokens` input, or a state
+// that a sampler writes, models/generate.cpp); adds the parameters, states and the start and last inputs, and
+// returns the logits node.
+NodeId llama_logits(Graph& g, const LlamaConfig& config, int64_t batch, int64_t seq, NodeId tokens);
 
 // Every parameter's name and shape, in a fixed order (for loaders and random initialisation).
 std::vector<std::pair<std::string, Shape>> llama_parameters(const LlamaConfig& config);

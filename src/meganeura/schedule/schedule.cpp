@@ -116,7 +116,8 @@ struct Builder {
   // owner, never stored.
   std::vector<char> inlined;
   enum Region : char { None, Epi, Pro };
-  std::vector<char> region;  // region inside its owner kernel
+  std::vector<char> region;                         // region inside its owner kernel
+  std::set<std::pair<NodeId, NodeId>> state_reads;  // (write, state) whose old state other nodes read
   KernelGraph kg;
 
   Builder(const Graph& graph, const ScheduleOptions& o) : g(graph), opt(o) {
@@ -154,15 +155,73 @@ struct Builder {
     if (c == OpClass::Unsupported) unsupported(g, n, "no archetype implements it yet");
     if (numel(nd.shape) >= (int64_t(1) << 31)) unsupported(g, n, "more than 2^31 elements");
     if (nd.op == Op::WriteSlice) {
-      // The write updates the state's bytes in place: a reader of the state beside it would race with it.
-      for (NodeId c : consumers[nd.inputs[0].v]) {
+      // The write updates the state's bytes in place, so a reader of the old state must run before it. That
+      // holds when the written value or start is computed from the reader (a sampler's token fed back into
+      // the next step's embedding): allowed here, and check_state_reads verifies the kernels' levels once
+      // they exist. Any other reader beside the write would race with it.
+      const NodeId s = nd.inputs[0];
+      for (NodeId c : consumers[s.v]) {
         const Node& cn = g.node(c);
-        if (cn.op != Op::WriteSlice || cn.inputs[1] == nd.inputs[0] || cn.inputs[2] == nd.inputs[0])
-          unsupported(g, n,
-                      "its state '" + node_label(g, nd.inputs[0]) + "' is also read directly by " +
-                          std::string(op_name(cn.op)) + " '" + node_label(g, c) +
-                          "'; read the state through the write's result");
+        if (cn.op == Op::WriteSlice && cn.inputs[0] == s && cn.inputs[1] != s && cn.inputs[2] != s) continue;
+        if (feeds(c, n)) {
+          state_reads.insert({n, s});
+          continue;
+        }
+        unsupported(g, n,
+                    "its state '" + node_label(g, s) + "' is also read directly by " +
+                        std::string(op_name(cn.op)) + " '" + node_label(g, c) +
+                        "', which the written value does not depend on; read the state through the write's "
+                        "result");
       }
+    }
+  }
+
+  // Whether `to`'s value or start operand is computed from `from`.
+  bool feeds(NodeId from, NodeId to) const {
+    std::vector<char> seen(g.size(), 0);
+    std::vector<NodeId> stack{g.node(to).inputs[1], g.node(to).inputs[2]};
+    while (!stack.empty()) {
+      const NodeId x = stack.back();
+      stack.pop_back();
+      if (x == from) return true;
+      if (seen[x.v]) continue;
+      seen[x.v] = 1;
+      for (NodeId i : g.node(x).inputs) stack.push_back(i);
+    }
+    return false;
+  }
+
+  // Whether a node computed in K reads the state `s` as it was before this step's writes (directly or through
+  // a view), other than as the state operand of a write.
+  bool reads_old_state(const Kernel& K, NodeId s) const {
+    auto view_of_s = [&](NodeId i) {
+      while (i != s && (op_class(g.node(i).op) == OpClass::Alias || inlined[i.v])) i = g.node(i).inputs[0];
+      return i == s;
+    };
+    auto reads = [&](NodeId m) {
+      const Node& mn = g.node(m);
+      for (size_t j = 0; j < mn.inputs.size(); ++j)
+        if (!(mn.op == Op::WriteSlice && j == 0) && !K.fused(mn.inputs[j]) && view_of_s(mn.inputs[j]))
+          return true;
+      return false;
+    };
+    if ((K.core.valid() && reads(K.core)) || (K.twin.valid() && reads(K.twin)) || reads(K.root)) return true;
+    for (const auto* list : {&K.prologue, &K.epilogue, &K.siblings})
+      for (NodeId m : *list)
+        if (reads(m)) return true;
+    return false;
+  }
+
+  // Every kernel reading a state that a write updates in the same step runs at an earlier level than the
+  // write (levels are separated by barriers), never beside it or in its kernel.
+  void check_state_reads() const {
+    for (const auto& [w, s] : state_reads) {
+      const size_t kw = kg.producer.at(w);
+      for (size_t k = 0; k < kg.kernels.size(); ++k)
+        if (reads_old_state(kg.kernels[k], s) && (k == kw || kg.kernels[k].level >= kg.kernels[kw].level))
+          unsupported(g, w,
+                      "its state '" + node_label(g, s) + "' is read by kernel '" + kg.kernels[k].label +
+                          "', which the schedule does not order before the write");
     }
   }
 
@@ -685,8 +744,14 @@ struct Builder {
       for (size_t i = kg.kernels.size(); i-- > 0;) {
         int lv = 0;
         for (NodeId r : kg.kernels[i].reads) {
-          // A state write's result is stored in the state: its producer is found by the write's own id.
-          auto it = kg.producer.find(r);
+          // A view (Reshape) is produced by the kernel writing its source; a state write's result is stored
+          // in the state, so its producer is found by the write's own id, not by the storage.
+          NodeId src = r;
+          auto it = kg.producer.find(src);
+          while (it == kg.producer.end() && op_class(g.node(src).op) == OpClass::Alias) {
+            src = g.node(src).inputs[0];
+            it = kg.producer.find(src);
+          }
           if (it == kg.producer.end()) it = kg.producer.find(kg.storage_of(r));
           if (it != kg.producer.end()) lv = std::max(lv, level[it->second] + 1);
         }
@@ -718,6 +783,7 @@ KernelGraph schedule(const Graph& g, const std::vector<NodeId>& roots, const Sch
   b.collect_reads();
   b.label_kernels();
   b.order();
+  b.check_state_reads();
   return std::move(b.kg);
 }
 
