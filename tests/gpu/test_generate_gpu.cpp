@@ -74,10 +74,10 @@ std::shared_ptr<runtime::Device> shared_device() {
 }
 
 // The greedy continuation by the reference: argmax (first maximum) of the logits of the whole sequence so
-// far.
+// far, after the repetition penalty on every token of it (logit < 0 ? logit·r : logit / r; r = 1: none).
 std::vector<int32_t> reference_greedy(const LlamaConfig& c,
                                       const std::map<std::string, std::vector<float>>& w,
-                                      std::vector<int32_t> seq, int64_t steps) {
+                                      std::vector<int32_t> seq, int64_t steps, double penalty = 1.0) {
   std::vector<int32_t> out;
   for (int64_t k = 0; k < steps && int64_t(seq.size()) <= c.max_context; ++k) {
     const int64_t L = int64_t(seq.size());
@@ -91,7 +91,11 @@ std::vector<int32_t> reference_greedy(const LlamaConfig& c,
     f["tokens"] = HostTensor({1, L}, std::vector<double>(seq.begin(), seq.end()));
     f["start"] = HostTensor({1}, 0.0);
     f["last"] = HostTensor({1}, double(L - 1));
-    const std::vector<double> logits = reference::evaluate_outputs(st.graph, f)[0].data;
+    std::vector<double> logits = reference::evaluate_outputs(st.graph, f)[0].data;
+    if (penalty != 1.0)
+      for (size_t v = 0; v < logits.size(); ++v)
+        if (std::find(seq.begin(), seq.end(), int32_t(v)) != seq.end())
+          logits[v] = logits[v] < 0 ? logits[v] * penalty : logits[v] / penalty;
     const int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(t);
     seq.push_back(t);
@@ -128,6 +132,23 @@ TEST_F(Generate, GreedyTokensAreTheArgmaxOfReferenceLogitsAtEveryStep) {
   EXPECT_EQ(r2.finish, models::FinishReason::Context);
   // the first call again: sessions and cache reused, same tokens
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p1), greedy(6)).tokens, r1.tokens);
+}
+
+// The repetition penalty over the prompt and the generated tokens: the decode steps mark each fed token in
+// the seen set on the GPU (the token the step before drew), so the penalised greedy tokens are the
+// reference's.
+TEST_F(Generate, RepetitionPenaltyCoversThePromptAndEveryGeneratedToken) {
+  models::LanguageModel lm = model();
+  const auto w = weights_of(lm);
+  Generator gen(std::move(lm), options({8}), shared_device());
+  const std::vector<int32_t> p = {3, 17, 1, 30, 8};
+  GenerationOptions o = greedy(9);
+  o.sampling.repetition_penalty = 3.0;
+  const std::vector<int32_t> plain = reference_greedy(tiny(), w, p, 9);
+  const std::vector<int32_t> penalised = reference_greedy(tiny(), w, p, 9, 3.0);
+  ASSERT_NE(plain, penalised);  // the penalty changes this continuation, so the test sees it applied
+  EXPECT_EQ(gen.generate(std::span<const int32_t>(p), o).tokens, penalised);
+  EXPECT_EQ(gen.generate(std::span<const int32_t>(p), greedy(9)).tokens, plain);  // and is gone again
 }
 
 // A batch of prompts of different lengths gives each sequence the tokens it gets alone.
