@@ -28,6 +28,11 @@ TEST(State, WriteSliceChecksItsOperands) {
   EXPECT_THROW(g.write_slice(s, g.input("v2", {2, 1, 3}), g.input("fstart", {}), 1), ShapeError);
   EXPECT_THROW(g.write_slice(s, g.input("v3", {2, 1, 3}), g.input("bstart", {2}, DType::I32), 0), ShapeError);
   EXPECT_NO_THROW(g.write_slice(s, g.input("v4", {2, 2, 3}), g.input("per_seq", {2}, DType::I32), 1));
+  // an i32 state (token ids fed back) takes i32 values, never floats, and a float state no i32 values
+  const NodeId ids = g.state("ids", {2, 1}, DType::I32);
+  EXPECT_NO_THROW(g.write_slice(ids, g.input("iv", {2, 1}, DType::I32), g.input("s0", {2}, DType::I32), 1));
+  EXPECT_THROW(g.write_slice(ids, g.input("fv", {2, 1}), g.input("s1", {2}, DType::I32), 1), ShapeError);
+  EXPECT_THROW(g.write_slice(s, g.input("iv3", {2, 1, 3}, DType::I32), start, 1), ShapeError);
 }
 
 // Rows land at start[b] + i of each sequence b; a row past the end is dropped.

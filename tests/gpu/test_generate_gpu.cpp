@@ -10,6 +10,7 @@
 #include "meganeura/meganeura.hpp"
 #include "meganeura/models/generate.hpp"
 #include "meganeura/reference/interpreter.hpp"
+#include "meganeura/session/pipeline.hpp"
 
 using namespace meganeura;
 using models::GenerationOptions;
@@ -149,6 +150,22 @@ TEST_F(Generate, RepetitionPenaltyCoversThePromptAndEveryGeneratedToken) {
   ASSERT_NE(plain, penalised);  // the penalty changes this continuation, so the test sees it applied
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p), o).tokens, penalised);
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p), greedy(9)).tokens, plain);  // and is gone again
+}
+
+// The decode graph is the Llama step plus three kernels: the seen mark, the sampler and the write of the
+// drawn tokens into sample.token (the output is that state, read back without a kernel of its own).
+TEST_F(Generate, DecodeStepIsTheLlamaStepAndThreeKernels) {
+  SessionConfig cfg = options().session.value();
+  cfg.training = false;
+  cfg.optimizer.kind = OptimizerKind::None;
+  auto dispatches = [&](const Graph& g) {
+    return int64_t(step_kernels(compile_step(g, cfg, test::gpu_device().caps()), true).size());
+  };
+  for (int64_t batch : {1, 3})
+    EXPECT_EQ(dispatches(models::build_llama_decode(tiny(), batch).graph) -
+                  dispatches(models::build_llama(tiny(), batch, 1).graph),
+              3)
+        << "batch " << batch;
 }
 
 // A batch of prompts of different lengths gives each sequence the tokens it gets alone.

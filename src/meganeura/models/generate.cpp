@@ -35,19 +35,13 @@ LlamaStep build_llama_decode(const LlamaConfig& c, int64_t batch) {
   LlamaStep st;
   st.batch = batch;
   Graph& g = st.graph;
-  // States are float: token ids are exact in f32 below 2^24.
-  if (c.vocab > (int64_t(1) << 24))
-    throw ConfigError("[build_llama_decode] expected a vocabulary of at most 2^24 tokens, got " +
-                      std::to_string(c.vocab));
-  const NodeId fed = g.cast(g.state("sample.token", {batch, 1}, DType::F32), DType::I32);
+  const NodeId fed = g.state("sample.token", {batch, 1}, DType::I32);
   const NodeId logits = llama_logits(g, c, batch, 1, fed);
   const NodeId drawn = append_sampler(g, c, batch, logits, g.reshape(fed, {batch}));
   // The state's new value is the step's output: the write depends on every reader of the fed token (the
   // embedding, the seen mark) through the logits, so the scheduler orders them before it.
-  const NodeId state = g.node(fed).inputs[0];
-  const NodeId next = g.write_slice(state, g.cast(g.reshape(drawn, {batch, 1}), DType::F32),
-                                    g.fill(0, {batch}, DType::I32), 1);
-  g.set_outputs({g.named(g.cast(g.reshape(next, {batch}), DType::I32), "token")});
+  const NodeId next = g.write_slice(fed, g.reshape(drawn, {batch, 1}), g.fill(0, {batch}, DType::I32), 1);
+  g.set_outputs({g.named(g.reshape(next, {batch}), "token")});
   return st;
 }
 
@@ -341,8 +335,8 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   // the cache. Length and Context stops are known ahead, so no step past the last needed one is queued.
   Session& d = *m.decode;
   {
-    std::vector<float> fed(size_t(B), 0.0f);
-    for (size_t i = 0; i < n; ++i) fed[i] = float(next[i]);
+    std::vector<int32_t> fed(size_t(B), 0);
+    std::copy(next.begin(), next.end(), fed.begin());
     d.set_state("sample.token", fed);
   }
   int64_t last_step = 0;  // the last step any sequence may need

@@ -10,8 +10,8 @@
 //                                  row)
 //   mark          i32 [batch]      a token to add to the row's seen set before sampling (-1: none)
 // state  sample.seen f32 [batch, vocab] (> 0: the repetition penalty applies), output `token` i32 [batch].
-// The decode graph (build_llama_decode) reads its tokens from the state sample.token f32 [batch, 1] (ids
-// exact below 2^24) instead of an input, marks them in the seen set, and writes the drawn ones back there: a
+// The decode graph (build_llama_decode) reads its tokens from the state sample.token i32 [batch, 1] instead
+// of an input, marks them in the seen set, and writes the drawn ones back there: a
 // step's input is the previous step's output without the host in between, so the Generator queues steps ahead
 // of reading their tokens (start, last and the sampling inputs are known in advance).
 #include <chrono>
@@ -36,7 +36,8 @@ namespace models {
 
 // build_llama(config, batch, seq) with the sampler after the head; its one output is `token`.
 LlamaStep build_llama_sampling(const LlamaConfig& config, int64_t batch, int64_t seq);
-// One decode step of `batch` sequences whose tokens are the state sample.token (see above); output `token`.
+// One decode step of `batch` sequences whose tokens are the state sample.token (see above); output `token`
+// (the state itself).
 LlamaStep build_llama_decode(const LlamaConfig& config, int64_t batch);
 
 struct SamplingParams {

@@ -22,8 +22,12 @@ TypeInfo write_slice_shape(const ShapeCtx& c) {
       c.fail("a value shaped like the state but along axis " + std::to_string(ax) + " (at most " +
                  std::to_string(s[size_t(ax)]) + ")",
              "value " + shape_str(v) + " into state " + shape_str(s));
-  if (!is_float(c.dtype(1)) || !is_float(c.dtype(0)))
-    c.fail("a float state and value", std::string(dtype_name(c.dtype(0))) + " and " + dtype_name(c.dtype(1)));
+  // Floats of any width meet in f32; an i32 state (token ids fed back) takes i32 values only (kernels carry
+  // them through f32 like every i32 value: exact below 2^24).
+  if (!(is_float(c.dtype(1)) && is_float(c.dtype(0))) &&
+      !(c.dtype(0) == DType::I32 && c.dtype(1) == DType::I32))
+    c.fail("a float state and value, or an i32 state and value",
+           std::string(dtype_name(c.dtype(0))) + " and " + dtype_name(c.dtype(1)));
   const Shape& p = c.shape(2);
   if (c.dtype(2) != DType::I32 || !(p.empty() || (p.size() == 1 && p[0] == s[0] && ax > 0)))
     c.fail("an i32 start of shape [] (or [" + std::to_string(s[0]) + "] with an axis > 0)",

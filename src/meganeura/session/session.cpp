@@ -543,6 +543,10 @@ void Session::set_state(const std::string& name, std::span<const float> data) {
   NodeId n = impl_->leaf_id("set_state", name, Op::WriteSlice);
   impl_->upload_value("set_state", n, data.data(), data.size(), DType::F32);
 }
+void Session::set_state(const std::string& name, std::span<const int32_t> data) {
+  NodeId n = impl_->leaf_id("set_state", name, Op::WriteSlice);
+  impl_->upload_value("set_state", n, data.data(), data.size(), DType::I32);
+}
 std::vector<float> Session::read_state(const std::string& name) {
   return impl_->download_value(impl_->leaf_id("read_state", name, Op::WriteSlice));
 }

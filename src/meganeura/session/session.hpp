@@ -154,6 +154,7 @@ class Session {
   // host; they wait for every submitted step. A state shared with other sessions changes for them too.
   // Truncating a KV cache needs no write: the step's valid-length input decides what attention sees.
   void set_state(const std::string& name, std::span<const float> data);
+  void set_state(const std::string& name, std::span<const int32_t> data);  // an i32 state (token ids)
   std::vector<float> read_state(const std::string& name);
   void reset_state(const std::string& name = "");
   // The output of the latest step (waits for it).
