@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "gpu_fixture.hpp"
@@ -150,6 +151,36 @@ TEST_F(Generate, RepetitionPenaltyCoversThePromptAndEveryGeneratedToken) {
   ASSERT_NE(plain, penalised);  // the penalty changes this continuation, so the test sees it applied
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p), o).tokens, penalised);
   EXPECT_EQ(gen.generate(std::span<const int32_t>(p), greedy(9)).tokens, plain);  // and is gone again
+}
+
+// Steps queued ahead of the host's reads give the tokens of one step at a time: a batch of two prompts of
+// different lengths, sampled with temperature, top-k and the penalty (the draws depend on each step's start,
+// step counter and seen set), one sequence ending at a stop token while later steps are queued.
+TEST_F(Generate, QueuedStepsGiveTheTokensOfOneStepAtATime) {
+  auto run = [&](int frames, std::optional<int32_t> stop) {
+    GeneratorOptions go = options({8}, 2);
+    go.session->frames_in_flight = frames;
+    Generator gen(model(), go, shared_device());
+    GenerationOptions o;
+    o.max_tokens = 9;
+    o.sampling.temperature = 1.5;
+    o.sampling.top_k = 20;
+    o.sampling.repetition_penalty = 1.3;
+    o.seed = 77;
+    o.stop_ids = stop ? std::vector<int32_t>{*stop} : std::vector<int32_t>{};
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& r : gen.generate_batch({{5, 9, 2}, {11, 3, 3, 8, 20, 1}}, o)) out.push_back(r.tokens);
+    return out;
+  };
+  const auto one = run(1, std::nullopt);
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(one[0].size(), 9u);
+  EXPECT_EQ(run(3, std::nullopt), one);
+  // a stop at the first sequence's fourth token: it ends there, the other runs on (unless it draws it too)
+  const int32_t stop = one[0][3];
+  const auto stopped1 = run(1, stop), stopped3 = run(3, stop);
+  EXPECT_EQ(stopped3, stopped1);
+  EXPECT_LE(stopped1[0].size(), 3u);
 }
 
 // The decode graph is the Llama step plus three kernels: the seen mark, the sampler and the write of the
