@@ -345,7 +345,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
       last_step = std::max(last_step, std::min<int64_t>(o.max_tokens, T - int64_t(prompts[i].size())) - 1);
   d.set_input("last", std::vector<int32_t>(size_t(B), 0));
   const size_t ahead = size_t(std::max(1, m.session_config.frames_in_flight));
-  std::deque<std::pair<int64_t, uint64_t>> queued;  // (step, the session's id for it), oldest first
+  std::deque<uint64_t> queued;  // the session's ids of the queued steps, oldest first
   int64_t steps = 0, decoded = 0;
   for (int64_t s = 1; std::find(active.begin(), active.end(), 1) != active.end();) {
     for (; queued.size() < ahead && s <= last_step; ++s) {
@@ -354,11 +354,11 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
         start[i] = int32_t(std::min<int64_t>(int64_t(res[i].prompt.size()) + s - 1, T - 1));
       d.set_input("start", start);
       m.set_sampling(d, o, s);
-      queued.emplace_back(s, d.step());
+      queued.push_back(d.step());
       ++steps;
     }
     if (queued.empty()) break;  // unreachable: an active sequence has a step left before its Length stop
-    const std::vector<float> drawn = d.read_output("token", queued.front().second);
+    const std::vector<float> drawn = d.read_output("token", queued.front());
     queued.pop_front();
     for (size_t i = 0; i < n; ++i) {
       if (!active[i]) continue;
