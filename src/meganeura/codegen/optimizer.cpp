@@ -51,7 +51,10 @@ namespace {
 
 // Statements updating one element of parameter `p`: `lr`, `p` (its value) and `g` (its gradient) are defined;
 // `P` is the element's lvalue, `i` its index. The moments are read from their buffers, or from `state.m` and
-// `state.v` when `state` names an mn_state loaded beforehand (fused_update_fn).
+// `state.v` when `state` names an mn_state loaded beforehand (fused_update_fn). Every value is `precise`
+// (SPIR-V NoContraction): an update fused into a gradient's kernel must give the bits the update kernel
+// gives, and a driver may contract a·b + c into one fma in one kernel and not in the other (NVIDIA's did for
+// g + wd·p: TrainingGpu.FusedUpdatesMatchTheUnfusedStepBitForBit on the H100, twelfth session).
 std::string update_statements(Emitter& e, NodeId param, const std::string& P, const std::string& state = "") {
   const OptimizerConfig& o = e.opt.optimizer;
   std::string b;
@@ -68,10 +71,10 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P, co
         std::string Vr;
         const std::string V = moment(0, Vr);
         std::string mu = float_lit(o.momentum);
-        b += "  float v = " + mu + " * " + Vr + " + g;\n  " + V + " = v;\n";
+        b += "  precise float v = " + mu + " * " + Vr + " + g;\n  " + V + " = v;\n";
         b += o.nesterov ? "  g = g + " + mu + " * v;\n" : "  g = v;\n";
       }
-      b += "  " + P + " = p - lr * g;\n";
+      b += "  precise float np = p - lr * g;\n  " + P + " = np;\n";
       break;
     }
     case OptimizerKind::Adam:
@@ -81,11 +84,12 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P, co
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.kind == OptimizerKind::Adam && o.weight_decay != 0.0) b += "  g += " + wd + " * p;\n";
       if (o.kind == OptimizerKind::AdamW && o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
-      b += "  float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g;\n";
-      b += "  float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
+      b += "  precise float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g;\n";
+      b += "  precise float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  float mh = m / " + correction(1) + ";\n  float vh = v / " + correction(2) + ";\n";
-      b += "  " + P + " = p - lr * mh / (sqrt(vh) + " + float_lit(o.eps) + ");\n";
+      b += "  precise float mh = m / " + correction(1) + ";\n  precise float vh = v / " + correction(2) +
+           ";\n";
+      b += "  precise float np = p - lr * mh / (sqrt(vh) + " + float_lit(o.eps) + ");\n  " + P + " = np;\n";
       break;
     }
     case OptimizerKind::LaProp: {
@@ -94,12 +98,12 @@ std::string update_statements(Emitter& e, NodeId param, const std::string& P, co
       const std::string M = moment(0, Mr), V = moment(1, Vr);
       std::string b1 = float_lit(o.beta1), b2 = float_lit(o.beta2);
       if (o.weight_decay != 0.0) b += "  p *= 1.0 - lr * " + wd + ";\n";
-      b += "  float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
-      b += "  float vh = v / " + correction(2) + ";\n";
-      b += "  float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " + float_lit(o.eps) +
-           ");\n";
+      b += "  precise float v = " + b2 + " * " + Vr + " + (1.0 - " + b2 + ") * g * g;\n";
+      b += "  precise float vh = v / " + correction(2) + ";\n";
+      b += "  precise float m = " + b1 + " * " + Mr + " + (1.0 - " + b1 + ") * g / (sqrt(vh) + " +
+           float_lit(o.eps) + ");\n";
       b += "  " + M + " = m;\n  " + V + " = v;\n";
-      b += "  " + P + " = p - lr * m / " + correction(1) + ";\n";
+      b += "  precise float np = p - lr * m / " + correction(1) + ";\n  " + P + " = np;\n";
       break;
     }
     case OptimizerKind::None:
@@ -118,8 +122,8 @@ void emit_optimizer(Emitter& e) {
   e.bind_hyper();
   std::string P = "b" + std::to_string(bp) + ".d[i]";
   std::string b = "  uint i = " + flat_invocation() + ";\n  if (i >= " + uint_lit(n) + ") return;\n";
-  b += "  float lr = hyper.lr;\n  float p = " + P + ";\n";
-  b += "  float g = " + effective_gradient(e, p, e.k.grad, "i") + ";\n";
+  b += "  float lr = hyper.lr;\n  precise float p = " + P + ";\n";
+  b += "  precise float g = " + effective_gradient(e, p, e.k.grad, "i") + ";\n";
   if (accumulates(o)) b += "  b" + std::to_string(e.bind_accumulator(p, true)) + ".d[i] = 0.0;\n";
   if (o.clip_grad_norm > 0) b += "  g *= hyper.clip_scale;\n";
   b += update_statements(e, p, P);
@@ -141,7 +145,9 @@ std::string fused_update_fn(Emitter& e, const std::string& param_at_i) {
   std::string b = "#define MN_UPDATE_PRELOAD 1\nstruct mn_state { float p; float m; float v; };\n";
   b += "mn_state mn_update_load(uint i) {\n  mn_state s;\n  s.p = " + param_at_i + ";\n";
   b += "  s.m = " + moment(0) + ";\n  s.v = " + moment(1) + ";\n  return s;\n}\n";
-  b += "void mn_update_with(uint i, float g, mn_state s) {\n  float lr = hyper.lr;\n  float p = s.p;\n";
+  b += "void mn_update_with(uint i, float gradient, mn_state s) {\n  float lr = hyper.lr;\n  precise float g "
+       "= "
+       "gradient;\n  precise float p = s.p;\n";
   b += update_statements(e, e.k.update, param_at_i, "s") + "}\n";
   return b + "void mn_update(uint i, float g) { mn_update_with(i, g, mn_update_load(i)); }\n";
 }
