@@ -12,6 +12,7 @@
 #   llm       bench_llm Adam step, batch 1, sequence 128, with its per-family profile (issue 29); LLM_PRECISIONS
 #             (default f32; "f32,mixed16" both) and LLM_S (timeout a side, default 80 s)
 #   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
+#   dispatch  bench_dispatch: a dispatch's floor (dependent, independent, with a ticket) at 1, 132, 384 workgroups
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
 # (llm_base.jsonl, attention_base.jsonl); every other .mm/NAME.tar.xz is a side too (`stage NAME` keeps the
@@ -31,8 +32,8 @@ stage() {
   grep -qx "/.mm/" .git/info/exclude 2>/dev/null || echo "/.mm/" >> .git/info/exclude
   local t=/tmp/batch-stage
   rm -rf "$t" && mkdir -p "$t"
-  for b in bench_matmul bench_attention bench_llm; do strip -o "$t/$b" "build/bin/$b"; done
-  tar -C "$t" -cf - bench_matmul bench_attention bench_llm | xz -9e -T2 > .mm/bin.tar.xz  # see test-gpu.sh
+  for b in bench_matmul bench_attention bench_llm bench_dispatch; do strip -o "$t/$b" "build/bin/$b"; done
+  tar -C "$t" -cf - bench_matmul bench_attention bench_llm bench_dispatch | xz -9e -T2 > .mm/bin.tar.xz  # see test-gpu.sh
   du -sh .mm
 }
 
@@ -66,6 +67,7 @@ run() {
       attention) for side in $bases bin; do
           timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1
         done ;;
+      dispatch) timeout 60 /tmp/batch-bin/bench_dispatch > "$r/dispatch.jsonl" 2>&1 ;;
       auto) timeout 80 "$b" --shapes smollm2 --tiers auto --iters 50 --warmup 300 > "$r/auto_f32.jsonl" \
         2> "$r/auto_f32.log" ;;
       torch) timeout 60 python3 "$here/matmul_torch.py" --shapes smollm2 --iters 50 --warmup 50 > "$r/torch.jsonl" \
