@@ -13,6 +13,8 @@
 #             (default f32; "f32,mixed16" both) and LLM_S (timeout a side, default 80 s)
 #   attention bench_attention at S = 128, 512, D = 64 (issue 29 item 3)
 #   dispatch  bench_dispatch: a dispatch's floor (dependent, independent, with a ticket) at 1, 132, 384 workgroups
+#   prefill   bench_decode --profile under Mixed16, a 512-token prompt at batch 1, f16 and q4_1 weights: where
+#             llama-bench's pp 512 goes (issue 24 item 7; our pp is ~46 000 tok/s for every weight type)
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
 # (llm_base.jsonl, attention_base.jsonl); every other .mm/NAME.tar.xz is a side too (`stage NAME` keeps the
@@ -32,8 +34,9 @@ stage() {
   grep -qx "/.mm/" .git/info/exclude 2>/dev/null || echo "/.mm/" >> .git/info/exclude
   local t=/tmp/batch-stage
   rm -rf "$t" && mkdir -p "$t"
-  for b in bench_matmul bench_attention bench_llm bench_dispatch; do strip -o "$t/$b" "build/bin/$b"; done
-  tar -C "$t" -cf - bench_matmul bench_attention bench_llm bench_dispatch | xz -9e -T2 > .mm/bin.tar.xz  # see test-gpu.sh
+  local tools=(bench_matmul bench_attention bench_llm bench_dispatch bench_decode)
+  for b in "${tools[@]}"; do strip -o "$t/$b" "build/bin/$b"; done
+  tar -C "$t" -cf - "${tools[@]}" | xz -9e -T2 > .mm/bin.tar.xz  # see test-gpu.sh
   du -sh .mm
 }
 
@@ -68,6 +71,10 @@ run() {
           timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1
         done ;;
       dispatch) timeout 60 /tmp/batch-bin/bench_dispatch > "$r/dispatch.jsonl" 2>&1 ;;
+      prefill) for dt in f16 q4_1; do
+          MEGANEURA_PRECISION=mixed16 timeout 60 /tmp/batch-bin/bench_decode --dtype "$dt" --prompt 512 --context 640 \
+            --batches 1 --steps 8 --profile > "$r/prefill_$dt.jsonl" 2>&1
+        done ;;
       auto) timeout 80 "$b" --shapes smollm2 --tiers auto --iters 50 --warmup 300 > "$r/auto_f32.jsonl" \
         2> "$r/auto_f32.log" ;;
       torch) timeout 60 python3 "$here/matmul_torch.py" --shapes smollm2 --iters 50 --warmup 50 > "$r/torch.jsonl" \
