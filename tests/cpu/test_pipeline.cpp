@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "fake_caps.hpp"
 #include "meganeura/nn/nn.hpp"
@@ -69,6 +70,65 @@ TEST(Pipeline, MlpAdamStepDispatchesAndBarrierLevels) {
   EXPECT_EQ(shape.dispatches, 14u) << plan_text(k);
   EXPECT_EQ(shape.barriers, 6u) << plan_text(k);
   EXPECT_EQ(k.kernels.count(Archetype::Optimizer), 4u) << plan_text(k);
+}
+
+// The update's arithmetic in both of its forms (fused into a gradient's kernel: mn_update_with; an update
+// kernel per parameter: the Optimizer kernels of keep_gradients) is `precise`, so that no driver contracts
+// a·b + c into an fma in one form and not the other: NVIDIA's did (g + wd·p), and the fused step stopped
+// matching the unfused one bit for bit (TrainingGpu.FusedUpdatesMatchTheUnfusedStepBitForBit on the H100,
+// twelfth session). Every float the update computes is a precise local, and every store writes a local, not
+// an expression.
+TEST(Pipeline, UpdateArithmeticIsPreciseInBothForms) {
+  const auto check = [](const std::string& code, const std::string& what) {
+    std::istringstream lines(code);
+    int statements = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const size_t eq = line.find(" = ");
+      const bool computes =
+          eq != std::string::npos && line.find_first_of("*+-/", eq + 3) != std::string::npos;
+      if (line.find("float ") != std::string::npos && line.find("hyper.lr") == std::string::npos &&
+          line.find("float gradient") == std::string::npos) {
+        EXPECT_NE(line.find("precise float "), std::string::npos) << what << ": " << line;
+        ++statements;
+      }
+      if (line.find(".d[i] = ") != std::string::npos)
+        EXPECT_FALSE(computes) << what << " stores an expression, not a precise local: " << line;
+    }
+    EXPECT_GE(statements, 3) << what << ":\n" << code;
+  };
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::Sgd;
+  sgd.momentum = 0.9;
+  OptimizerConfig adam, adamw, laprop;
+  adam.kind = OptimizerKind::Adam;
+  adamw.kind = OptimizerKind::AdamW;
+  laprop.kind = OptimizerKind::LaProp;
+  for (OptimizerConfig o : {sgd, adam, adamw, laprop}) {
+    o.weight_decay = 0.01;
+    for (bool keep : {false, true}) {
+      SessionConfig c;
+      c.optimizer = o;
+      c.keep_gradients = keep;
+      const CompiledStep s = compile_step(nn_mlp(), c, fake_caps());
+      const std::string what =
+          std::string(keep ? "update kernel" : "fused update") + " of rule " + std::to_string(int(o.kind));
+      int forms = 0;
+      for (const GeneratedKernel& k : s.code) {
+        const size_t fused = k.glsl.find("void mn_update_with(");
+        if (!keep && fused != std::string::npos) {
+          check(k.glsl.substr(fused, k.glsl.find("\n}\n", fused) - fused), what + " in " + k.label);
+          ++forms;
+        }
+        if (keep && k.variant == "optimizer") {
+          const size_t body = k.glsl.find("void main() {");
+          ASSERT_NE(body, std::string::npos) << k.glsl;
+          check(k.glsl.substr(body), what + " " + k.label);
+          ++forms;
+        }
+      }
+      EXPECT_GT(forms, 0) << what << ": no update found\n" << plan_text(s);
+    }
+  }
 }
 
 TEST(Pipeline, TrainingStepDumpNamesDispatchesBindingsAndBarriers) {
