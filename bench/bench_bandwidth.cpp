@@ -12,6 +12,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "timed_device.hpp"
 
 namespace {
 
@@ -118,17 +119,9 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     const SessionConfig config = SessionConfig::from_env();
-    runtime::DeviceOptions opt;
-    opt.device_id = config.device_id;
-    opt.validation = config.validation;
-    auto dev = runtime::open_device(opt);
-    if (!dev->caps().timestamps) {
-      std::fprintf(stderr, "bench_bandwidth: %s has no timestamp queries\n", dev->caps().name.c_str());
-      return 1;
-    }
-    shader::CompileOptions copt;
-    copt.cache_dir = config.cache_dir;
-    copt.device_key = dev->caps().fingerprint();
+    auto dev = bench::open_timed_device("bench_bandwidth", config);
+    if (!dev) return 1;
+    shader::CompileOptions copt = bench::compile_options(config, *dev);
     runtime::KernelDesc desc;
     desc.label = "bench_copy_vec4";
     desc.spirv = shader::compile_glsl({desc.label, kCopy, {}}, copt).spirv;

@@ -2,10 +2,12 @@
 // decode step is 157 dispatches and 154 barriers, a SmolLM2 training step 979 and ~610). One command list of
 // N dispatches of a kernel that reads a 576-float vector and writes the next one (each workgroup adds one
 // to its share), timed with GPU timestamps around the whole chain, for three shapes of the chain:
-//   dependent    a barrier between dispatches, ping-pong between two buffers (each reads the previous output):
+//   dependent    a barrier between dispatches, ping-pong between two buffers (each reads the previous
+//   output):
 //                the case of a decode step's passes
 //   independent  no barriers, every dispatch writing its own buffer: launch overhead without a drain
-//   ticket       a barrier between dispatches, as dependent, each dispatch's workgroups also taking a ticket of
+//   ticket       a barrier between dispatches, as dependent, each dispatch's workgroups also taking a ticket
+//   of
 //                an atomic counter (the split-K fix-up's pattern) - the cost of that handshake
 // for grids of 1, 132 and 384 workgroups of 256 invocations (one, one per H100/H200 SM, a GEMV pass's grid).
 // Prints one JSON line per (shape, grid): microseconds a dispatch, median over repetitions after warm-up.
@@ -19,6 +21,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/session/session.hpp"
 #include "meganeura/shader/shader.hpp"
+#include "timed_device.hpp"
 
 namespace {
 
@@ -81,17 +84,9 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
     const SessionConfig config = SessionConfig::from_env();
-    runtime::DeviceOptions opt;
-    opt.device_id = config.device_id;
-    opt.validation = config.validation;
-    auto dev = runtime::open_device(opt);
-    if (!dev->caps().timestamps) {
-      std::fprintf(stderr, "bench_dispatch: %s has no timestamp queries\n", dev->caps().name.c_str());
-      return 1;
-    }
-    shader::CompileOptions copt;
-    copt.cache_dir = config.cache_dir;
-    copt.device_key = dev->caps().fingerprint();
+    auto dev = bench::open_timed_device("bench_dispatch", config);
+    if (!dev) return 1;
+    shader::CompileOptions copt = bench::compile_options(config, *dev);
     runtime::KernelDesc desc;
     desc.label = "bench_dispatch_step";
     desc.spirv = shader::compile_glsl({desc.label, kStep, {}}, copt).spirv;

@@ -39,6 +39,7 @@
 #include "meganeura/runtime/device.hpp"
 #include "meganeura/runtime/statistic_json.hpp"
 #include "meganeura/session/session.hpp"
+#include "timed_device.hpp"
 
 namespace {
 
@@ -489,17 +490,9 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     const SessionConfig config = SessionConfig::from_env();
-    runtime::DeviceOptions opt;
-    opt.device_id = config.device_id;
-    opt.validation = config.validation;
-    auto dev = runtime::open_device(opt);
-    if (!dev->caps().timestamps) {
-      std::fprintf(stderr, "bench_matmul: %s has no timestamp queries\n", dev->caps().name.c_str());
-      return 1;
-    }
-    shader::CompileOptions copt;
-    copt.cache_dir = config.cache_dir;
-    copt.device_key = dev->caps().fingerprint();
+    auto dev = bench::open_timed_device("bench_matmul", config);
+    if (!dev) return 1;
+    shader::CompileOptions copt = bench::compile_options(config, *dev);
     copt.optimize = args.optimize;
     MatmulTier best = MatmulTier::Scalar;  // the self-test's best tier (tier "auto", --candidates)
     if (args.probe) {

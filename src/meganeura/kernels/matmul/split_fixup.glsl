@@ -64,6 +64,8 @@ void split_fixup(uint m0, uint n0, uint bm, uint bn, uint batch) {
   // 128 x 1536 x 576 product in six slices took 53 us with the fix-up one output at a time, where its slices
   // alone had taken 30 before the fix-up moved into the kernel, on another H100).
   const uint mn = p.M * p.N, total = (gl_NumWorkGroups.z / uint(SPLIT_K)) * mn, wg = gl_WorkGroupSize.x;
+  // Two paths, not one: a single loop of four-output groups for both (a vec4 or four element loads a group)
+  // made the SmolLM2 step's split products 1.6x slower on the H100 (performance.md, twelfth session).
   if ((p.N & 3u) == 0u && (bn & 3u) == 0u) {
     split_fixup4(m0, n0, bm, bn, batch, mn, total, wg);
     return;
