@@ -121,16 +121,10 @@ int main(int argc, char** argv) {
     const SessionConfig config = SessionConfig::from_env();
     auto dev = bench::open_timed_device("bench_bandwidth", config);
     if (!dev) return 1;
-    shader::CompileOptions copt = bench::compile_options(config, *dev);
-    runtime::KernelDesc desc;
-    desc.label = "bench_copy_vec4";
-    desc.spirv = shader::compile_glsl({desc.label, kCopy, {}}, copt).spirv;
-    desc.num_buffers = 2;
-    desc.push_constant_bytes = 4;
-    const runtime::KernelId kernel = dev->create_kernel(desc);
+    const shader::CompileOptions copt = bench::compile_options(config, *dev);
+    const runtime::KernelId kernel = bench::raw_kernel(*dev, copt, "bench_copy_vec4", kCopy, 2, 4);
     for (uint64_t mib : args.mib) run_size(*dev, kernel, mib << 20, args);
-    for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());
-    return dev->validation_messages().empty() ? 0 : 1;
+    return bench::validation_status(*dev);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_bandwidth: %s\n", e.what());
     return 1;

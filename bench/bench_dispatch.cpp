@@ -86,13 +86,8 @@ int main(int argc, char** argv) {
     const SessionConfig config = SessionConfig::from_env();
     auto dev = bench::open_timed_device("bench_dispatch", config);
     if (!dev) return 1;
-    shader::CompileOptions copt = bench::compile_options(config, *dev);
-    runtime::KernelDesc desc;
-    desc.label = "bench_dispatch_step";
-    desc.spirv = shader::compile_glsl({desc.label, kStep, {}}, copt).spirv;
-    desc.num_buffers = 3;
-    desc.push_constant_bytes = 4;
-    const runtime::KernelId kernel = dev->create_kernel(desc);
+    const shader::CompileOptions copt = bench::compile_options(config, *dev);
+    const runtime::KernelId kernel = bench::raw_kernel(*dev, copt, "bench_dispatch_step", kStep, 3, 4);
     // Two ping-pong vectors for the chains, one output per dispatch for the independent shape, the tickets.
     std::vector<runtime::Buffer> bufs;
     for (uint32_t i = 0; i < a.n + 3; ++i) {
@@ -131,8 +126,7 @@ int main(int argc, char** argv) {
       }
     }
     for (const runtime::Buffer& b : bufs) dev->free(b);
-    for (const std::string& m : dev->validation_messages()) std::fprintf(stderr, "%s\n", m.c_str());
-    return dev->validation_messages().empty() ? 0 : 1;
+    return bench::validation_status(*dev);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dispatch: %s\n", e.what());
     return 1;
