@@ -15,6 +15,7 @@
 #   dispatch  bench_dispatch: a dispatch's floor (dependent, independent, with a ticket) at 1, 132, 384 workgroups
 #   prefill   bench_decode --profile under Mixed16, a 512-token prompt at batch 1, f16 and q4_1 weights: where
 #             llama-bench's pp 512 goes (issue 24 item 7; our pp is ~46 000 tok/s for every weight type)
+#   decode    bench_decode --profile, q4_1 weights, batch 1 and 16 (the decode step's families)
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
 # (llm_base.jsonl, attention_base.jsonl); every other .mm/NAME.tar.xz is a side too (`stage NAME` keeps the
@@ -71,6 +72,8 @@ run() {
           timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1
         done ;;
       dispatch) timeout 60 /tmp/batch-bin/bench_dispatch > "$r/dispatch.jsonl" 2>&1 ;;
+      decode) timeout 60 /tmp/batch-bin/bench_decode --dtype q4_1 --steps 64 --batches 1,16 --profile \
+        > "$r/decode_q4_1.jsonl" 2>&1 ;;
       prefill) for dt in f16 q4_1; do
           MEGANEURA_PRECISION=mixed16 timeout 60 /tmp/batch-bin/bench_decode --dtype "$dt" --prompt 512 --context 640 \
             --batches 1 --steps 8 --profile > "$r/prefill_$dt.jsonl" 2>&1
