@@ -15,7 +15,8 @@
 #   dispatch  bench_dispatch: a dispatch's floor (dependent, independent, with a ticket) at 1, 132, 384 workgroups
 #   prefill   bench_decode --profile under Mixed16, a 512-token prompt at batch 1, f16 and q4_1 weights: where
 #             llama-bench's pp 512 goes (issue 24 item 7; our pp is ~46 000 tok/s for every weight type)
-#   decode    bench_decode --profile, q4_1 weights, batch 1 and 16 (the decode step's families)
+#   decode    bench_decode --profile, q4_1 and f16 weights, batch 1 and 16 (the decode step's families), every
+#             side that carries bench_decode
 # With .mm/base.tar.xz (the same three tools from a baseline commit, `stage base` copies the current
 # .mm/bin.tar.xz there before restaging), llm and attention run the baseline first, then main, in the same call
 # (llm_base.jsonl, attention_base.jsonl); every other .mm/NAME.tar.xz is a side too (`stage NAME` keeps the
@@ -64,16 +65,23 @@ run() {
         timeout "${AB_S:-240}" bash "$here/decode_ab.sh" > /dev/null 2>&1 ;;
       llm) for round in $(seq "${LLM_ROUNDS:-1}"); do
           for side in $bases bin; do
+            [ -x "/tmp/batch-$side/bench_llm" ] || continue  # a side may carry only some tools
             timeout "${LLM_S:-80}" "/tmp/batch-$side/bench_llm" --batches 1 --seqs 128 --precisions "${LLM_PRECISIONS:-f32}" --modes train --steps 20 \
               --warmup 5 > "$r/llm$(sfx "$side")$([ "$round" -gt 1 ] && echo "_r$round").jsonl" 2>&1
           done
         done ;;
       attention) for side in $bases bin; do
+          [ -x "/tmp/batch-$side/bench_attention" ] || continue
           timeout 30 "/tmp/batch-$side/bench_attention" --seqs 128,512 --dims 64 > "$r/attention$(sfx "$side").jsonl" 2>&1
         done ;;
       dispatch) timeout 60 /tmp/batch-bin/bench_dispatch > "$r/dispatch.jsonl" 2>&1 ;;
-      decode) timeout 60 /tmp/batch-bin/bench_decode --dtype q4_1 --steps 64 --batches 1,16 --profile \
-        > "$r/decode_q4_1.jsonl" 2>&1 ;;
+      decode) for side in $bases bin; do
+          [ -x "/tmp/batch-$side/bench_decode" ] || continue
+          for dt in q4_1 f16; do
+            timeout 60 "/tmp/batch-$side/bench_decode" --dtype "$dt" --steps 64 --batches 1,16 --profile \
+              > "$r/decode_$dt$(sfx "$side").jsonl" 2>&1
+          done
+        done ;;
       prefill) for dt in f16 q4_1; do
           MEGANEURA_PRECISION=mixed16 timeout 60 /tmp/batch-bin/bench_decode --dtype "$dt" --prompt 512 --context 640 \
             --batches 1 --steps 8 --profile > "$r/prefill_$dt.jsonl" 2>&1
